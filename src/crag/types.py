@@ -1,0 +1,144 @@
+"""Plain data that moves between the CRAG steps."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Action(str, enum.Enum):
+    """The three corrective actions of CRAG (plus the plain-RAG baseline)."""
+
+    CORRECT = "correct"
+    AMBIGUOUS = "ambiguous"
+    INCORRECT = "incorrect"
+    RAG = "rag"  # no evaluation: the baseline pipeline
+
+
+@dataclass
+class Chunk:
+    """A piece of a source document as stored in the knowledge base."""
+
+    id: str
+    text: str
+    source: str
+    title: str = ""
+    url: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Hit:
+    """A retrieved chunk with the scores that found it (kept for the evaluator)."""
+
+    chunk: Chunk
+    score: float  # fused score used for ranking
+    dense: float | None = None  # cosine similarity of query and chunk vectors
+    keyword: float | None = None  # raw BM25 score (None when the keyword index missed it)
+    rank: int = 0
+    vector: Any = None  # numpy vector of the chunk when the store returned it
+
+
+@dataclass
+class Passage:
+    """What an evaluator grades: a text with whatever signals are already known."""
+
+    id: str
+    text: str
+    vector: Any = None
+    dense: float | None = None
+    keyword: float | None = None
+
+
+@dataclass
+class Grade:
+    """An evaluator's relevance judgement of one passage."""
+
+    id: str
+    score: float  # in [0, 1]
+    reason: str = ""
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluation:
+    """Per-passage grades plus the set-level confidence of the retrieved set."""
+
+    grades: list[Grade]
+    confidence: float
+    reason: str
+    evaluator: str
+    degraded: str = ""  # set when the evaluator fell back (e.g. LLM parse failure)
+
+
+@dataclass
+class WebResult:
+    """A normalised result from an external knowledge source."""
+
+    title: str
+    url: str
+    content: str
+    snippet: str = ""
+    published: str = ""
+    score: float | None = None
+    provider: str = ""
+
+
+@dataclass
+class Strip:
+    """A unit of knowledge in the final context, with its provenance."""
+
+    text: str
+    source: str
+    origin: str  # "internal" or "web"
+    title: str = ""
+    url: str = ""
+    doc_id: str = ""
+    score: float = 0.0
+
+
+@dataclass
+class Citation:
+    """A numbered source the answer cites as ``[id]``."""
+
+    id: int
+    source: str
+    title: str
+    url: str
+    text: str
+
+
+@dataclass
+class Answer:
+    """The result of one question: answer, decision, sources and timings."""
+
+    question: str
+    answer: str
+    action: Action
+    confidence: float | None
+    citations: list[Citation]
+    context: list[Strip]
+    trace_id: str
+    timings: dict[str, float]
+    mode: str = "crag"
+    degradations: list[str] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``crag ask --json``."""
+        return {
+            "answer": self.answer,
+            "action": self.action.value,
+            "confidence": self.confidence,
+            "citations": [asdict(c) for c in self.citations],
+            "context": [
+                {"text": s.text, "source": s.source, "origin": s.origin, "title": s.title, "url": s.url}
+                for s in self.context
+            ],
+            "trace_id": self.trace_id,
+            "timings": self.timings,
+            "mode": self.mode,
+            "queries": self.queries,
+            "degradations": self.degradations,
+        }
