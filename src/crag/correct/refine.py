@@ -1,0 +1,84 @@
+"""Knowledge refinement: split documents into strips, grade the strips, keep the relevant.
+
+This is the paper's decompose-then-recompose step: a retrieved chunk is cut into strips
+of a sentence or a few, each strip is graded for the question, and the relevant ones are
+kept in their original order with their provenance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crag.protocols import Evaluator
+from crag.text import split_sentences
+from crag.types import Passage, Strip
+
+
+@dataclass
+class Doc:
+    """A document to refine: internal chunk or external result, with its provenance."""
+
+    id: str
+    text: str
+    source: str
+    origin: str  # internal | web
+    title: str = ""
+    url: str = ""
+    vector: object = None
+
+
+def make_strips(doc: Doc, sentences_per_strip: int) -> list[Strip]:
+    """Group consecutive sentences into strips; very short sentences join their neighbour."""
+    sents = split_sentences(doc.text)
+    strips: list[Strip] = []
+    buf: list[str] = []
+    for s in sents:
+        buf.append(s)
+        if len(buf) >= sentences_per_strip and sum(len(x) for x in buf) >= 40:
+            strips.append(_strip(doc, buf))
+            buf = []
+    if buf:
+        if strips and sum(len(x) for x in buf) < 40:  # a dangling fragment joins the last strip
+            last = strips[-1]
+            last.text = _join([last.text, *buf])
+        else:
+            strips.append(_strip(doc, buf))
+    return strips
+
+
+def refine(
+    query: str,
+    docs: Sequence[Doc],
+    evaluator: Evaluator,
+    *,
+    sentences_per_strip: int = 2,
+    keep: float = 0.4,
+    max_strips: int = 8,
+) -> tuple[list[Strip], list[Strip]]:
+    """Return (kept strips in document order, every graded strip for the trace)."""
+    strips = [s for d in docs for s in make_strips(d, sentences_per_strip)]
+    if not strips:
+        return [], []
+    ev = evaluator.grade(query, [Passage(str(i), s.text) for i, s in enumerate(strips)])
+    for s, g in zip(strips, ev.grades):
+        s.score = g.score
+    ranked = sorted(range(len(strips)), key=lambda i: -strips[i].score)
+    chosen = [i for i in ranked if strips[i].score >= keep][:max_strips]
+    if not chosen:  # keep the single best strip rather than hand the generator nothing
+        chosen = ranked[:1]
+    kept = [strips[i] for i in sorted(chosen)]
+    return kept, strips
+
+
+def _strip(doc: Doc, sents: list[str]) -> Strip:
+    return Strip(_join(sents), doc.source, doc.origin, doc.title, doc.url, doc.id)
+
+
+def _join(parts: Sequence[str]) -> str:
+    out = ""
+    for p in parts:
+        # No space between CJK sentences; one space between Latin ones.
+        sep = "" if not out or (ord(out[-1]) > 0x2E80 or ord(p[0]) > 0x2E80) else " "
+        out += sep + p
+    return out

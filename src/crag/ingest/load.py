@@ -1,0 +1,395 @@
+"""Find and read source documents: text, Markdown, HTML, PDF, DOCX and JSONL.
+
+Every failure a user can hit is an ``UnsupportedFileError`` with a one-line message that
+names the file and says what to do; ingest skips the file and reports that line.
+
+>>> from pathlib import Path
+>>> from crag.ingest.load import discover, load_file
+>>> files, skipped = discover(["docs/"])  # doctest: +SKIP
+>>> docs, warnings = load_file(files[0])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crag.errors import UnsupportedFileError
+from crag.ingest.chunk import normalize_whitespace
+
+__all__ = ["SUPPORTED_SUFFIXES", "SourceDoc", "discover", "load_file"]
+
+SUPPORTED_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl"}
+
+# Magic numbers of formats people commonly rename by mistake, to give a precise hint.
+_MAGIC = {
+    b"%PDF": "a PDF; rename it to .pdf",
+    b"PK\x03\x04": "a ZIP/Office file; rename a Word document to .docx",
+    b"\x89PNG": "a PNG image; images are not supported",
+    b"\xff\xd8\xff": "a JPEG image; images are not supported",
+    b"GIF8": "a GIF image; images are not supported",
+}
+_MD_H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_DROP_TAGS = ("script", "style", "nav", "footer", "noscript", "template", "head", "svg", "form")
+_BLOCK_TAGS = (
+    "p", "div", "section", "article", "main", "header", "aside", "blockquote", "pre", "ul", "ol",
+    "li", "dl", "dt", "dd", "table", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "figure", "figcaption",
+)  # fmt: skip
+
+
+@dataclass
+class SourceDoc:
+    """One document read from a file, before chunking.
+
+    >>> doc = SourceDoc(source="/data/a.md", text="Hello.", title="A")
+    >>> doc.url, doc.metadata
+    ('', {})
+    """
+
+    source: str  # absolute path; for .jsonl "PATH#LINE" or "PATH#<id>"
+    text: str
+    title: str = ""
+    url: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Expand files and folders into supported files (folders recursively, sorted, no hidden entries).
+
+    Returns ``(files, skipped)``; ``skipped`` holds ``(path, reason)`` for missing paths and
+    unsupported files. A hidden file named explicitly is honoured.
+    """
+    files: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    seen: set[Path] = set()
+
+    def consider(path: Path) -> None:
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            kind = f"'{path.suffix}'" if path.suffix else "without a suffix"
+            skipped.append((str(path), f"unsupported file type {kind}; supported: {_supported()}"))
+            return
+        resolved = path.resolve()
+        if resolved not in seen:  # the same file named twice is ingested once
+            seen.add(resolved)
+            files.append(resolved)
+
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            # os.walk does not follow directory symlinks, so link loops cannot recurse forever.
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(names):
+                    if not name.startswith("."):
+                        consider(Path(root) / name)
+        elif path.is_file():
+            consider(path)
+        else:
+            skipped.append((str(path), "not found; check the path"))
+    return files, skipped
+
+
+def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
+    """Read one file into documents. Returns ``(docs, warnings)``.
+
+    Raises ``UnsupportedFileError`` for an unsupported suffix, an unreadable or binary file,
+    a corrupt or encrypted PDF, a corrupt DOCX, no extractable text, or a JSONL file
+    without a single valid line.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise UnsupportedFileError(f"{path}: unsupported file type '{suffix}'; supported: {_supported()}")
+    source = str(path.resolve())
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise UnsupportedFileError(f"cannot read {path}: {why}; check it is a readable file") from None
+    if not data.strip():
+        raise UnsupportedFileError(f"{path}: file is empty; add text or remove it")
+    if suffix == ".jsonl":
+        return _load_jsonl(path, source, data)
+    if suffix == ".pdf":
+        text, title = _read_pdf(path)
+    elif suffix == ".docx":
+        text, title = _read_docx(path)
+    elif suffix in (".html", ".htm"):
+        meta = _META_CHARSET.search(data[:4096])
+        text, title = _read_html(decode_text(path, data, meta.group(1).decode("ascii") if meta else ""))
+    else:
+        text, title = decode_text(path, data), ""
+        if suffix in (".md", ".markdown"):
+            text, title = _markdown(text)
+    text = normalize_whitespace(_strip_controls(text))
+    if not text:
+        raise UnsupportedFileError(f"{path}: no extractable text; a scanned PDF needs OCR first")
+    return [SourceDoc(source=source, text=text, title=title.strip() or path.stem)], []
+
+
+def _read_pdf(path: Path) -> tuple[str, str]:
+    """Page texts joined by blank lines, and the metadata title; any pypdf failure is reported."""
+    import pypdf
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pypdf warns on sloppy but readable files
+            reader = pypdf.PdfReader(path)
+            if reader.is_encrypted and not reader.decrypt(""):  # empty user password opens many
+                raise UnsupportedFileError(f"{path}: PDF is password-protected; save an unencrypted copy")
+            pages = [page.extract_text() or "" for page in reader.pages]
+            title = (reader.metadata.title if reader.metadata else None) or ""
+    except UnsupportedFileError:
+        raise
+    except Exception as exc:  # pypdf raises many types (PdfReadError, KeyError, ValueError, ...)
+        if "crypt" in str(exc).lower() or "password" in str(exc).lower():  # e.g. AES needs cryptography
+            raise UnsupportedFileError(f"{path}: PDF is encrypted; save an unencrypted copy") from None
+        why = type(exc).__name__
+        raise UnsupportedFileError(f"{path}: corrupt or unreadable PDF ({why}); re-export it") from None
+    return "\n\n".join(p.strip() for p in pages if p.strip()), str(title)
+
+
+def _read_docx(path: Path) -> tuple[str, str]:
+    """Paragraphs and table rows in document order, and the core-properties title."""
+    import docx
+    from docx.table import Table
+
+    try:
+        document = docx.Document(str(path))
+        blocks: list[str] = []
+        for item in document.iter_inner_content():
+            if isinstance(item, Table):
+                for row in item.rows:
+                    cells: list[str] = []
+                    for cell in row.cells:  # merged cells repeat; keep each text once per row
+                        if cell.text.strip() and cell.text.strip() not in cells:
+                            cells.append(cell.text.strip())
+                    blocks.append(" | ".join(cells))
+            else:
+                blocks.append(item.text)
+        title = document.core_properties.title or ""
+    except Exception as exc:  # python-docx surfaces zip, XML and package errors alike
+        why = type(exc).__name__
+        raise UnsupportedFileError(f"{path}: corrupt or unreadable DOCX ({why}); re-save it") from None
+    return "\n\n".join(b for b in blocks if b.strip()), title
+
+
+def _read_html(markup: str) -> tuple[str, str]:
+    """Visible text with one paragraph per block element; boilerplate tags are dropped."""
+    from bs4 import BeautifulSoup, FeatureNotFound, NavigableString
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. MarkupResemblesLocatorWarning on tiny files
+        try:
+            soup = BeautifulSoup(markup, "lxml")
+        except FeatureNotFound:
+            soup = BeautifulSoup(markup, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup.find_all(_DROP_TAGS):
+        tag.decompose()
+    # Source line breaks inside a paragraph are just spaces; blocks then add real breaks.
+    for node in soup.find_all(string=True):
+        if isinstance(node, NavigableString) and not node.find_parent("pre"):
+            node.replace_with(re.sub(r"\s+", " ", str(node)))
+    for tag in soup.find_all(_BLOCK_TAGS):
+        tag.insert_before("\n\n")
+        tag.insert_after("\n\n")
+    for tag in soup.find_all(["br", "td", "th"]):
+        tag.insert_after("\n" if tag.name == "br" else " ")
+    if not title:
+        h1 = soup.find("h1")
+        title = h1.get_text(" ", strip=True) if h1 else ""
+    return soup.get_text(), title
+
+
+def decode_text(path: Path, data: bytes, declared: str = "") -> str:
+    """Decode bytes as text without producing mojibake, or raise ``UnsupportedFileError``.
+
+    Order: BOM / UTF-8, a declared charset (HTML), GB18030 when the result reads as common
+    simplified Chinese, then charset_normalizer only when its answer is unambiguous.
+    """
+    for bom, codec in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+        if data.startswith(bom):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                break
+    head = data[:8]
+    for magic, what in _MAGIC.items():
+        if head.startswith(magic):
+            raise UnsupportedFileError(f"{path}: binary content, looks like {what}")
+    if b"\x00" in data:
+        raise UnsupportedFileError(f"{path}: binary content (NUL bytes), not text; remove it or convert it")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    if declared:
+        try:
+            return data.decode(declared)
+        except (LookupError, UnicodeDecodeError):
+            pass
+    try:
+        text = data.decode("gb18030")
+        if _looks_simplified_chinese(text):
+            return text
+    except UnicodeDecodeError:
+        pass
+    guess = _detect(data)
+    if guess is None:
+        raise UnsupportedFileError(f"{path}: not UTF-8 text and its encoding is unclear; re-save it as UTF-8")
+    return guess
+
+
+def _looks_simplified_chinese(text: str) -> bool:
+    """True when most non-ASCII characters are GB2312 level-1 hanzi or CJK punctuation.
+
+    GB18030 decodes many foreign byte streams (Big5, Latin-1) "successfully" into rare
+    characters; real simplified Chinese text is almost entirely level-1 hanzi.
+    """
+    wide = [c for c in text if ord(c) > 0x7F]
+    if not wide:
+        return False
+    common = 0
+    for ch in wide:
+        try:
+            lead = ch.encode("gb2312")[0]
+        except UnicodeEncodeError:
+            continue
+        if 0xB0 <= lead <= 0xD7 or 0xA1 <= lead <= 0xA3:
+            common += 1
+    return common >= 0.9 * len(wide)
+
+
+def _detect(data: bytes) -> str | None:
+    """charset_normalizer's answer, or None when it is missing, messy or ambiguous."""
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # optional: without it, only UTF-8 and GB18030 are accepted
+        return None
+    matches = list(from_bytes(data))
+    if not matches or matches[0].chaos > 0.05:
+        return None
+    best = str(matches[0])
+    # Equally plausible encodings that disagree on the text mean we would be guessing.
+    if any(m.chaos - matches[0].chaos <= 0.1 and str(m) != best for m in matches[1:]):
+        return None
+    odd = sum(1 for c in best if _is_odd(c))
+    return best if odd <= 0.005 * len(best) else None
+
+
+def _is_odd(ch: str) -> bool:
+    """Characters that signal a wrong decoding: controls, private use, halfwidth katakana, U+FFFD."""
+    if ch in "\t\n\r\f":
+        return False
+    odd_category = unicodedata.category(ch) in ("Cc", "Co", "Cn", "Cs")
+    return odd_category or "\uff61" <= ch <= "\uff9f" or ch == "\ufffd"
+
+
+def _strip_controls(text: str) -> str:
+    # Form feeds (PDF page breaks) become paragraph breaks; other control chars are noise.
+    text = text.replace("\f", "\n\n")
+    return "".join(c for c in text if c in "\t\n\r" or unicodedata.category(c) != "Cc")
+
+
+def _markdown(text: str) -> tuple[str, str]:
+    """Markdown stays as is; title from front matter ``title:`` or the first ``# `` heading."""
+    title = ""
+    text = text.replace("\r\n", "\n")
+    front = _FRONT_MATTER.match(text)
+    if front:
+        for line in front.group(1).splitlines():
+            if line.lower().startswith("title:"):
+                title = line.split(":", 1)[1].strip().strip("\"'")
+        text = text[front.end() :]
+    if not title:
+        heading = _MD_H1.search(text)
+        title = heading.group(1) if heading else ""
+    return text, title
+
+
+def _load_jsonl(path: Path, source: str, data: bytes) -> tuple[list[SourceDoc], list[str]]:
+    """One document per line; bad lines are skipped with a warning naming the line number."""
+    docs: list[SourceDoc] = []
+    warns: list[str] = []
+    ids: set[str] = set()
+    for lineno, line in enumerate(decode_text(path, data).splitlines(), start=1):
+        if not line.strip():
+            continue
+        problem, doc = _jsonl_doc(line, f"{source}#{lineno}", source)
+        if doc is not None and doc.source in ids:
+            problem, doc = f"duplicate id {doc.source.rsplit('#', 1)[1]!r}", None
+        if doc is None:
+            warns.append(f"{path} line {lineno}: {problem}; line skipped")
+            continue
+        ids.add(doc.source)
+        docs.append(doc)
+    if not docs:
+        first = f" (first problem: {warns[0]})" if warns else ""
+        raise UnsupportedFileError(
+            f'{path}: no valid JSONL line; each line needs a JSON object with a non-empty "text"{first}'
+        )
+    return docs, warns
+
+
+def _jsonl_doc(line: str, default_source: str, source: str) -> tuple[str, SourceDoc | None]:
+    """Parse one JSONL line into (problem, doc); exactly one of them is meaningful."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON ({exc.msg} at column {exc.colno})", None
+    if not isinstance(obj, dict):
+        return "not a JSON object", None
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return 'missing or empty "text" string', None
+    for key in ("title", "url"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], str):
+            return f'"{key}" must be a string', None
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        return '"metadata" must be a JSON object', None
+    doc_id = obj.get("id")
+    if doc_id is not None and (isinstance(doc_id, bool) or not isinstance(doc_id, (str, int))):
+        return '"id" must be a string or integer', None
+    text = normalize_whitespace(_strip_controls(text))
+    if not text:
+        return '"text" has no visible characters', None
+    has_id = doc_id is not None and str(doc_id).strip()
+    return "", SourceDoc(
+        source=f"{source}#{str(doc_id).strip()}" if has_id else default_source,
+        text=text,
+        title=(obj.get("title") or "").strip(),
+        url=(obj.get("url") or "").strip(),
+        metadata=_flatten(meta),
+    )
+
+
+def _flatten(meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Metadata as a flat dict of scalars: nested objects become dotted keys, lists JSON strings.
+
+    Stores (Chroma) accept only str/int/float/bool values, so nulls are dropped.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in meta.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        elif isinstance(value, (str, int, float, bool)):
+            flat[name] = value
+        elif value is not None:
+            flat[name] = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return flat
+
+
+def _supported() -> str:
+    return " ".join(sorted(SUPPORTED_SUFFIXES))

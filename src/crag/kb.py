@@ -1,0 +1,290 @@
+"""The knowledge base: files → chunks → vectors (Chroma) + BM25, with hybrid search.
+
+Layout of a knowledge base folder::
+
+    kb/
+      manifest.sqlite   files, chunk texts, generation counter  (the commit point)
+      chroma/           vectors from our embedder
+      bm25/             keyword index derived from the manifest
+      traces.sqlite     decision paths of past questions
+
+Ingestion writes vectors first and commits the manifest per file afterwards, so a
+Ctrl-C or ``kill -9`` at any moment leaves either the old or the new version of a file;
+vectors the manifest does not know are orphans and are deleted on the next open.
+
+>>> from crag.kb import KnowledgeBase
+>>> kb = KnowledgeBase.open("kb", embedder)              # doctest: +SKIP
+>>> report = kb.ingest(["docs/"])                        # doctest: +SKIP
+>>> [h.chunk.title for h in kb.search("What is CRAG?", k=3)]   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from crag.config import ChunkSettings, RetrievalSettings
+from crag.errors import CragError, KnowledgeBaseError
+from crag.ingest.chunk import chunk_id, chunk_text
+from crag.ingest.load import discover, load_file
+from crag.protocols import Embedder
+from crag.store.chroma import ChromaVectorStore
+from crag.store.keyword import BM25Index
+from crag.store.manifest import Manifest
+from crag.types import Chunk, Hit
+
+Progress = Callable[[int, int, str], None]  # (chunks done, chunks total, current file)
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # added | updated | unchanged | skipped | removed
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass
+class IngestReport:
+    """What an ingest run did, file by file."""
+
+    files: list[FileResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def chunks_written(self) -> int:
+        return sum(f.chunks for f in self.files if f.status in ("added", "updated"))
+
+    @property
+    def skipped(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "skipped"]
+
+
+class KnowledgeBase:
+    """A folder holding a searchable, crash-consistent knowledge base."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        embedder: Embedder,
+        *,
+        chunking: ChunkSettings | None = None,
+        retrieval: RetrievalSettings | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.embedder = embedder
+        self.chunking = chunking or ChunkSettings()
+        self.retrieval = retrieval or RetrievalSettings()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.manifest = Manifest(self.path / "manifest.sqlite")
+        self._check_embedder()
+        self.vectors = ChromaVectorStore(self.path / "chroma")
+        self.keyword = BM25Index(self.path / "bm25")
+        self._reconcile()
+
+    @classmethod
+    def open(cls, path: str | Path, embedder: Embedder, **kw: object) -> KnowledgeBase:
+        """Open an existing knowledge base for querying (error if it does not exist)."""
+        p = Path(path)
+        if not (p / "manifest.sqlite").is_file():
+            raise KnowledgeBaseError(
+                f"no knowledge base at {p}; create it with `crag ingest PATH --kb {p}`"
+            )
+        return cls(p, embedder, **kw)  # type: ignore[arg-type]
+
+    # -- consistency -------------------------------------------------------------------
+    def _check_embedder(self) -> None:
+        stored = self.manifest.get_meta("embedder")
+        if stored is None:
+            self.manifest.set_meta("embedder", self.embedder.model_id)
+        elif stored != self.embedder.model_id:
+            raise KnowledgeBaseError(
+                f"knowledge base {self.path} was built with embedder {stored!r}, not "
+                f"{self.embedder.model_id!r}; use the same embedder or ingest into a new --kb folder"
+            )
+
+    def _reconcile(self) -> None:
+        known = self.manifest.chunk_ids()
+        orphans = self.vectors.all_ids() - known
+        if orphans:
+            self.vectors.delete(sorted(orphans))
+
+    def stats(self) -> dict[str, int]:
+        files, chunks = self.manifest.counts()
+        return {"files": files, "chunks": chunks, "generation": self.manifest.generation}
+
+    # -- ingestion ---------------------------------------------------------------------
+    def ingest(
+        self, paths: Sequence[str | Path], *, prune: bool = False, progress: Progress | None = None
+    ) -> IngestReport:
+        """Add or update files and folders; unchanged files are skipped by content hash."""
+        report = IngestReport()
+        files, missing = discover(paths)
+        report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
+
+        # Pass 1: read and chunk (cheap), so the progress bar knows the embedding work.
+        plan: list[tuple[str, str, list[Chunk]]] = []
+        for f in files:
+            key = str(Path(f).resolve())
+            try:
+                sha = hashlib.sha256(Path(f).read_bytes()).hexdigest()
+                if self.manifest.file_sha(key) == sha:
+                    report.files.append(FileResult(key, "unchanged", len(self.manifest.chunk_ids(key))))
+                    continue
+                docs, warnings = load_file(Path(f))
+            except CragError as exc:
+                report.files.append(FileResult(key, "skipped", reason=str(exc)))
+                continue
+            except OSError as exc:
+                report.files.append(FileResult(key, "skipped", reason=f"cannot read {f}: {exc.strerror}"))
+                continue
+            report.warnings += warnings
+            chunks = self._chunk(docs)
+            if not chunks:
+                report.files.append(FileResult(key, "skipped", reason=f"{f}: no text to index"))
+                continue
+            plan.append((key, sha, chunks))
+
+        total = sum(len(self._new_chunks(c)) for _, _, c in plan)
+        done = 0
+        if progress:
+            progress(0, total, "")
+        for key, sha, chunks in plan:
+            existed = self.manifest.file_sha(key) is not None
+            new = self._new_chunks(chunks)
+            bs = 32
+            for i in range(0, len(new), bs):
+                batch = new[i : i + bs]
+                vecs = self.embedder.embed([c.text for c in batch], kind="passage")
+                self.vectors.upsert([c.id for c in batch], vecs, [_meta(c) for c in batch])
+                done += len(batch)
+                if progress:
+                    progress(done, total, key)
+            dropped = self.manifest.replace_file(key, sha, chunks, _now())
+            # Chunk ids are content hashes: one shared by another file must stay in Chroma.
+            if dropped:
+                self.vectors.delete(sorted(dropped - self.manifest.chunk_ids()))
+            report.files.append(FileResult(key, "updated" if existed else "added", len(chunks)))
+
+        if prune:
+            report.files += self._prune(paths)
+        return report
+
+    def _chunk(self, docs: Sequence[object]) -> list[Chunk]:
+        out: list[Chunk] = []
+        seen: set[str] = set()
+        for d in docs:
+            for text in chunk_text(d.text, size=self.chunking.size, overlap=self.chunking.overlap):  # type: ignore[attr-defined]
+                cid = chunk_id(d.source, text)  # type: ignore[attr-defined]
+                if cid in seen:  # the same passage twice in one file
+                    continue
+                seen.add(cid)
+                out.append(
+                    Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata))  # type: ignore[attr-defined]
+                )
+        return out
+
+    def _new_chunks(self, chunks: list[Chunk]) -> list[Chunk]:
+        # Vectors already stored under the same content hash need no embedding.
+        known = self.manifest.chunk_ids()
+        return [c for c in chunks if c.id not in known]
+
+    def _prune(self, paths: Sequence[str | Path]) -> list[FileResult]:
+        roots = [str(Path(p).resolve()) for p in paths]
+        gone = [
+            f
+            for f in self.manifest.files()
+            if any(f == r or f.startswith(r.rstrip("/") + "/") for r in roots) and not Path(f).exists()
+        ]
+        return self.remove(gone)
+
+    def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
+        """Remove files (or every file under a folder) from the knowledge base."""
+        known = self.manifest.files()
+        targets: list[str] = []
+        for p in paths:
+            r = str(Path(p).resolve())
+            targets += [f for f in known if f == r or f.startswith(r.rstrip("/") + "/")]
+        if not targets:
+            return []
+        counts = {f: len(self.manifest.chunk_ids(f)) for f in targets}
+        dropped = self.manifest.remove_files(targets)
+        self.vectors.delete(sorted(dropped - self.manifest.chunk_ids()))
+        return [FileResult(f, "removed", counts[f]) for f in targets]
+
+    # -- search ------------------------------------------------------------------------
+    def _keyword_index(self) -> BM25Index:
+        gen = self.manifest.generation
+        if self.keyword.generation != gen:
+            self.keyword.load()
+        if self.keyword.generation != gen:
+            chunks = self.manifest.chunks()
+            self.keyword.build([c.id for c in chunks], [c.text for c in chunks], generation=gen)
+        return self.keyword
+
+    def search(self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None) -> list[Hit]:
+        """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
+        cfg = self.retrieval
+        k = k or cfg.top_k
+        if self.manifest.counts()[1] == 0:
+            raise KnowledgeBaseError(
+                f"knowledge base {self.path} is empty; add documents with `crag ingest PATH --kb {self.path}`"
+            )
+        qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
+        known = self.manifest.chunk_ids()
+        dense = [(i, s, v) for i, s, v in self.vectors.query(qv, cfg.candidates) if i in known]
+        sparse = [(i, s) for i, s in self._keyword_index().search(query, cfg.candidates) if i in known]
+
+        dense_score = {i: s for i, s, _ in dense}
+        vec = {i: v for i, _, v in dense if v is not None}
+        kw_score = dict(sparse)
+        fused = _fuse(dense, sparse, cfg)
+        top = sorted(fused, key=lambda i: -fused[i])[:k]
+        # Keyword-only hits lack a dense score; the evaluator needs one, so fetch vectors.
+        missing = [i for i in top if i not in vec]
+        vec.update(self.vectors.vectors(missing))
+        for i in missing:
+            if i in vec:
+                dense_score[i] = float(vec[i] @ qv)
+        chunks = {c.id: c for c in self.manifest.chunks(top)}
+        return [
+            Hit(chunks[i], fused[i], dense_score.get(i), kw_score.get(i), rank=n, vector=vec.get(i))
+            for n, i in enumerate(top)
+            if i in chunks
+        ]
+
+
+def _fuse(
+    dense: list[tuple[str, float, object]], sparse: list[tuple[str, float]], cfg: RetrievalSettings
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if cfg.fusion == "rrf":
+        for rank, (i, *_rest) in enumerate(dense):
+            out[i] = out.get(i, 0.0) + 1.0 / (cfg.rrf_k + rank + 1)
+        for rank, (i, _) in enumerate(sparse):
+            out[i] = out.get(i, 0.0) + 1.0 / (cfg.rrf_k + rank + 1)
+        return out
+    # Weighted: min-max normalise each list so their scales are comparable.
+    for items, w in (([(i, s) for i, s, _ in dense], cfg.dense_weight), (sparse, 1 - cfg.dense_weight)):
+        if not items:
+            continue
+        lo, hi = min(s for _, s in items), max(s for _, s in items)
+        for i, s in items:
+            out[i] = out.get(i, 0.0) + w * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+    return out
+
+
+def _meta(c: Chunk) -> dict[str, object]:
+    return {"source": c.source, "title": c.title[:200], "url": c.url}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,275 @@
+"""The embedded LLM: a GGUF model run in-process by llama-cpp-python.
+
+Loading a model takes seconds and hundreds of MB, so loaded models live in a
+process-wide cache keyed by ``(path, n_ctx)`` and are shared by every ``LlamaCppLLM``
+that asks for them. A llama.cpp context is not thread-safe: each cached model carries a
+lock that serialises calls on it.
+
+``llama_cpp`` is imported only in :meth:`LlamaCppLLM.warm_up`, so registering this
+backend never needs the optional dependency.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from crag.errors import LLMError, LLMUnavailableError
+from crag.llm.models import BUNDLED_MODELS, resolve_gguf
+from crag.protocols import Completion
+from crag.registry import LLMS
+
+if TYPE_CHECKING:
+    from crag.config import CragSettings
+
+BACKEND_ID = "llama-cpp"
+_YES = ("yes", "Yes", "YES")
+_NO = ("no", "No", "NO")
+
+
+@dataclass
+class _Loaded:
+    """One loaded model, its call lock, and what ``yes_probability`` derives from it once."""
+
+    llama: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    formatter: Any = None
+    yes_ids: np.ndarray | None = None
+    no_ids: np.ndarray | None = None
+
+
+_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+class LlamaCppLLM:
+    """A chat model running in this process from a GGUF file or a bundled model name.
+
+    The constructor only stores settings; :meth:`warm_up` (or the first call) resolves
+    the model, assembling a bundled one on first use, and loads it.
+
+    ### Usage example
+    >>> llm = LlamaCppLLM("qwen2.5-coder-0.5b", n_ctx=2048)
+    >>> llm.model_id
+    'qwen2.5-coder-0.5b'
+    >>> reply = llm.complete([{"role": "user", "content": "Say hi."}], max_tokens=8)  # doctest: +SKIP
+    >>> llm.yes_probability([{"role": "user", "content": "Is 2 even? Answer yes or no."}])  # doctest: +SKIP
+    0.97...
+    """
+
+    def __init__(self, model: str, *, n_ctx: int = 4096, n_threads: int = 0, seed: int = 0) -> None:
+        if n_ctx < 1:
+            raise ValueError("n_ctx must be >= 1")
+        if n_threads < 0:
+            raise ValueError("n_threads must be >= 0 (0 = all cores)")
+        self.model = model
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.seed = seed
+        # A bundled name is its own id; a path is shown by file stem (no directories in traces).
+        self.model_id = model if model in BUNDLED_MODELS else Path(model).stem
+        self._loaded: _Loaded | None = None
+
+    def __repr__(self) -> str:
+        return f"LlamaCppLLM(model={self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+
+    def warm_up(self) -> None:
+        """Resolve and load the model (shared with other instances using the same file and n_ctx).
+
+        Raises ``ConfigError`` / ``ModelIntegrityError`` for a bad ``model`` setting and
+        ``LLMUnavailableError`` when llama-cpp-python is missing or the file cannot load.
+        """
+        if self._loaded is not None:
+            return
+        path = resolve_gguf(self.model)
+        key = (str(path.resolve()), self.n_ctx)
+        with _LOADED_LOCK:
+            loaded = _LOADED.get(key)
+            if loaded is None:
+                loaded = _Loaded(llama=self._load(path))
+                _LOADED[key] = loaded
+        self._loaded = loaded
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        """Answer a chat; with ``json_schema`` the output is grammar-constrained JSON."""
+        loaded = self._ready()
+        kwargs: dict[str, Any] = {}
+        if json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        with loaded.lock:
+            try:
+                out = loaded.llama.create_chat_completion(
+                    messages=[dict(m) for m in messages],
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=self.seed,
+                    **kwargs,
+                )
+            except Exception as exc:
+                raise self._call_error(exc, "complete") from exc
+        try:
+            text = out["choices"][0]["message"].get("content") or ""
+            usage = out.get("usage") or {}
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise LLMError(
+                f"{BACKEND_ID}: unexpected completion format from llama-cpp-python",
+                backend_id=BACKEND_ID,
+                step="complete",
+            ) from None
+        return Completion(
+            text=text.strip(),
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            model=self.model_id,
+        )
+
+    def yes_probability(self, messages: Sequence[dict[str, str]]) -> float:
+        """P("yes") / (P("yes") + P("no")) for the first answer token of this chat.
+
+        Sums the probabilities of the single tokens spelling yes/Yes/YES (with or without
+        a leading space) and likewise for no, so the score does not depend on casing.
+        The prompt should ask for a yes/no answer.
+        """
+        loaded = self._ready()
+        with loaded.lock:
+            try:
+                self._prepare_yes_no(loaded)
+                llama = loaded.llama
+                prompt = loaded.formatter(messages=[dict(m) for m in messages]).prompt
+                tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+                if len(tokens) >= llama.n_ctx():
+                    raise ValueError(
+                        f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}"
+                    )
+                logits = self._next_token_logits(llama, tokens)
+            except Exception as exc:
+                raise self._call_error(exc, "yes_probability") from exc
+        assert loaded.yes_ids is not None and loaded.no_ids is not None
+        # log-sum-exp keeps this finite when both answers are very unlikely.
+        ly = _logsumexp(logits[loaded.yes_ids])
+        ln = _logsumexp(logits[loaded.no_ids])
+        return float(1.0 / (1.0 + np.exp(np.clip(ln - ly, -700.0, 700.0))))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _ready(self) -> _Loaded:
+        self.warm_up()
+        assert self._loaded is not None
+        return self._loaded
+
+    def _load(self, path: Path) -> Any:
+        try:
+            import llama_cpp
+        except ImportError:
+            raise LLMUnavailableError(
+                f"{BACKEND_ID}: llama-cpp-python is not installed: run "
+                "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'crag[local]', or use llm.backend = \"openai\"",
+                backend_id=BACKEND_ID,
+                step="load",
+            ) from None
+        threads = self.n_threads or os.cpu_count() or 1
+        try:
+            return llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=self.n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                verbose=False,
+            )
+        except Exception as exc:
+            detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise LLMUnavailableError(
+                f"{BACKEND_ID}: cannot load {path.name} ({detail}); check that it is a valid GGUF "
+                "model and that llm.n_ctx fits in memory",
+                backend_id=BACKEND_ID,
+                step="load",
+            ) from None
+
+    def _call_error(self, exc: Exception, step: str) -> LLMError:
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        if "exceed context window" in detail:
+            return LLMError(
+                f"{BACKEND_ID}: prompt too long for {self.model_id} ({detail}); raise llm.n_ctx "
+                "or lower generation.max_context_chars",
+                backend_id=BACKEND_ID,
+                step=step,
+            )
+        return LLMError(f"{BACKEND_ID}: {self.model_id} failed: {detail}", backend_id=BACKEND_ID, step=step)
+
+    @staticmethod
+    def _prepare_yes_no(loaded: _Loaded) -> None:
+        """Find the chat template and the yes/no token ids once per loaded model."""
+        if loaded.formatter is not None:
+            return
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llama = loaded.llama
+        template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+        eos, bos = llama.token_eos(), llama.token_bos()
+        loaded.formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=llama.detokenize([eos], special=True).decode("utf-8", "replace") if eos >= 0 else "",
+            bos_token=llama.detokenize([bos], special=True).decode("utf-8", "replace") if bos >= 0 else "",
+            add_generation_prompt=True,
+        )
+        loaded.yes_ids = _single_token_ids(llama, _YES)
+        loaded.no_ids = _single_token_ids(llama, _NO)
+        if not len(loaded.yes_ids) or not len(loaded.no_ids):
+            raise ValueError("the model vocabulary has no single token for yes/no")
+
+    @staticmethod
+    def _next_token_logits(llama: Any, tokens: list[int]) -> np.ndarray:
+        """Evaluate ``tokens`` and return the logits of the token that would come next."""
+        import llama_cpp
+
+        # Reuse the KV cache for the prefix shared with the previous call (a grader asks
+        # the same instructions for passage after passage), as Llama.generate does.
+        n_prev = min(llama.n_tokens, len(tokens))
+        prev = np.asarray(llama.input_ids[:n_prev])
+        differ = np.nonzero(prev != np.asarray(tokens[:n_prev], dtype=prev.dtype))[0]
+        common = int(differ[0]) if len(differ) else n_prev
+        common = min(common, len(tokens) - 1)  # evaluate at least one token to get logits
+        llama.n_tokens = common
+        llama.eval(tokens[common:])
+        ptr = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(llama.n_vocab(),)).astype(np.float64)
+
+
+# Fallback for GGUFs without an embedded chat template.
+_CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _single_token_ids(llama: Any, words: Sequence[str]) -> np.ndarray:
+    ids: set[int] = set()
+    for word in words:
+        for variant in (word, " " + word):
+            toks = llama.tokenize(variant.encode("utf-8"), add_bos=False, special=False)
+            if len(toks) == 1:
+                ids.add(int(toks[0]))
+    return np.asarray(sorted(ids), dtype=np.int64)
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))
+
+
+@LLMS.register("llama-cpp")
+def _factory(settings: CragSettings, **_: Any) -> LlamaCppLLM:
+    return LlamaCppLLM(settings.llm.model, n_ctx=settings.llm.n_ctx, n_threads=settings.llm.n_threads)

@@ -1,0 +1,162 @@
+"""Tavily web search: the article's "web search" action against a real search API.
+
+Needs ``TAVILY_API_KEY`` (or the variable named by ``search.tavily_api_key_env``); the key
+goes in the ``Authorization`` header, never in the body, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from crag.config import secret_from_env
+from crag.errors import SearchError
+from crag.http import request_json
+from crag.registry import SEARCHES
+from crag.types import WebResult
+
+DEFAULT_URL = "https://api.tavily.com"
+SNIPPET_CHARS = 300
+
+
+class TavilySearch:
+    """``POST {base_url}/search`` and normalise the hits into :class:`~crag.types.WebResult`.
+
+    ### Usage example
+    >>> import httpx
+    >>> def handler(request: httpx.Request) -> httpx.Response:
+    ...     return httpx.Response(200, json={"query": "q", "results": [
+    ...         {"title": "Beijing", "url": "https://example.org/bj",
+    ...          "content": "Beijing is the capital of China.", "score": 0.9}]})
+    >>> search = TavilySearch(api_key="tvly-test",
+    ...                       client=httpx.Client(transport=httpx.MockTransport(handler)))
+    >>> [(r.title, r.provider) for r in search.search("capital of China", k=3)]
+    [('Beijing', 'tavily')]
+    """
+
+    name = "tavily"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | SecretStr,
+        base_url: str = DEFAULT_URL,
+        timeout: float = 10.0,
+        retries: int = 1,
+        search_depth: str = "basic",
+        client: httpx.Client | None = None,
+    ) -> None:
+        self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
+        if not self._api_key.get_secret_value().strip():
+            raise ValueError("api_key must not be empty")
+        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.search_depth = search_depth
+        self._client = client
+        self._owns_client = client is None
+
+    def search(self, query: str, *, k: int) -> list[WebResult]:
+        """Up to ``k`` results with non-empty content, in Tavily's order (best first)."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        if not query.strip():
+            return []
+        body = {
+            "query": query,
+            "max_results": k,
+            "search_depth": self.search_depth,
+            "include_answer": False,
+            "include_raw_content": False,
+            "include_images": False,
+        }
+        payload = request_json(
+            self._http(),
+            "POST",
+            f"{self.base_url}/search",
+            error=SearchError,
+            backend_id="tavily",
+            step="search",
+            retries=self.retries,
+            timeout=self.timeout,
+            json=body,
+            headers={"Authorization": f"Bearer {self._api_key.get_secret_value()}"},
+        )
+        return _parse(payload)[:k]
+
+    def close(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._client is not None and self._owns_client:
+            self._client.close()
+            self._client = None
+
+    def __repr__(self) -> str:  # the key stays out of reprs and traces
+        return f"TavilySearch(base_url={self.base_url!r})"
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client()
+        return self._client
+
+
+def _malformed(what: str) -> SearchError:
+    return SearchError(
+        f"tavily: malformed response ({what}); the API may have changed or a proxy answered instead",
+        backend_id="tavily",
+        step="search",
+    )
+
+
+def _parse(payload: Any) -> list[WebResult]:
+    if not isinstance(payload, dict):
+        raise _malformed("expected a JSON object")
+    results = payload.get("results")
+    if not isinstance(results, list):
+        raise _malformed("no 'results' list")
+    out: list[WebResult] = []
+    for item in results:
+        if not isinstance(item, dict):
+            raise _malformed("a result is not an object")
+        content = item.get("content")
+        if content is None or (isinstance(content, str) and not content.strip()):
+            continue  # nothing to ground an answer on
+        title, url, published = item.get("title"), item.get("url", ""), item.get("published_date")
+        if not isinstance(content, str) or not isinstance(url, str):
+            raise _malformed("content and url must be strings")
+        if title is not None and not isinstance(title, str):
+            raise _malformed("title must be a string")
+        content = content.strip()
+        out.append(
+            WebResult(
+                title=(title or "").strip() or url,
+                url=url,
+                content=content,
+                snippet=content[:SNIPPET_CHARS],
+                published=published if isinstance(published, str) else "",
+                score=_score(item.get("score")),
+                provider="tavily",
+            )
+        )
+    return out
+
+
+def _score(value: Any) -> float | None:
+    # bool is an int subclass; a true/false "score" is not a relevance.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@SEARCHES.register("tavily")
+def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> TavilySearch:
+    s = settings.search
+    return TavilySearch(
+        api_key=secret_from_env(s.tavily_api_key_env, what="search provider tavily"),
+        base_url=s.tavily_url,
+        timeout=s.timeout,
+        retries=s.retries,
+        client=client,
+    )

@@ -1,0 +1,108 @@
+"""ChromaDB on disk (``PersistentClient``), holding vectors computed by our embedder.
+
+Chroma's default embedding function is never used: it downloads a model and fails
+offline. The collection is created with ``embedding_function=None`` and every call
+passes vectors explicitly.
+
+>>> import numpy as np
+>>> store = ChromaVectorStore("/tmp/kb-doc/chroma", dim=3)   # doctest: +SKIP
+>>> store.upsert(["a"], np.array([[1, 0, 0]], "float32"), [{"source": "x"}])  # doctest: +SKIP
+>>> store.query(np.array([1, 0, 0], "float32"), k=1)[0][:2]   # doctest: +SKIP
+('a', 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crag.errors import StoreError
+
+COLLECTION = "chunks"
+_BATCH = 1000  # Chroma caps the rows of one call; stay well below it
+
+
+class ChromaVectorStore:
+    """Embedded Chroma collection with cosine distance; similarity = 1 - distance."""
+
+    def __init__(self, path: str | Path, *, dim: int | None = None) -> None:
+        self.path = Path(path)
+        self.dim = dim
+        self._col: Any = None
+
+    def warm_up(self) -> None:
+        if self._col is not None:
+            return
+        try:
+            import chromadb
+            from chromadb.config import Settings
+
+            client = chromadb.PersistentClient(
+                path=str(self.path), settings=Settings(anonymized_telemetry=False)
+            )
+            self._col = client.get_or_create_collection(
+                COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+            )
+        except Exception as exc:  # chromadb raises many types; one line for the user
+            raise StoreError(
+                f"cannot open the vector store at {self.path}: {exc}; "
+                "move the folder aside and re-ingest if it is damaged",
+                backend_id="chroma",
+                step="open",
+            ) from None
+
+    @property
+    def col(self) -> Any:
+        self.warm_up()
+        return self._col
+
+    def upsert(
+        self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]
+    ) -> None:
+        for i in range(0, len(ids), _BATCH):
+            self.col.upsert(
+                ids=list(ids[i : i + _BATCH]),
+                embeddings=np.asarray(vectors[i : i + _BATCH], dtype=np.float32),
+                metadatas=[_clean_meta(m) for m in metadatas[i : i + _BATCH]],
+            )
+
+    def delete(self, ids: Sequence[str]) -> None:
+        ids = list(ids)
+        for i in range(0, len(ids), _BATCH):
+            self.col.delete(ids=ids[i : i + _BATCH])
+
+    def all_ids(self) -> set[str]:
+        return set(self.col.get(include=[])["ids"])
+
+    def count(self) -> int:
+        return int(self.col.count())
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id (missing ids are absent from the result)."""
+        if not ids:
+            return {}
+        got = self.col.get(ids=list(ids), include=["embeddings"])
+        return {i: np.asarray(e, dtype=np.float32) for i, e in zip(got["ids"], got["embeddings"])}
+
+    def query(self, vector: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
+        n = self.count()
+        if n == 0:
+            return []
+        res = self.col.query(
+            query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
+            n_results=min(k, n),
+            include=["distances", "embeddings"],
+        )
+        ids, dists, embs = res["ids"][0], res["distances"][0], res["embeddings"][0]
+        return [
+            (i, 1.0 - float(d), np.asarray(e, dtype=np.float32)) for i, d, e in zip(ids, dists, embs)
+        ]
+
+
+def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    # Chroma accepts only scalar metadata values and rejects empty dicts.
+    out = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) and v != ""}
+    return out or {"_": 1}

@@ -1,0 +1,152 @@
+"""The knowledge base manifest: SQLite holding files, chunk texts and a generation counter.
+
+The manifest is the commit point of ingestion. Vectors are written to the vector store
+first and the manifest row commits after; anything in the vector store that the
+manifest does not list is an orphan from an interrupted run and is deleted on open.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from crag.errors import KnowledgeBaseError
+from crag.types import Chunk
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, n_chunks INTEGER NOT NULL, ingested_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY, file TEXT NOT NULL, seq INTEGER NOT NULL, source TEXT NOT NULL,
+    title TEXT NOT NULL, url TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file);
+"""
+
+
+class Manifest:
+    """Thread-safe access to ``manifest.sqlite`` in a knowledge base folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise KnowledgeBaseError(
+                f"knowledge base manifest {path} is unreadable ({exc}); move it aside and re-ingest"
+            ) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Any:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    @property
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    def file_sha(self, path: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT sha256 FROM files WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def files(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT path FROM files ORDER BY path")]
+
+    def chunk_ids(self, file: str | None = None) -> set[str]:
+        with self._lock:
+            if file is None:
+                rows = self._db.execute("SELECT id FROM chunks")
+            else:
+                rows = self._db.execute("SELECT id FROM chunks WHERE file=?", (file,))
+            return {r[0] for r in rows}
+
+    def replace_file(self, file: str, sha: str, chunks: Sequence[Chunk], when: str) -> set[str]:
+        """Atomically make ``chunks`` the chunks of ``file``; return the ids that were dropped."""
+        new_ids = {c.id for c in chunks}
+        with self.transaction() as db:
+            old = {r[0] for r in db.execute("SELECT id FROM chunks WHERE file=?", (file,))}
+            dropped = old - new_ids
+            db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in dropped])
+            db.executemany(
+                "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    (c.id, file, n, c.source, c.title, c.url, c.text, json.dumps(c.metadata, ensure_ascii=False))
+                    for n, c in enumerate(chunks)
+                ],
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (file, sha, len(chunks), when)
+            )
+            self._bump(db)
+        return dropped
+
+    def remove_files(self, files: Iterable[str]) -> set[str]:
+        """Forget files; return the chunk ids that were removed."""
+        dropped: set[str] = set()
+        with self.transaction() as db:
+            for f in files:
+                dropped |= {r[0] for r in db.execute("SELECT id FROM chunks WHERE file=?", (f,))}
+                db.execute("DELETE FROM chunks WHERE file=?", (f,))
+                db.execute("DELETE FROM files WHERE path=?", (f,))
+            self._bump(db)
+        return dropped
+
+    def _bump(self, db: sqlite3.Connection) -> None:
+        row = db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(int(row[0]) + 1 if row else 1),)
+        )
+
+    def chunks(self, ids: Sequence[str] | None = None) -> list[Chunk]:
+        """Chunks by id (input order; unknown ids skipped) or all chunks (stable order)."""
+        with self._lock:
+            if ids is None:
+                rows = self._db.execute(
+                    "SELECT id, source, title, url, text, metadata FROM chunks ORDER BY file, seq"
+                ).fetchall()
+            else:
+                rows = []
+                for i in range(0, len(ids), 500):
+                    part = list(ids[i : i + 500])
+                    q = f"SELECT id, source, title, url, text, metadata FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                    rows += self._db.execute(q, part).fetchall()
+                order = {cid: n for n, cid in enumerate(ids)}
+                rows.sort(key=lambda r: order[r[0]])
+        return [Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5])) for r in rows]
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            f = self._db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            c = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return int(f), int(c)

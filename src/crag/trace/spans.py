@@ -1,0 +1,255 @@
+"""Per-request tracing: timed spans, recorded decisions, and secret redaction.
+
+A ``Tracer`` is CRAG's black box for one question. Steps time themselves with
+``tracer.span(...)`` and record what they decided with ``tracer.record(...)``; the
+pipeline saves ``tracer.to_dict()`` in a :class:`crag.trace.store.TraceStore`.
+
+Deep code (an HTTP helper, a backend fallback) reaches the active tracer through a
+context variable, like datasette's ``tracer.py``, instead of having it passed down.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = [
+    "NullTracer",
+    "Span",
+    "Tracer",
+    "current_tracer",
+    "env_secrets",
+    "new_trace_id",
+    "redact",
+    "use_tracer",
+]
+
+REDACTED = "***"
+MIN_SECRET_LEN = 6  # shorter values ("1", "true") would shred ordinary text
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+
+
+def new_trace_id() -> str:
+    """A sortable id: UTC time then randomness, e.g. ``'20250101120000-3f9a1c'``.
+
+    Time first so ``ORDER BY id`` and ``ls``-style listings come out chronological.
+    """
+    return f"{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class Span:
+    """One timed block of a request.
+
+    ``start`` is wall-clock epoch seconds (for display); ``duration_ms`` comes from a
+    monotonic clock (for accuracy). ``depth`` is 0 for top-level spans.
+    """
+
+    name: str
+    start: float
+    duration_ms: float = 0.0
+    tags: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    depth: int = 0
+    parent: str | None = None
+
+
+# The innermost open span in this context, so nested spans know their parent.
+_active_span: contextvars.ContextVar[Span | None] = contextvars.ContextVar("crag_active_span", default=None)
+
+
+class Tracer:
+    """Records the decision path of one request.
+
+    >>> tracer = Tracer()
+    >>> with tracer.span("retrieve", k=5):
+    ...     tracer.record("retrieved", [{"id": "a", "score": 0.9}])
+    >>> tracer.append("degradations", "web search timed out; used internal only")
+    >>> sorted(tracer.timings())
+    ['retrieve', 'total']
+    >>> tracer.to_dict()["degradations"]
+    ['web search timed out; used internal only']
+    """
+
+    def __init__(self, trace_id: str | None = None) -> None:
+        self.id: str = trace_id or new_trace_id()
+        self.created_at: str = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        self.spans: list[Span] = []
+        self.events: dict[str, Any] = {}
+        self._t0 = time.perf_counter()
+        self._end = self._t0  # monotonic end of the last finished span
+        # Steps may run in worker threads (parallel retrieval / web search).
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def span(self, name: str, **tags: Any) -> Iterator[Span]:
+        """Time the ``with`` block; on an exception record it on the span and re-raise.
+
+        >>> t = Tracer()
+        >>> with t.span("generate", model="qwen") as s:
+        ...     s.tags["tokens"] = 42          # tags can be added from inside
+        """
+        parent = _active_span.get()
+        span = Span(
+            name=name,
+            start=time.time(),
+            tags=dict(tags),
+            depth=parent.depth + 1 if parent else 0,
+            parent=parent.name if parent else None,
+        )
+        self._add_span(span)
+        token = _active_span.set(span)
+        t0 = time.perf_counter()
+        try:
+            yield span
+        except BaseException as exc:
+            span.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            end = time.perf_counter()
+            span.duration_ms = (end - t0) * 1000.0
+            _active_span.reset(token)
+            with self._lock:
+                self._end = max(self._end, end)
+
+    def _add_span(self, span: Span) -> None:
+        # Appended on entry so the list is in start order, parents before children.
+        with self._lock:
+            self.spans.append(span)
+
+    def record(self, key: str, value: Any) -> None:
+        """Store structured data under ``key`` (last write wins)."""
+        with self._lock:
+            self.events[key] = value
+
+    def append(self, key: str, item: Any) -> None:
+        """Add ``item`` to the list under ``key`` (e.g. ``"degradations"``, ``"errors"``)."""
+        with self._lock:
+            self.events.setdefault(key, []).append(item)
+
+    def timings(self) -> dict[str, float]:
+        """Seconds per span name (summed when a name repeats), plus ``"total"``.
+
+        ``total`` is wall time from the tracer's creation to the end of the last
+        finished span, so it is stable once the request is done and is not inflated
+        by nested spans the way a plain sum would be.
+        """
+        out: dict[str, float] = {}
+        with self._lock:
+            for s in self.spans:
+                out[s.name] = out.get(s.name, 0.0) + s.duration_ms / 1000.0
+            out["total"] = self._end - self._t0
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The trace as a JSON-ready dict: ``{"id", "created_at", "spans", "timings", **events}``.
+
+        ``timings`` is computed from the spans unless a step recorded its own.
+        """
+        with self._lock:
+            spans = [asdict(s) for s in self.spans]
+            events = dict(self.events)
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "spans": spans,
+            "timings": self.timings(),
+            **events,
+        }
+
+
+class NullTracer(Tracer):
+    """A tracer that keeps nothing: what ``current_tracer()`` returns outside a request.
+
+    Spans still time their block and re-raise, so code behaves the same traced or not.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(trace_id="none")
+
+    def _add_span(self, span: Span) -> None:
+        pass
+
+    def record(self, key: str, value: Any) -> None:
+        pass
+
+    def append(self, key: str, item: Any) -> None:
+        pass
+
+
+_NULL = NullTracer()
+_current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("crag_tracer", default=None)
+
+
+def current_tracer() -> Tracer:
+    """The tracer of the running request, or a no-op tracer when there is none.
+
+    >>> current_tracer().append("degradations", "ignored: no request is traced")
+    """
+    return _current.get() or _NULL
+
+
+@contextmanager
+def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
+    """Make ``tracer`` the current one for the ``with`` block (and tasks copied from it).
+
+    Plain threads do not inherit context variables; submit work with
+    ``contextvars.copy_context().run`` when a worker must see the tracer.
+
+    >>> t = Tracer()
+    >>> with use_tracer(t):
+    ...     current_tracer().append("degradations", "reranker missing")
+    >>> t.events["degradations"]
+    ['reranker missing']
+    """
+    token = _current.set(tracer)
+    try:
+        yield tracer
+    finally:
+        _current.reset(token)
+
+
+def env_secrets() -> list[str]:
+    """Values of environment variables whose name contains KEY, TOKEN, SECRET or PASSWORD."""
+    return [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN]
+
+
+def redact(obj: Any, secrets: Iterable[str]) -> Any:
+    """Return a copy of ``obj`` with every secret (≥ 6 chars) inside strings replaced by ``***``.
+
+    Walks dicts (keys and values), lists and tuples; other values pass through.
+
+    >>> redact({"url": "https://x/?key=sk-abcdef123"}, ["sk-abcdef123"])
+    {'url': 'https://x/?key=***'}
+    """
+    # Longest first: if one secret contains another, the whole of it must go.
+    found = sorted(
+        {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True
+    )
+    if not found:
+        return obj
+    return _redact(obj, found)
+
+
+def _redact(obj: Any, found: list[str]) -> Any:
+    if isinstance(obj, str):
+        for s in found:
+            if s in obj:
+                obj = obj.replace(s, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        return {_redact(k, found): _redact(v, found) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact(v, found) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_redact(v, found) for v in obj)
+    return obj

@@ -1,0 +1,240 @@
+"""The trace log: one SQLite file, upgraded in place by named migrations (like llm's logs.db).
+
+Each trace is kept twice: summary columns for listing and filtering, and the full
+JSON in ``data`` for ``crag trace show``. Secrets are redacted before anything is
+written, so the database file never holds an API key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
+from crag.trace.spans import env_secrets, redact
+
+__all__ = ["MIGRATIONS", "MIN_PREFIX", "TraceStore", "apply_migrations", "migration"]
+
+Migration = Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: list[Migration] = []
+MIN_PREFIX = 6  # shorter prefixes match too much to be a useful handle
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration. Names are permanent: never rename one."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: sqlite3.Connection) -> None:
+    db.execute(
+        """CREATE TABLE traces (
+            id TEXT PRIMARY KEY,
+            created_at TEXT,
+            question TEXT,
+            mode TEXT,
+            action TEXT,
+            confidence REAL,
+            latency_ms REAL,
+            answer TEXT,
+            data TEXT
+        )"""
+    )
+    db.execute("CREATE INDEX traces_created_at ON traces(created_at)")
+    db.execute("CREATE INDEX traces_action ON traces(action)")
+
+
+def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str]:
+    """Apply the migrations not yet recorded in ``_migrations``; return their names.
+
+    Each runs in its own ``BEGIN IMMEDIATE`` transaction and is re-checked inside it,
+    so two processes opening the same new file do not both apply it.
+    ``db`` must be in autocommit mode (``isolation_level=None``).
+    """
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    applied: list[str] = []
+    for fn in migrations:
+        name = fn.__name__
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+                db.execute("COMMIT")
+                continue
+            fn(db)
+            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, _now()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+SUMMARY_COLUMNS = ("id", "created_at", "question", "mode", "action", "confidence", "latency_ms", "answer")
+
+
+class TraceStore:
+    """Saved traces in a SQLite database, migrated when opened.
+
+    >>> store = TraceStore(Path("kb/traces.sqlite"))          # doctest: +SKIP
+    >>> tid = store.save(tracer.to_dict())                      # doctest: +SKIP
+    >>> store.get(tid[:8])["action"]                            # doctest: +SKIP
+    'correct'
+    >>> [r["id"] for r in store.list(limit=5, action="incorrect")]  # doctest: +SKIP
+
+    Each call opens its own connection, so one store can be shared across threads.
+    """
+
+    def __init__(self, path: Path | str, *, migrations: Sequence[Migration] | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._migrations = list(MIGRATIONS if migrations is None else migrations)
+        # Serialises writers inside this process; SQLite's busy timeout covers other processes.
+        self._write_lock = threading.Lock()
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            self.applied = apply_migrations(db, self._migrations)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise KnowledgeBaseError(f"cannot open trace database {self.path}: {exc}") from exc
+        db.row_factory = sqlite3.Row
+        try:
+            yield db
+        except sqlite3.DatabaseError as exc:
+            raise self._database_error(exc) from exc
+        finally:
+            db.close()
+
+    def _database_error(self, exc: sqlite3.DatabaseError) -> KnowledgeBaseError:
+        text = str(exc)
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return KnowledgeBaseError(
+                f"trace database {self.path} is corrupt ({text}); move it aside "
+                f"(e.g. mv {self.path} {self.path}.bad) and crag will start a new one"
+            )
+        return KnowledgeBaseError(f"trace database {self.path}: {text}")
+
+    def save(self, data: dict[str, Any]) -> str:
+        """Insert or replace the trace ``data`` (must have ``"id"``); return its id.
+
+        Secrets from the environment are redacted from every string first.
+        """
+        if not isinstance(data, dict) or not data.get("id"):
+            raise InputError("a trace must be a dict with an 'id'")
+        # Round-trip through JSON so dataclasses/enums/numpy become plain values that
+        # redact() can see into.
+        clean: dict[str, Any] = redact(json.loads(json.dumps(data, default=_json_default)), env_secrets())
+        trace_id = str(clean["id"])
+        timings = clean.get("timings") if isinstance(clean.get("timings"), dict) else {}
+        total = _float(timings.get("total"))
+        row = (
+            trace_id,
+            clean.get("created_at") or _now(),
+            _str(clean.get("question")),
+            _str(clean.get("mode")),
+            _str(clean.get("action")),
+            _float(clean.get("confidence")),
+            total * 1000.0 if total is not None else None,
+            _str(clean.get("answer")),
+            json.dumps(clean, ensure_ascii=False),
+        )
+        with self._write_lock, self._connect() as db:
+            db.execute(
+                f"INSERT INTO traces ({', '.join(SUMMARY_COLUMNS)}, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET created_at=excluded.created_at, question=excluded.question, "
+                "mode=excluded.mode, action=excluded.action, confidence=excluded.confidence, "
+                "latency_ms=excluded.latency_ms, answer=excluded.answer, data=excluded.data",
+                row,
+            )
+        return trace_id
+
+    def get(self, trace_id: str) -> dict[str, Any]:
+        """The full trace dict for ``trace_id`` or a unique prefix of it (≥ 6 characters)."""
+        trace_id = trace_id.strip()
+        with self._connect() as db:
+            rows = db.execute("SELECT data FROM traces WHERE id = ?", (trace_id,)).fetchall()
+            if not rows and len(trace_id) >= MIN_PREFIX:
+                rows = db.execute(
+                    "SELECT data FROM traces WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 2",
+                    (len(trace_id), trace_id),
+                ).fetchall()
+        if len(rows) > 1:
+            raise TraceNotFoundError(
+                f"trace id prefix {trace_id!r} matches more than one trace; give more characters"
+            )
+        if not rows:
+            raise TraceNotFoundError(f"no trace with id {trace_id}; run `crag trace list` to see ids")
+        return json.loads(rows[0]["data"])
+
+    def count(self) -> int:
+        """How many traces are stored."""
+        with self._connect() as db:
+            return int(db.execute("SELECT count(*) FROM traces").fetchone()[0])
+
+    def list(
+        self,
+        limit: int = 20,
+        action: str | None = None,
+        min_confidence: float | None = None,
+        max_confidence: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Summary rows (no ``data``), newest first, optionally filtered."""
+        where, params = [], []
+        if action is not None:
+            where.append("action = ?")
+            params.append(str(getattr(action, "value", action)))
+        if min_confidence is not None:
+            where.append("confidence >= ?")
+            params.append(float(min_confidence))
+        if max_confidence is not None:
+            where.append("confidence <= ?")
+            params.append(float(max_confidence))
+        sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM traces"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        params.append(int(limit))
+        with self._connect() as db:
+            return [dict(r) for r in db.execute(sql, params).fetchall()]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _json_default(obj: Any) -> Any:
+    # What pipeline steps tend to record: dataclasses, enums, paths, numpy values.
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=str)
+    return str(obj)
