@@ -80,7 +80,7 @@ class EvaluatorSettings(BaseModel):
 class CorrectionSettings(BaseModel):
     strip_sentences: int = Field(2, ge=1, le=10, description="Sentences per knowledge strip.")
     strip_keep: float = Field(0.4, ge=0, le=1, description="Keep strips scoring at least this.")
-    max_strips: int = Field(8, ge=1, description="Most strips kept per action branch.")
+    max_strips: int = Field(5, ge=1, description="Most strips kept per action branch.")
     web_k: int = Field(5, ge=1, le=50, description="External results requested per query.")
     max_queries: int = Field(2, ge=1, le=8, description="Most rewritten search queries per question.")
     rewrite_with_llm: bool = Field(False, description="Rewrite search queries with the LLM (keywords otherwise).")

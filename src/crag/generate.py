@@ -11,21 +11,20 @@ from collections.abc import Sequence
 
 from crag.correct.fuse import tag
 from crag.protocols import LLM, Completion
-from crag.text import detect_language
+from crag.text import detect_language, split_sentences
 from crag.types import Citation, Strip
 
 SYSTEM = {
     "en": (
-        "You answer questions using only the numbered context passages provided. "
-        "Cite the passages you use like [1] or [2] right after the statement they support. "
-        "If the context does not contain the answer, say \"The provided sources do not contain the answer.\" "
-        "and do not guess. When sources disagree, present both views with their citations. "
-        "Answer in English, briefly."
+        "You are a careful question-answering assistant. Answer only from the numbered sources. "
+        "Write a short answer in complete sentences and put the source number in square brackets "
+        "after each fact, like [1]. If the sources disagree, give both views with their numbers. "
+        "If the sources do not contain the answer, say: The provided sources do not contain the answer."
     ),
     "zh": (
-        "你只能根据给出的带编号的上下文回答问题。在所依据的陈述后用[1]、[2]这样的编号标注引用来源。"
-        "如果上下文中没有答案，请直接说“提供的资料中没有找到答案。”，不要猜测。"
-        "如果不同来源说法不一致，请同时给出两种说法并标注来源。请用中文简洁作答。"
+        "你是一个严谨的问答助手。只根据给出的编号资料回答。用简短完整的中文句子作答，"
+        "并在每个事实后用方括号标注资料编号，例如[1]。如果资料之间说法矛盾，请同时给出两种说法及其编号。"
+        "如果资料中没有答案，就说：提供的资料中没有找到答案。"
     ),
 }
 
@@ -38,13 +37,17 @@ _CITE = re.compile(r"\[(\d{1,3})\]")
 
 
 def build_messages(question: str, context: Sequence[Strip], lang: str) -> list[dict[str, str]]:
-    """Chat messages: instructions, tagged numbered context, then the question."""
+    """Chat messages: instructions, then numbered sources with their origin tag, then the question.
+
+    The "Source [n] [tag] title:" layout matters for small models: a bare "[1] text"
+    list tempts them to copy the list back instead of answering.
+    """
+    word, q_label, colon = ("资料", "问题", "：") if lang == "zh" else ("Source", "Question", ": ")
     lines = []
     for n, s in enumerate(context, 1):
-        title = f" ({s.title})" if s.title else ""
-        lines.append(f"[{n}] {tag(s, lang)}{title} {s.text}")
-    label_ctx, label_q = ("上下文", "问题") if lang == "zh" else ("Context", "Question")
-    user = f"{label_ctx}:\n" + "\n\n".join(lines) + f"\n\n{label_q}: {question}"
+        title = f" {s.title}" if s.title else ""
+        lines.append(f"{word} [{n}] {tag(s, lang)}{title}{colon}{s.text}")
+    user = "\n\n".join(lines) + f"\n\n{q_label}{colon}{question}"
     return [{"role": "system", "content": SYSTEM[lang]}, {"role": "user", "content": user}]
 
 
@@ -57,7 +60,49 @@ def generate(
         return NO_CONTEXT[lang], [], None
     out = llm.complete(build_messages(question, context, lang), max_tokens=max_tokens, temperature=temperature)
     answer = out.text.strip()
+    if not _CITE.search(answer) and not is_refusal(answer):
+        # Small models often state the fact but forget the marker: cite the strip
+        # that supports each sentence best, so every answer stays traceable.
+        answer = attach_citations(answer, context)
     return answer, citations_for(answer, context), out
+
+
+def is_refusal(answer: str) -> bool:
+    """True when the answer says the sources do not hold the answer."""
+    low = answer.lower()
+    return any(m in low for m in ("do not contain the answer", "没有找到答案", "could not find a reliable answer"))
+
+
+def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:
+    """Append ``[n]`` to each answer sentence whose trigrams overlap a context strip enough."""
+    grams = [_trigrams(s.text) for s in context]
+    out = []
+    for sent in split_sentences(answer) or [answer]:
+        g = _trigrams(sent)
+        best, score = 0, 0.0
+        for n, cg in enumerate(grams, 1):
+            ov = len(g & cg) / len(g) if g else 0.0
+            if ov > score:
+                best, score = n, ov
+        if best and score >= min_overlap:
+            body = sent.rstrip("。.!！?？")
+            end = sent[len(body):]
+            sent = f"{body}[{best}]{end}" if end else f"{sent}[{best}]"
+        out.append(sent)
+    return _join_sentences(out)
+
+
+def _trigrams(text: str) -> set[str]:
+    t = re.sub(r"\s+", " ", text.lower())
+    return {t[i : i + 3] for i in range(max(0, len(t) - 2))}
+
+
+def _join_sentences(parts: Sequence[str]) -> str:
+    out = ""
+    for p in parts:
+        sep = "" if not out or ord(out[-1]) > 0x2E80 or ord(p[0]) > 0x2E80 else " "
+        out += sep + p
+    return out
 
 
 def citations_for(answer: str, context: Sequence[Strip]) -> list[Citation]:

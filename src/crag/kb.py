@@ -256,7 +256,7 @@ class KnowledgeBase:
                 dense_score[i] = float(vec[i] @ qv)
         chunks = {c.id: c for c in self.manifest.chunks(top)}
         return [
-            Hit(chunks[i], fused[i], dense_score.get(i), kw_score.get(i), rank=n, vector=vec.get(i))
+            Hit(chunks[i], fused[i], dense_score.get(i), kw_score.get(i), rank=n + 1, vector=vec.get(i))
             for n, i in enumerate(top)
             if i in chunks
         ]

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from crag.errors import EmbedderError
 from crag.paths import cache_dir
-from crag.protocols import EmbedKind, Embedder
+from crag.protocols import Embedder, EmbedKind
 from crag.registry import EMBEDDERS
 
 log = logging.getLogger(__name__)
@@ -99,12 +100,18 @@ class CachedEmbedder:
         found = self._lookup(kind, set(keys))
         # Embed each missing text once, even when it repeats within the call.
         missing: dict[str, str] = {}
-        for k, t in zip(keys, items):
+        for k, t in zip(keys, items, strict=True):
             if k not in found and k not in missing:
                 missing[k] = t
         if missing:
             vecs = np.asarray(self.inner.embed(list(missing.values()), kind=kind), dtype=np.float32)
-            fresh = dict(zip(missing.keys(), vecs))
+            if vecs.ndim != 2 or len(vecs) != len(missing):
+                raise EmbedderError(
+                    f"{self.model_id}: embedder returned {len(vecs)} vectors for {len(missing)} texts",
+                    backend_id=self.model_id,
+                    step="embed",
+                )
+            fresh = dict(zip(missing.keys(), vecs, strict=True))
             self._store(kind, fresh)
             found.update(fresh)
         self.misses += len(missing)
@@ -153,7 +160,8 @@ class CachedEmbedder:
                     chunk = ordered[i : i + _MAX_IN]
                     marks = ",".join("?" * len(chunk))
                     rows = conn.execute(
-                        f"SELECT key, dim, vec FROM vectors WHERE model = ? AND kind = ? AND key IN ({marks})",
+                        "SELECT key, dim, vec FROM vectors"
+                        f" WHERE model = ? AND kind = ? AND key IN ({marks})",
                         (self.model_id, kind, *chunk),
                     ).fetchall()
                     for key, dim, blob in rows:

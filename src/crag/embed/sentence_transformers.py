@@ -25,7 +25,10 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 # Prefixes the model cards ask for; using the wrong one costs several points of recall.
 _E5 = ("query: ", "passage: ")
-_E5_INSTRUCT = ("Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: ", "")
+_E5_INSTRUCT = (
+    "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: ",
+    "",
+)
 _BGE_EN = ("Represent this sentence for searching relevant passages: ", "")
 _BGE_ZH = ("为这个句子生成表示以用于检索相关文章：", "")
 _NONE = ("", "")

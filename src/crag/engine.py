@@ -1,0 +1,171 @@
+"""The Python API: ``CRAG.from_config(...)``, ``.ingest(paths)``, ``.ask(question)``.
+
+Components are created on first use, so opening a CRAG to list traces loads no model.
+
+>>> from crag import CRAG
+>>> rag = CRAG.from_config(kb={"path": "kb"}, search={"corpus_path": "data/sample/external"})  # doctest: +SKIP
+>>> rag.ingest(["data/sample/internal"]).chunks_written                                        # doctest: +SKIP
+51
+>>> a = rag.ask("天津犹太会堂是什么时候建成的？")                                                 # doctest: +SKIP
+>>> a.action.value, a.answer                                                                   # doctest: +SKIP
+('correct', '天津犹太会堂建成于1940年[1]。')
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from crag.config import CragSettings, load_settings, merge
+from crag.embed.cache import make_embedder
+from crag.errors import CragError, InputError
+from crag.kb import IngestReport, KnowledgeBase, Progress
+from crag.pipeline import Deps, run_crag, run_rag
+from crag.protocols import LLM, Embedder, Evaluator, WebSearch
+from crag.registry import EVALUATORS, LLMS, SEARCHES
+from crag.trace.spans import Tracer, use_tracer
+from crag.trace.store import TraceStore
+from crag.types import Answer
+
+MAX_QUESTION_CHARS = 4000
+
+
+class CRAG:
+    """A CRAG engine over one knowledge base folder."""
+
+    def __init__(self, settings: CragSettings) -> None:
+        self.settings = settings
+        self._lock = threading.RLock()
+        self._embedder: Embedder | None = None
+        self._kb: KnowledgeBase | None = None
+        self._evaluator: Evaluator | None = None
+        self._llm: LLM | None = None
+        self._searches: dict[tuple[str, str], WebSearch | None] = {}
+        self._traces: TraceStore | None = None
+
+    @classmethod
+    def from_config(cls, path: str | Path | None = None, **overrides: Any) -> CRAG:
+        """Settings from a TOML file (or ./crag.toml), the environment, then ``overrides``."""
+        return cls(load_settings(path, **overrides))
+
+    # -- components (lazy) ---------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = make_embedder(self.settings)
+            return self._embedder
+
+    def knowledge_base(self, *, create: bool = False) -> KnowledgeBase:
+        with self._lock:
+            if self._kb is None:
+                kw: dict[str, Any] = {"chunking": self.settings.chunking, "retrieval": self.settings.retrieval}
+                path = self.settings.kb.path
+                self._kb = (
+                    KnowledgeBase(path, self.embedder, **kw)
+                    if create
+                    else KnowledgeBase.open(path, self.embedder, **kw)
+                )
+            return self._kb
+
+    @property
+    def evaluator(self) -> Evaluator:
+        with self._lock:
+            if self._evaluator is None:
+                self._evaluator = EVALUATORS.create(
+                    self.settings.evaluator.backend, self.settings, embedder=self.embedder, llm_factory=lambda: self.llm
+                )
+            return self._evaluator
+
+    @property
+    def llm(self) -> LLM:
+        with self._lock:
+            if self._llm is None:
+                self._llm = LLMS.create(self.settings.llm.backend, self.settings)
+            return self._llm
+
+    def search_provider(self, name: str | None = None, corpus: str | Path | None = None) -> WebSearch | None:
+        """The external source, by name (default from settings); ``none`` disables it."""
+        s = self.settings
+        name = name or s.search.provider
+        corpus_path = Path(corpus) if corpus else s.search.corpus_path
+        key = (name, str(corpus_path))
+        with self._lock:
+            if key not in self._searches:
+                if name == "none":
+                    self._searches[key] = None
+                else:
+                    cfg = s.model_copy(update={"search": s.search.model_copy(update={"corpus_path": corpus_path})})
+                    self._searches[key] = SEARCHES.create(name, cfg, embedder=self.embedder)
+            return self._searches[key]
+
+    @property
+    def traces(self) -> TraceStore:
+        with self._lock:
+            if self._traces is None:
+                self._traces = TraceStore(self.settings.trace_path)
+            return self._traces
+
+    # -- operations ------------------------------------------------------------------------
+    def ingest(
+        self, paths: Sequence[str | Path], *, prune: bool = False, progress: Progress | None = None
+    ) -> IngestReport:
+        """Add files and folders to the knowledge base (created if needed)."""
+        if not paths:
+            raise InputError("no paths given to ingest; pass files or folders")
+        return self.knowledge_base(create=True).ingest(paths, prune=prune, progress=progress)
+
+    def remove(self, paths: Sequence[str | Path]) -> list[Any]:
+        """Remove files (or everything under folders) from the knowledge base."""
+        return self.knowledge_base().remove(paths)
+
+    def ask(
+        self,
+        question: str,
+        *,
+        mode: str = "crag",
+        search: str | None = None,
+        search_corpus: str | Path | None = None,
+    ) -> Answer:
+        """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts."""
+        question = _check_question(question)
+        if mode not in ("crag", "rag"):
+            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        deps = Deps(
+            kb=self.knowledge_base(),
+            evaluator=self.evaluator,
+            llm=self.llm,
+            search=self.search_provider(search, search_corpus) if mode == "crag" else None,
+        )
+        tracer = Tracer()
+        try:
+            with use_tracer(tracer):
+                run = run_crag if mode == "crag" else run_rag
+                return run(question, deps, self.settings, tracer)
+        except CragError as exc:
+            tracer.append("errors", str(exc))
+            raise
+        finally:
+            if self.settings.trace.enabled:
+                self.traces.save(tracer.to_dict() | {"settings": _public_settings(self.settings)})
+
+
+def _check_question(question: str) -> str:
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question is empty; ask something, e.g. crag ask \"What is CRAG?\"")
+    q = question.strip()
+    if len(q) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"the question is {len(q):,} characters; the limit is {MAX_QUESTION_CHARS:,}: shorten it "
+            "or ingest the long text as a document"
+        )
+    if "\x00" in q:
+        raise InputError("the question contains NUL bytes; pass plain text")
+    return q
+
+
+def _public_settings(s: CragSettings) -> dict[str, Any]:
+    # Settings hold only env-var *names* for secrets, never the values; paths become text.
+    return merge({}, s.model_dump(mode="json"))

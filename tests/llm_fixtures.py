@@ -1,0 +1,33 @@
+"""Shared helpers for the LLM backend tests (imported by test_llm_*.py, not a conftest).
+
+The bundled 0.5B model is assembled once into ``$CRAG_CACHE_DIR/models`` (default: the
+project's own ``.cache/crag``) and reused across runs; it is never assembled per test.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from crag.llm.models import resolve_gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_MODEL = "qwen2.5-coder-0.5b"
+
+
+def project_cache_dir() -> Path:
+    """``CRAG_CACHE_DIR`` if set, else the project's ``.cache/crag`` (shared across runs)."""
+    return Path(os.environ.get("CRAG_CACHE_DIR") or ROOT / ".cache" / "crag")
+
+
+def small_gguf() -> Path:
+    """Path of the assembled 0.5B GGUF (assembles it on the very first run only)."""
+    return resolve_gguf(SMALL_MODEL, models_dir=project_cache_dir() / "models")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

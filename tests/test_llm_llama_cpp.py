@@ -1,0 +1,196 @@
+"""The embedded llama.cpp backend, with the real bundled 0.5B model (loaded once per module)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crag.config import CragSettings
+from crag.errors import ConfigError, LLMError, LLMUnavailableError
+from crag.llm.llama_cpp import LlamaCppLLM
+from crag.protocols import LLM, Completion
+from crag.registry import LLMS
+from llm_fixtures import SMALL_MODEL, project_cache_dir, small_gguf
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+N_CTX = 2048
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[LlamaCppLLM]:
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (crag[local])")
+    model = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX)
+    model.warm_up()
+    yield model
+
+
+def test_satisfies_protocol_and_cheap_constructor(tmp_path: Path) -> None:
+    lazy = LlamaCppLLM(str(tmp_path / "not-there-yet.gguf"))  # nothing is read here
+    assert isinstance(lazy, LLM)
+    assert lazy.model_id == "not-there-yet"
+
+
+def test_answers_english_question_from_context(llm: LlamaCppLLM) -> None:
+    out = llm.complete(
+        [
+            {"role": "system", "content": "Answer from the context only, in one short sentence."},
+            {
+                "role": "user",
+                "content": "Context: The Lumen Bridge in Varda was opened in 1987 and is 412 metres long.\n"
+                "Question: When was the Lumen Bridge opened?",
+            },
+        ],
+        max_tokens=48,
+    )
+    assert isinstance(out, Completion)
+    assert "1987" in out.text
+    assert out.prompt_tokens > 20 and 0 < out.completion_tokens <= 48
+
+
+def test_answers_chinese_question_from_context(llm: LlamaCppLLM) -> None:
+    out = llm.complete(
+        [
+            {"role": "system", "content": "只根据上下文，用一句话简短回答。"},
+            {
+                "role": "user",
+                "content": "上下文：青石镇的图书馆建于1962年，藏书三万册。\n问题：青石镇的图书馆建于哪一年？",
+            },
+        ],
+        max_tokens=48,
+    )
+    assert "1962" in out.text
+
+
+def test_json_mode_returns_parseable_json(llm: LlamaCppLLM) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}, "year": {"type": "integer"}},
+        "required": ["answer", "year"],
+    }
+    out = llm.complete(
+        [
+            {
+                "role": "user",
+                "content": "Context: The Lumen Bridge was opened in 1987.\n"
+                "Question: When was the bridge opened? Reply as JSON.",
+            }
+        ],
+        max_tokens=64,
+        json_schema=schema,
+    )
+    data = json.loads(out.text)
+    assert set(data) >= {"answer", "year"} and isinstance(data["year"], int)
+
+
+def _grade(question: str, passage: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You are a grader. Answer with one word: yes or no."},
+        {
+            "role": "user",
+            "content": f"Question: {question}\nPassage: {passage}\nIs the passage relevant to the question?",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("question", "relevant", "irrelevant", "margin"),
+    [
+        (
+            "What is the capital of France?",
+            "Paris is the capital and largest city of France.",
+            "Bananas are a good source of potassium and fibre.",
+            0.1,
+        ),
+        (
+            "How many moons does Mars have?",
+            "Mars has two small moons, Phobos and Deimos.",
+            "The violin has four strings tuned in perfect fifths.",
+            0.0,
+        ),
+    ],
+)
+def test_yes_probability_prefers_relevant_passage(
+    llm: LlamaCppLLM, question: str, relevant: str, irrelevant: str, margin: float
+) -> None:
+    p_rel = llm.yes_probability(_grade(question, relevant))
+    p_irr = llm.yes_probability(_grade(question, irrelevant))
+    assert 0.0 <= p_irr < 1.0 and 0.0 < p_rel <= 1.0
+    assert p_rel > p_irr + margin
+
+
+def test_yes_probability_is_stable_across_prefix_reuse(llm: LlamaCppLLM) -> None:
+    a = _grade("What is the capital of France?", "Paris is the capital and largest city of France.")
+    b = _grade("What is the capital of France?", "Bananas are a good source of potassium and fibre.")
+    first = llm.yes_probability(a)
+    llm.yes_probability(b)  # shares the instructions: only the tail is re-evaluated
+    assert llm.yes_probability(a) == pytest.approx(first, abs=0.02)
+
+
+def test_model_is_loaded_once_and_shared(llm: LlamaCppLLM) -> None:
+    other = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX)
+    other.warm_up()
+    assert other._loaded is llm._loaded
+
+
+def test_concurrent_calls_are_serialised(llm: LlamaCppLLM) -> None:
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            results.append(llm.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text)
+        except BaseException as exc:  # surfaced below; a thread must not swallow it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and len(results) == 2
+
+
+def test_prompt_longer_than_context_is_an_llm_error(llm: LlamaCppLLM) -> None:
+    with pytest.raises(LLMError, match="n_ctx"):
+        llm.complete([{"role": "user", "content": "word " * (N_CTX + 200)}], max_tokens=8)
+    with pytest.raises(LLMError, match="n_ctx"):
+        llm.yes_probability([{"role": "user", "content": "word " * (N_CTX + 200)}])
+
+
+def test_registry_factory_uses_bundled_name(monkeypatch: pytest.MonkeyPatch, llm: LlamaCppLLM) -> None:
+    monkeypatch.setenv("CRAG_CACHE_DIR", str(project_cache_dir()))
+    created = LLMS.create(
+        "llama-cpp", CragSettings(llm={"model": SMALL_MODEL, "n_ctx": N_CTX, "n_threads": 2})
+    )
+    assert isinstance(created, LlamaCppLLM) and created.model_id == SMALL_MODEL
+    assert (created.n_ctx, created.n_threads) == (N_CTX, 2)
+    assert (
+        "1987"
+        in created.complete(
+            [
+                {
+                    "role": "user",
+                    "content": "The bridge opened in 1987. When did the bridge open? Answer with the year.",
+                }
+            ],
+            max_tokens=8,
+        ).text
+    )
+
+
+def test_unloadable_file_is_unavailable(tmp_path: Path) -> None:
+    junk = tmp_path / "broken.gguf"
+    junk.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(LLMUnavailableError) as info:
+        LlamaCppLLM(str(junk), n_ctx=512).warm_up()
+    assert "broken.gguf" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_model_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        LlamaCppLLM(str(tmp_path / "absent.gguf")).complete([{"role": "user", "content": "hi"}])

