@@ -87,12 +87,39 @@ class CorrectionSettings(BaseModel):
 
 
 class SearchSettings(BaseModel):
-    provider: str = Field("corpus", description="corpus | tavily | none")
+    provider: str = Field("corpus", description="corpus | tavily | duckduckgo | searxng | brave | none")
     corpus_path: Path | None = Field(None, description="Folder or JSONL for the corpus provider; indexed on first use.")
     timeout: float = Field(10.0, gt=0, description="Seconds per search call.")
     retries: int = Field(1, ge=0, le=5, description="Retries after a failed search call.")
     tavily_api_key_env: str = Field("TAVILY_API_KEY", description="Environment variable with the Tavily key.")
     tavily_url: str = "https://api.tavily.com"
+    searxng_url: str = Field(
+        "http://127.0.0.1:8888", description="Base URL of a self-hosted SearXNG instance (JSON format enabled)."
+    )
+    brave_api_key_env: str = Field("BRAVE_API_KEY", description="Environment variable with the Brave Search key.")
+    brave_url: str = Field("https://api.search.brave.com", description="Base URL of the Brave Search API.")
+    allow_domains: list[str] = Field(
+        default_factory=list,
+        description="Trusted domains; when non-empty only results from them (or their subdomains) are kept.",
+    )
+    deny_domains: list[str] = Field(
+        default_factory=list, description="Domains (and their subdomains) whose results are always dropped."
+    )
+    domain_weights: dict[str, float] = Field(
+        default_factory=dict, description="Score multipliers per domain, e.g. {'wikipedia.org': 1.5}."
+    )
+    recency_days: int | None = Field(
+        None,
+        ge=1,
+        description="Drop dated results older than this many days; undated ones are kept but down-weighted. "
+        "Unset: a one-year window applies only to time-sensitive questions.",
+    )
+    fetch_pages: bool = Field(False, description="Fetch the pages of results with short snippets and extract main text.")
+    fetch_max_bytes: int = Field(2_000_000, ge=1024, description="Most bytes read from one fetched page (truncated).")
+    fetch_timeout: float = Field(8.0, gt=0, description="Seconds for all page fetches of one search, together.")
+    allow_private_fetch: bool = Field(
+        False, description="Allow fetching pages on private/loopback addresses (off: SSRF protection)."
+    )
 
 
 class LLMSettings(BaseModel):

@@ -1,0 +1,181 @@
+"""Brave Search API: a Google/Bing-style keyed web search API.
+
+Needs ``BRAVE_API_KEY`` (or the variable named by ``search.brave_api_key_env``); the key
+goes in the ``X-Subscription-Token`` header, never in the URL, logs or error messages.
+Brave returns no relevance score, so ``score`` is ``None`` and the order is its ranking.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from crag.config import secret_from_env
+from crag.errors import SearchError
+from crag.http import request_json
+from crag.registry import SEARCHES
+from crag.types import WebResult
+
+DEFAULT_URL = "https://api.search.brave.com"
+MAX_COUNT = 20  # the API refuses larger pages
+SNIPPET_CHARS = 300
+_TAG = re.compile(r"<[^>]+>")
+
+
+class BraveSearch:
+    """``GET {base_url}/res/v1/web/search?q=..&count=..`` normalised into ``WebResult``.
+
+    ``freshness`` is passed through when set (``pd``, ``pw``, ``pm``, ``py`` or a
+    ``YYYY-MM-DDtoYYYY-MM-DD`` range) so time-sensitive questions get recent pages.
+
+    ### Usage example
+    >>> import httpx
+    >>> def handler(request: httpx.Request) -> httpx.Response:
+    ...     return httpx.Response(200, json={"type": "search", "web": {"results": [
+    ...         {"title": "Beijing", "url": "https://example.org/bj",
+    ...          "description": "<strong>Beijing</strong> is the capital of China."}]}})
+    >>> search = BraveSearch(api_key="brave-test",
+    ...                      client=httpx.Client(transport=httpx.MockTransport(handler)))
+    >>> [(r.content, r.provider) for r in search.search("capital of China", k=3)]
+    [('Beijing is the capital of China.', 'brave')]
+    """
+
+    name = "brave"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | SecretStr,
+        base_url: str = DEFAULT_URL,
+        timeout: float = 10.0,
+        retries: int = 1,
+        freshness: str = "",
+        client: httpx.Client | None = None,
+    ) -> None:
+        self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
+        if not self._api_key.get_secret_value().strip():
+            raise ValueError("api_key must not be empty")
+        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.freshness = freshness
+        self._client = client
+        self._owns_client = client is None
+
+    def search(self, query: str, *, k: int) -> list[WebResult]:
+        """Up to ``k`` (at most 20) results with a non-empty description, best first."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        if not query.strip():
+            return []
+        params: dict[str, str | int] = {"q": query, "count": min(k, MAX_COUNT)}
+        if self.freshness:
+            params["freshness"] = self.freshness
+        payload = request_json(
+            self._http(),
+            "GET",
+            f"{self.base_url}/res/v1/web/search",
+            error=SearchError,
+            backend_id="brave",
+            step="search",
+            retries=self.retries,
+            timeout=self.timeout,
+            params=params,
+            headers={
+                "Accept": "application/json",
+                "X-Subscription-Token": self._api_key.get_secret_value(),
+            },
+        )
+        return _parse(payload)[:k]
+
+    def close(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._client is not None and self._owns_client:
+            self._client.close()
+            self._client = None
+
+    def __repr__(self) -> str:  # the key stays out of reprs and traces
+        return f"BraveSearch(base_url={self.base_url!r})"
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client()
+        return self._client
+
+
+def _malformed(what: str) -> SearchError:
+    return SearchError(
+        f"brave: malformed response ({what}); the API may have changed or a proxy answered instead",
+        backend_id="brave",
+        step="search",
+    )
+
+
+def _text(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _malformed(f"{field} must be a string")
+    # Descriptions carry <strong> highlights and HTML entities.
+    return " ".join(html.unescape(_TAG.sub("", value)).split())
+
+
+def _parse(payload: Any) -> list[WebResult]:
+    if not isinstance(payload, dict):
+        raise _malformed("expected a JSON object")
+    web = payload.get("web")
+    if web is None:
+        # Brave omits "web" entirely when nothing matched: an empty answer, not an error.
+        if payload.get("type") == "search" or "query" in payload:
+            return []
+        raise _malformed("no 'web' section")
+    if not isinstance(web, dict) or not isinstance(web.get("results", []), list):
+        raise _malformed("'web.results' is not a list")
+    out: list[WebResult] = []
+    for item in web.get("results", []):
+        if not isinstance(item, dict):
+            raise _malformed("a result is not an object")
+        url = _text(item.get("url"), "url")
+        content = _text(item.get("description"), "description")
+        extra = item.get("extra_snippets")
+        if isinstance(extra, list):
+            content = " ".join([content, *(_text(e, "extra_snippets") for e in extra)]).strip()
+        if not url or not content:
+            continue
+        out.append(
+            WebResult(
+                title=_text(item.get("title"), "title") or url,
+                url=url,
+                content=content,
+                snippet=content[:SNIPPET_CHARS],
+                published=_published(item),
+                score=None,
+                provider="brave",
+            )
+        )
+    return out
+
+
+def _published(item: dict[str, Any]) -> str:
+    # page_age is ISO 8601 and machine-readable; age ("2 days ago", "March 5, 2024") is the fallback.
+    for key in ("page_age", "age"):
+        value = item.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+@SEARCHES.register("brave")
+def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> BraveSearch:
+    s = settings.search
+    return BraveSearch(
+        api_key=secret_from_env(s.brave_api_key_env, what="search provider brave"),
+        base_url=s.brave_url,
+        timeout=s.timeout,
+        retries=s.retries,
+        client=client,
+    )

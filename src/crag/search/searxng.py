@@ -1,0 +1,164 @@
+"""SearXNG: a self-hosted metasearch engine queried through its JSON API.
+
+The instance must allow the JSON format (``search.formats: [html, json]`` in its
+``settings.yml``); otherwise it answers HTTP 403, which we report with that hint.
+No key is needed: the instance is yours.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import Any
+
+import httpx
+
+from crag.errors import SearchError
+from crag.http import request_json
+from crag.registry import SEARCHES
+from crag.types import WebResult
+
+DEFAULT_URL = "http://127.0.0.1:8888"
+SNIPPET_CHARS = 300
+_TAG = re.compile(r"<[^>]+>")
+
+
+class SearxngSearch:
+    """``GET {base_url}/search?q=..&format=json`` normalised into :class:`~crag.types.WebResult`.
+
+    ### Usage example
+    >>> import httpx
+    >>> def handler(request: httpx.Request) -> httpx.Response:
+    ...     return httpx.Response(200, json={"query": "q", "results": [
+    ...         {"title": "Beijing", "url": "https://example.org/bj",
+    ...          "content": "Beijing is the capital of China.", "score": 2.5}]})
+    >>> search = SearxngSearch(base_url="http://127.0.0.1:8888",
+    ...                        client=httpx.Client(transport=httpx.MockTransport(handler)))
+    >>> [(r.title, r.provider) for r in search.search("capital of China", k=3)]
+    [('Beijing', 'searxng')]
+    """
+
+    name = "searxng"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_URL,
+        timeout: float = 10.0,
+        retries: int = 1,
+        language: str = "",
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.language = language
+        self._client = client
+        self._owns_client = client is None
+
+    def search(self, query: str, *, k: int) -> list[WebResult]:
+        """Up to ``k`` results with non-empty content, in SearXNG's order (best first)."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        if not query.strip():
+            return []
+        params = {"q": query, "format": "json"}
+        if self.language:
+            params["language"] = self.language
+        try:
+            payload = request_json(
+                self._http(),
+                "GET",
+                f"{self.base_url}/search",
+                error=SearchError,
+                backend_id="searxng",
+                step="search",
+                retries=self.retries,
+                timeout=self.timeout,
+                params=params,
+                headers={"Accept": "application/json"},
+            )
+        except SearchError as exc:
+            if "HTTP 403" in str(exc):
+                # SearXNG's answer when format=json is not enabled, not a key problem.
+                raise SearchError(
+                    f"searxng: HTTP 403 from {self.base_url}/search: enable the JSON format "
+                    "(search.formats: [html, json]) in the instance's settings.yml",
+                    backend_id="searxng",
+                    step="search",
+                ) from None
+            raise
+        return _parse(payload)[:k]
+
+    def close(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._client is not None and self._owns_client:
+            self._client.close()
+            self._client = None
+
+    def __repr__(self) -> str:
+        return f"SearxngSearch(base_url={self.base_url!r})"
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client()
+        return self._client
+
+
+def _malformed(what: str) -> SearchError:
+    return SearchError(
+        f"searxng: malformed response ({what}); check that search.searxng_url points at a SearXNG instance",
+        backend_id="searxng",
+        step="search",
+    )
+
+
+def _text(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _malformed(f"{field} must be a string")
+    return " ".join(html.unescape(_TAG.sub("", value)).split())
+
+
+def _parse(payload: Any) -> list[WebResult]:
+    if not isinstance(payload, dict):
+        raise _malformed("expected a JSON object")
+    results = payload.get("results")
+    if not isinstance(results, list):
+        raise _malformed("no 'results' list")
+    out: list[WebResult] = []
+    for item in results:
+        if not isinstance(item, dict):
+            raise _malformed("a result is not an object")
+        url = _text(item.get("url"), "url")
+        content = _text(item.get("content"), "content")
+        if not url or not content:
+            continue  # nothing to cite or nothing to ground an answer on
+        published = item.get("publishedDate")
+        out.append(
+            WebResult(
+                title=_text(item.get("title"), "title") or url,
+                url=url,
+                content=content,
+                snippet=content[:SNIPPET_CHARS],
+                published=published if isinstance(published, str) else "",
+                score=_score(item.get("score")),
+                provider="searxng",
+            )
+        )
+    return out
+
+
+def _score(value: Any) -> float | None:
+    # bool is an int subclass; a true/false "score" is not a relevance.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@SEARCHES.register("searxng")
+def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> SearxngSearch:
+    s = settings.search
+    return SearxngSearch(base_url=s.searxng_url, timeout=s.timeout, retries=s.retries, client=client)

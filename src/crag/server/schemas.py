@@ -1,0 +1,113 @@
+"""HTTP request and response shapes (pydantic lives only at this edge, see STYLE §2).
+
+Request models forbid unknown fields and use strict types, so ``{"question": 1}`` or a
+typo like ``{"qestion": ...}`` is a 422 naming the field rather than a silent default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+__all__ = [
+    "AskRequest",
+    "ChatMessage",
+    "ChatRequest",
+    "ContentPart",
+    "IngestDocument",
+    "IngestRequest",
+    "error_response",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AskRequest(_Strict):
+    """Body of ``POST /v1/ask``.
+
+    >>> AskRequest.model_validate({"question": "What is CRAG?", "stream": True}).mode
+    'crag'
+    """
+
+    question: StrictStr
+    mode: Literal["crag", "rag"] = "crag"
+    # Only a provider *name*: a corpus path from the network would let clients read server files.
+    search: StrictStr | None = Field(None, max_length=64)
+    stream: StrictBool = False
+
+
+class ContentPart(BaseModel):
+    """One part of a multi-part OpenAI message; only ``text`` parts carry the question."""
+
+    model_config = ConfigDict(extra="allow")
+    type: StrictStr
+    text: StrictStr | None = None
+
+
+class ChatMessage(BaseModel):
+    """An OpenAI chat message. Extra keys (``name``, ``tool_calls``...) are tolerated as SDKs send them."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "user", "assistant", "tool", "developer", "function"]
+    content: StrictStr | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "\n".join(p.text or "" for p in self.content if p.type == "text")
+        return self.content or ""
+
+
+class ChatRequest(_Strict):
+    """Body of ``POST /v1/chat/completions`` (OpenAI-compatible).
+
+    Sampling parameters are accepted so stock clients work, but the CRAG settings of
+    the server decide generation; ``model="rag"`` runs the plain baseline.
+    """
+
+    model: StrictStr = "crag"
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: StrictBool = False
+    temperature: StrictFloat | StrictInt | None = None
+    top_p: StrictFloat | StrictInt | None = None
+    max_tokens: StrictInt | None = None
+    max_completion_tokens: StrictInt | None = None
+    n: StrictInt | None = Field(None, ge=1, le=1)
+    stop: StrictStr | list[StrictStr] | None = None
+    user: StrictStr | None = None
+    seed: StrictInt | None = None
+    presence_penalty: StrictFloat | StrictInt | None = None
+    frequency_penalty: StrictFloat | StrictInt | None = None
+    stream_options: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class IngestDocument(_Strict):
+    """One document of a JSON ingest request; written as one JSONL line."""
+
+    text: StrictStr = Field(min_length=1)
+    title: StrictStr | None = None
+    url: StrictStr | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class IngestRequest(_Strict):
+    """Body of a JSON ``POST /v1/ingest``."""
+
+    documents: list[IngestDocument] = Field(min_length=1, max_length=10_000)
+
+
+def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> Any:
+    """The one error shape of the API: ``{"error": {"type", "message"}}`` (OpenAI-compatible).
+
+    Messages pass through :func:`crag.trace.spans.redact` so an exception that quotes a
+    URL with a key in it never sends the key to a client.
+    """
+    from starlette.responses import JSONResponse
+
+    from crag.trace.spans import env_secrets, redact
+
+    body = {"error": {"type": type_, "message": redact(str(message), env_secrets())}}
+    return JSONResponse(body, status_code=status, headers=headers)

@@ -1,0 +1,1 @@
+"""Test helpers shipped with crag, so plugins can test against the same fakes."""

@@ -1,0 +1,80 @@
+"""Fakes that implement the real protocols, for unit tests of control flow only.
+
+Capabilities are proven with the real components; these make branches reachable
+(a search that fails, an LLM that replies a fixed text) without models or network.
+
+>>> llm = ScriptedLLM(["Paris [1]."])
+>>> llm.complete([{"role": "user", "content": "capital of France?"}]).text
+'Paris [1].'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from crag.errors import SearchError
+from crag.protocols import Completion, EmbedKind
+from crag.text import tokenize
+from crag.types import WebResult
+
+
+class HashEmbedder:
+    """Bag-of-words vectors from hashed tokens: similar texts share dimensions."""
+
+    model_id = "hash-embedder"
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for tok in tokenize(text) or ["_"]:
+                h = int(hashlib.sha256(tok.encode()).hexdigest()[:8], 16)
+                out[row, h % self.dim] += 1.0
+            out[row] /= np.linalg.norm(out[row]) or 1.0
+        return out
+
+
+class ScriptedLLM:
+    """Replies from a queue (the last reply repeats); records every prompt it got."""
+
+    model_id = "scripted"
+
+    def __init__(self, replies: Sequence[str]) -> None:
+        self.replies = deque(replies)
+        self.prompts: list[Sequence[dict[str, str]]] = []
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        self.prompts.append(messages)
+        text = self.replies.popleft() if len(self.replies) > 1 else self.replies[0]
+        return Completion(text=text, prompt_tokens=10, completion_tokens=5, model=self.model_id)
+
+
+class StaticWebSearch:
+    """Returns fixed results, or raises ``SearchError`` when ``fail`` is set."""
+
+    name = "static"
+
+    def __init__(self, results: Sequence[WebResult] = (), *, fail: bool = False) -> None:
+        self.results = list(results)
+        self.fail = fail
+        self.queries: list[str] = []
+
+    def search(self, query: str, *, k: int) -> list[WebResult]:
+        self.queries.append(query)
+        if self.fail:
+            raise SearchError("static: simulated outage", backend_id="static", step="search")
+        return self.results[:k]

@@ -1,0 +1,126 @@
+"""Control flow of the CRAG pipeline: each branch, degradations, trace contents.
+
+Fakes here make every branch reachable without models (the LLM's reply and the grades
+are scripted); the real components are proven in test_e2e.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from crag.config import CragSettings, RetrievalSettings
+from crag.evaluate.heuristic import set_confidence
+from crag.kb import KnowledgeBase
+from crag.pipeline import Deps, run_crag, run_rag
+from crag.testing.fakes import HashEmbedder, ScriptedLLM, StaticWebSearch
+from crag.trace.spans import Tracer
+from crag.types import Action, Evaluation, Grade, Passage, WebResult
+
+pytestmark = pytest.mark.unit
+
+
+class KeywordEvaluator:
+    """Grades by marker words so tests choose the branch: 'gold' 0.9, 'partial' 0.5."""
+
+    name = "keyword-fake"
+
+    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+        grades = [
+            Grade(p.id, 0.9 if "gold" in p.text else 0.5 if "partial" in p.text else 0.1, "scripted")
+            for p in passages
+        ]
+        return Evaluation(grades, set_confidence(grades), "scripted", self.name)
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> KnowledgeBase:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Zebras live in Africa. This gold fact says zebras have stripes.", "utf-8")
+    (docs / "b.txt").write_text("Lions are partial to meat. Lions live in prides.", "utf-8")
+    (docs / "c.txt").write_text("The stock market closed higher on Friday.", "utf-8")
+    base = KnowledgeBase(tmp_path / "kb", HashEmbedder(), retrieval=RetrievalSettings(top_k=1))
+    base.ingest([docs])
+    return base
+
+
+WEB = [WebResult("Zebra facts", "https://example.org/zebra", "The web gold says zebras sleep standing up.")]
+
+
+def run(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, reply: str = "Answer [1].") -> tuple:
+    cfg = CragSettings(retrieval={"top_k": 1})  # one doc graded: the question picks the branch
+    tracer = Tracer()
+    llm = ScriptedLLM([reply])
+    answer = run_crag(question, Deps(kb, KeywordEvaluator(), llm, search), cfg, tracer)
+    return answer, tracer.to_dict(), llm
+
+
+def test_correct_uses_refined_internal_strips_only(kb: KnowledgeBase) -> None:
+    search = StaticWebSearch(WEB)
+    answer, trace, llm = run(kb, "Do zebras have stripes?", search)
+    assert answer.action is Action.CORRECT
+    assert search.queries == []  # no external search on the Correct path
+    assert answer.context and all(s.origin == "internal" for s in answer.context)
+    assert "gold" in answer.context[0].text  # ranked by grade
+    assert not any("stock market" in s.text for s in answer.context)  # irrelevant strips dropped
+    assert trace["action"] == "correct" and trace["thresholds"]["upper"] == 0.6
+    assert {"retrieve", "evaluate", "refine", "generate"} <= set(trace["timings"])
+    assert "[internal]" in llm.prompts[0][1]["content"]
+
+
+def test_incorrect_discards_internal_and_searches(kb: KnowledgeBase) -> None:
+    search = StaticWebSearch(WEB)
+    answer, trace, _ = run(kb, "How did the stock market close on Friday?", search)
+    assert answer.action is Action.INCORRECT
+    assert search.queries and all(q != "" for q in search.queries)
+    assert answer.context and all(s.origin == "web" for s in answer.context)
+    assert answer.question == "How did the stock market close on Friday?"  # never overwritten
+    assert trace["queries"] == answer.queries and trace["external"][0]["url"] == "https://example.org/zebra"
+
+
+def test_ambiguous_fuses_both_with_tags(kb: KnowledgeBase) -> None:
+    search = StaticWebSearch(WEB)
+    answer, _, llm = run(kb, "狮子吃什么 lions meat partial?", search)
+    assert answer.action is Action.AMBIGUOUS
+    assert {s.origin for s in answer.context} == {"internal", "web"}
+    prompt = llm.prompts[0][1]["content"]
+    assert ("[内部知识库]" in prompt and "[网络搜索]" in prompt) or ("[internal]" in prompt and "[web]" in prompt)
+
+
+def test_search_failure_degrades_to_internal(kb: KnowledgeBase) -> None:
+    answer, trace, _ = run(kb, "How did the stock market close on Friday?", StaticWebSearch(fail=True))
+    assert answer.action is Action.INCORRECT
+    assert any("simulated outage" in d for d in trace["degradations"])
+    assert any("internal" in d for d in trace["degradations"])
+    assert answer.context and all(s.origin == "internal" for s in answer.context)
+
+
+def test_no_search_configured_is_recorded(kb: KnowledgeBase) -> None:
+    answer, trace, _ = run(kb, "Lions partial?", None)
+    assert answer.action is Action.AMBIGUOUS
+    assert any("no external search" in d for d in trace["degradations"])
+
+
+def test_citations_map_to_context(kb: KnowledgeBase) -> None:
+    answer, _, _ = run(kb, "Do zebras have stripes?", None, reply="Zebras have stripes [1]. Also [9].")
+    assert [c.id for c in answer.citations] == [1]  # [9] points nowhere and is ignored
+    assert answer.citations[0].text == answer.context[0].text
+
+
+def test_rag_baseline_passes_chunks_unchanged(kb: KnowledgeBase) -> None:
+    tracer = Tracer()
+    answer = run_rag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), None), CragSettings(), tracer)
+    assert answer.action is Action.RAG and answer.confidence is None
+    assert len(answer.context) == 3 and "evaluate" not in answer.timings
+
+
+def test_answer_json_shape(kb: KnowledgeBase) -> None:
+    answer, _, _ = run(kb, "Do zebras have stripes?", None)
+    data = answer.to_dict()
+    assert {"answer", "action", "confidence", "citations", "context", "trace_id", "timings"} <= set(data)
+    assert set(data["context"][0]) >= {"text", "source", "origin"}
+    if data["citations"]:
+        assert set(data["citations"][0]) == {"id", "source", "title", "url", "text"}
