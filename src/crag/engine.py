@@ -20,7 +20,7 @@ from typing import Any
 
 from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
-from crag.errors import CragError, InputError
+from crag.errors import CragError, InputError, KnowledgeBaseError
 from crag.kb import IngestReport, KnowledgeBase, Progress
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -61,7 +61,10 @@ class CRAG:
     def knowledge_base(self, *, create: bool = False) -> KnowledgeBase:
         with self._lock:
             if self._kb is None:
-                kw: dict[str, Any] = {"chunking": self.settings.chunking, "retrieval": self.settings.retrieval}
+                kw: dict[str, Any] = {
+                    "chunking": self.settings.chunking,
+                    "retrieval": self.settings.retrieval,
+                }
                 path = self.settings.kb.path
                 self._kb = (
                     KnowledgeBase(path, self.embedder, **kw)
@@ -75,7 +78,10 @@ class CRAG:
         with self._lock:
             if self._evaluator is None:
                 self._evaluator = EVALUATORS.create(
-                    self.settings.evaluator.backend, self.settings, embedder=self.embedder, llm_factory=lambda: self.llm
+                    self.settings.evaluator.backend,
+                    self.settings,
+                    embedder=self.embedder,
+                    llm_factory=lambda: self.llm,
                 )
             return self._evaluator
 
@@ -86,10 +92,27 @@ class CRAG:
                 self._llm = LLMS.create(self.settings.llm.backend, self.settings)
             return self._llm
 
-    def search_provider(self, name: str | None = None, corpus: str | Path | None = None) -> WebSearch | None:
-        """The external source, by name (default from settings); ``none`` disables it."""
+    def search_provider(
+        self,
+        name: str | None = None,
+        corpus: str | Path | None = None,
+        *,
+        record: str | Path | None = None,
+        replay: str | Path | None = None,
+    ) -> WebSearch | None:
+        """The external source, by name (default from settings); ``none`` disables it.
+
+        ``record`` saves every provider response to a cassette file; ``replay`` answers
+        from one instead of searching, so evaluations and bug reports are reproducible.
+        """
+        if record or replay:
+            from crag.search.replay import wrap_search
+
+            inner = None if replay else self.search_provider(name, corpus)
+            return wrap_search(inner, Path(record) if record else None, Path(replay) if replay else None)
         s = self.settings
-        name = name or s.search.provider
+        # --search-corpus alone means "search this corpus".
+        name = name or ("corpus" if corpus else s.search.provider)
         corpus_path = Path(corpus) if corpus else s.search.corpus_path
         key = (name, str(corpus_path))
         with self._lock:
@@ -97,7 +120,9 @@ class CRAG:
                 if name == "none":
                     self._searches[key] = None
                 else:
-                    cfg = s.model_copy(update={"search": s.search.model_copy(update={"corpus_path": corpus_path})})
+                    cfg = s.model_copy(
+                        update={"search": s.search.model_copy(update={"corpus_path": corpus_path})}
+                    )
                     self._searches[key] = SEARCHES.create(name, cfg, embedder=self.embedder)
             return self._searches[key]
 
@@ -128,16 +153,25 @@ class CRAG:
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
+        search_record: str | Path | None = None,
+        search_replay: str | Path | None = None,
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts."""
         question = _check_question(question)
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        kb = self.knowledge_base()
+        if kb.stats()["chunks"] == 0:
+            raise KnowledgeBaseError(
+                f"knowledge base {kb.path} is empty; add documents with `crag ingest PATH --kb {kb.path}`"
+            )
         deps = Deps(
-            kb=self.knowledge_base(),
+            kb=kb,
             evaluator=self.evaluator,
             llm=self.llm,
-            search=self.search_provider(search, search_corpus) if mode == "crag" else None,
+            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
+            if mode == "crag"
+            else None,
         )
         tracer = Tracer()
         try:
@@ -154,7 +188,7 @@ class CRAG:
 
 def _check_question(question: str) -> str:
     if not isinstance(question, str) or not question.strip():
-        raise InputError("the question is empty; ask something, e.g. crag ask \"What is CRAG?\"")
+        raise InputError('the question is empty; ask something, e.g. crag ask "What is CRAG?"')
     q = question.strip()
     if len(q) > MAX_QUESTION_CHARS:
         raise InputError(

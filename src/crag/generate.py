@@ -58,7 +58,9 @@ def generate(
     lang = detect_language(question)
     if not context:
         return NO_CONTEXT[lang], [], None
-    out = llm.complete(build_messages(question, context, lang), max_tokens=max_tokens, temperature=temperature)
+    out = llm.complete(
+        build_messages(question, context, lang), max_tokens=max_tokens, temperature=temperature
+    )
     answer = out.text.strip()
     if not _CITE.search(answer) and not is_refusal(answer):
         # Small models often state the fact but forget the marker: cite the strip
@@ -70,7 +72,9 @@ def generate(
 def is_refusal(answer: str) -> bool:
     """True when the answer says the sources do not hold the answer."""
     low = answer.lower()
-    return any(m in low for m in ("do not contain the answer", "没有找到答案", "could not find a reliable answer"))
+    return any(
+        m in low for m in ("do not contain the answer", "没有找到答案", "could not find a reliable answer")
+    )
 
 
 def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:
@@ -86,7 +90,7 @@ def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float =
                 best, score = n, ov
         if best and score >= min_overlap:
             body = sent.rstrip("。.!！?？")
-            end = sent[len(body):]
+            end = sent[len(body) :]
             sent = f"{body}[{best}]{end}" if end else f"{sent}[{best}]"
         out.append(sent)
     return _join_sentences(out)

@@ -95,9 +95,7 @@ class KnowledgeBase:
         """Open an existing knowledge base for querying (error if it does not exist)."""
         p = Path(path)
         if not (p / "manifest.sqlite").is_file():
-            raise KnowledgeBaseError(
-                f"no knowledge base at {p}; create it with `crag ingest PATH --kb {p}`"
-            )
+            raise KnowledgeBaseError(f"no knowledge base at {p}; create it with `crag ingest PATH --kb {p}`")
         return cls(p, embedder, **kw)  # type: ignore[arg-type]
 
     # -- consistency -------------------------------------------------------------------
@@ -230,7 +228,9 @@ class KnowledgeBase:
             self.keyword.build([c.id for c in chunks], [c.text for c in chunks], generation=gen)
         return self.keyword
 
-    def search(self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None) -> list[Hit]:
+    def search(
+        self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
+    ) -> list[Hit]:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
         cfg = self.retrieval
         k = k or cfg.top_k

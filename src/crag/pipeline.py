@@ -59,7 +59,11 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
 
     # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds.
     action = decide(
-        evaluation.grades, confidence=evaluation.confidence, upper=ev_cfg.upper, lower=ev_cfg.lower, rule=ev_cfg.rule
+        evaluation.grades,
+        confidence=evaluation.confidence,
+        upper=ev_cfg.upper,
+        lower=ev_cfg.lower,
+        rule=ev_cfg.rule,
     )
     tracer.record("thresholds", {"upper": ev_cfg.upper, "lower": ev_cfg.lower, "rule": ev_cfg.rule})
     tracer.record("action", action.value)
@@ -68,10 +72,14 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
     internal: list[Strip] = []
     external: list[Strip] = []
     graded_strips: list[Strip] = []
-    strip_args = {"sentences_per_strip": fix.strip_sentences, "keep": fix.strip_keep, "max_strips": fix.max_strips}
+    strip_args = {
+        "sentences_per_strip": fix.strip_sentences,
+        "keep": fix.strip_keep,
+        "max_strips": fix.max_strips,
+    }
     if action is not Action.INCORRECT:
         # Correct and Ambiguous keep what the internal documents offer: refine into strips.
-        useful = [h for h, g in zip(hits, evaluation.grades) if g.score > ev_cfg.lower] or hits[:1]
+        useful = [h for h, g in zip(hits, evaluation.grades, strict=True) if g.score > ev_cfg.lower] or hits[:1]
         with tracer.span("refine", documents=len(useful)):
             internal, all_strips = refine(question, [_doc(h) for h in useful], deps.evaluator, **strip_args)
         graded_strips += all_strips
@@ -82,11 +90,16 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
         tracer.record("queries", queries)
         with tracer.span("search", provider=getattr(deps.search, "name", "none"), queries=len(queries)):
             results = _search_all(queries, deps.search, fix.web_k, tracer)
+            # Trusted sources and recency (article challenge 3), then optional page fetching.
+            results = _apply_policy(question, results, cfg, tracer)
         tracer.record("external", [asdict(r) | {"query": q} for q, r in results])
         if results:
             with tracer.span("refine_external", documents=len(results)):
                 external, ext_strips = refine(
-                    question, [_web_doc(r, n) for n, (_, r) in enumerate(results)], deps.evaluator, **strip_args
+                    question,
+                    [_web_doc(r, n) for n, (_, r) in enumerate(results)],
+                    deps.evaluator,
+                    **strip_args,
                 )
             graded_strips += ext_strips
         elif action is Action.INCORRECT and hits:
@@ -161,6 +174,33 @@ def _search_all(
     return out
 
 
+def _apply_policy(
+    question: str, results: list[tuple[str, WebResult]], cfg: CragSettings, tracer: Tracer
+) -> list[tuple[str, WebResult]]:
+    if not results:
+        return results
+    from crag.search.trust import apply_search_policy
+
+    query_of = {id(r): q for q, r in results}
+    kept = apply_search_policy([r for _, r in results], cfg.search, question=question)
+    if len(kept) < len(results):
+        tracer.record("filtered_results", len(results) - len(kept))
+    if cfg.search.fetch_pages and kept:
+        import httpx
+
+        from crag.search.fetch import enrich
+
+        with httpx.Client(follow_redirects=False) as client:
+            kept = enrich(
+                kept,
+                client=client,
+                deadline=cfg.search.fetch_timeout,
+                max_bytes=cfg.search.fetch_max_bytes,
+                allow_private=cfg.search.allow_private_fetch,
+            )
+    return [(query_of.get(id(r), ""), r) for r in kept]
+
+
 def _generate(
     question: str,
     context: list[Strip],
@@ -171,13 +211,18 @@ def _generate(
     tracer: Tracer,
     lang: str,
 ) -> Answer:
-    tracer.record("context", [{"text": s.text, "source": s.source, "origin": s.origin, "title": s.title} for s in context])
+    tracer.record(
+        "context",
+        [{"text": s.text, "source": s.source, "origin": s.origin, "title": s.title} for s in context],
+    )
     with tracer.span("generate", model=deps.llm.model_id, context_items=len(context)) as span:
         text, citations, completion = generate(
             question, context, deps.llm, max_tokens=cfg.llm.max_tokens, temperature=cfg.llm.temperature
         )
         if completion is not None:
-            span.tags.update(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
+            span.tags.update(
+                prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens
+            )
     tracer.record("answer", text)
     tracer.record("citations", [asdict(c) for c in citations])
     tracer.record("language", lang)
@@ -212,8 +257,15 @@ def _web_doc(r: WebResult, n: int) -> Doc:
 def _hit_record(h: Hit) -> dict[str, object]:
     c = h.chunk
     return {
-        "id": c.id, "source": c.source, "title": c.title, "text": c.text, "url": c.url,
-        "score": h.score, "dense": h.dense, "keyword": h.keyword, "rank": h.rank,
+        "id": c.id,
+        "source": c.source,
+        "title": c.title,
+        "text": c.text,
+        "url": c.url,
+        "score": h.score,
+        "dense": h.dense,
+        "keyword": h.keyword,
+        "rank": h.rank,
     }
 
 

@@ -45,9 +45,7 @@ class Registry(Generic[T]):
             factory = self._factories[name]
         except KeyError:
             known = ", ".join(sorted(self._factories)) or "none"
-            raise UnknownBackendError(
-                f"unknown {self.kind} {name!r}; choose one of: {known}"
-            ) from None
+            raise UnknownBackendError(f"unknown {self.kind} {name!r}; choose one of: {known}") from None
         return factory(*args, **kwargs)
 
 
@@ -67,6 +65,4 @@ def _load_builtins() -> None:
     import crag.backends  # noqa: F401  (registers the built-ins)
 
     for ep in entry_points(group="crag.plugins"):
-        ep.load()(
-            embedders=EMBEDDERS, llms=LLMS, evaluators=EVALUATORS, searches=SEARCHES
-        )
+        ep.load()(embedders=EMBEDDERS, llms=LLMS, evaluators=EVALUATORS, searches=SEARCHES)

@@ -19,7 +19,9 @@ from functools import lru_cache
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Sentence ends: CJK terminators (no space needed) or Latin terminators followed by space/end.
-_SENT_END = re.compile(r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“‘(\[\u4e00-\u9fff])|\n{2,}|\n(?=\s*[-*#\d])")
+_SENT_END = re.compile(
+    r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“‘(\[\u4e00-\u9fff])|\n{2,}|\n(?=\s*[-*#\d])"
+)
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[.'’-][A-Za-z0-9]+)*|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 EN_STOP = frozenset(
@@ -59,13 +61,18 @@ def _jieba():  # type: ignore[no-untyped-def]
     return jieba
 
 
-def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """Lower-cased word tokens; Chinese runs are segmented with jieba (search mode)."""
+def tokenize(text: str, *, keep_stopwords: bool = False, search_mode: bool = True) -> list[str]:
+    """Lower-cased word tokens; Chinese runs are segmented with jieba.
+
+    ``search_mode`` (for indexing and matching) also emits the sub-words of long words
+    (通信卫星 → 通信, 卫星, 通信卫星); precise mode gives one segmentation, for keywords.
+    """
     out: list[str] = []
     for m in _TOKEN.finditer(text):
         tok = m.group(0)
         if _CJK.match(tok):
-            for w in _jieba().cut_for_search(tok):
+            cut = _jieba().cut_for_search if search_mode else _jieba().cut
+            for w in cut(tok):
                 if keep_stopwords or w not in ZH_STOP:
                     out.append(w)
         else:
@@ -78,7 +85,7 @@ def tokenize(text: str, *, keep_stopwords: bool = False) -> list[str]:
 def keywords(text: str, *, limit: int = 8) -> list[str]:
     """Content words in first-seen order, longest-first ties: a cheap keyword extractor."""
     seen: dict[str, int] = {}
-    for i, tok in enumerate(tokenize(text)):
+    for i, tok in enumerate(tokenize(text, search_mode=False)):
         if len(tok) < 2 and not tok.isdigit():
             continue
         seen.setdefault(tok, i)

@@ -7,7 +7,10 @@ from collections.abc import Sequence
 
 from crag.types import Strip
 
-TAGS = {"zh": {"internal": "[内部知识库]", "web": "[网络搜索]"}, "en": {"internal": "[internal]", "web": "[web]"}}
+TAGS = {
+    "zh": {"internal": "[内部知识库]", "web": "[网络搜索]"},
+    "en": {"internal": "[internal]", "web": "[web]"},
+}
 
 
 def _shingles(text: str, n: int = 3) -> set[str]:

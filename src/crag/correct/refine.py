@@ -61,7 +61,7 @@ def refine(
     if not strips:
         return [], []
     ev = evaluator.grade(query, [Passage(str(i), s.text) for i, s in enumerate(strips)])
-    for s, g in zip(strips, ev.grades):
+    for s, g in zip(strips, ev.grades, strict=True):
         s.score = g.score
     ranked = sorted(range(len(strips)), key=lambda i: -strips[i].score)
     chosen = [i for i in ranked if strips[i].score >= keep][:max_strips]

@@ -39,7 +39,8 @@ def keyword_queries(question: str, docs: Sequence[str], *, max_queries: int = 2)
     queries = [sep.join(words)]
     joined = " ".join(docs).lower()
     gap = [w for w in words if w.lower() not in joined]
-    if gap and len(gap) < len(words) and max_queries > 1:
+    # Only worth a second search when the gap query is narrower than the first one.
+    if gap and len(gap) < len(words) - 1 and max_queries > 1:
         # Anchor the gap terms with the first (usually the subject) known term.
         anchor = [w for w in words if w not in gap][:1]
         queries.append(sep.join(anchor + gap))
@@ -55,7 +56,10 @@ def llm_queries(question: str, docs: Sequence[str], llm: LLM, *, max_queries: in
     out = llm.complete(
         [{"role": "user", "content": prompt}],
         max_tokens=96,
-        json_schema={"type": "object", "properties": {"queries": {"type": "array", "items": {"type": "string"}}}},
+        json_schema={
+            "type": "object",
+            "properties": {"queries": {"type": "array", "items": {"type": "string"}}},
+        },
     )
     queries = _parse_queries(out.text)
     if not queries:

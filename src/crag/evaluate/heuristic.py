@@ -42,7 +42,7 @@ class HeuristicEvaluator:
             return Evaluation([], 0.0, "nothing was retrieved", self.name)
         dense = self._dense(query, passages)
         grades = []
-        for p, d in zip(passages, dense):
+        for p, d in zip(passages, dense, strict=True):
             sig = {
                 "dense": squash(d, DENSE_CENTER, DENSE_SCALE) if d is not None else 0.0,
                 "coverage": coverage(query, p.text),
@@ -62,7 +62,7 @@ class HeuristicEvaluator:
             qv = self.embedder.embed([query], kind="query")[0]
             if todo:
                 vecs = self.embedder.embed([passages[i].text for i in todo], kind="passage")
-                for i, v in zip(todo, vecs):
+                for i, v in zip(todo, vecs, strict=True):
                     out[i] = float(np.dot(v, qv))
             for i in have_vec:
                 out[i] = float(np.dot(np.asarray(passages[i].vector), qv))

@@ -26,7 +26,15 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["BatchJudgement", "Judgement", "parse_batch", "parse_judgement", "parse_reason", "parse_score", "parse_yes_no"]
+__all__ = [
+    "BatchJudgement",
+    "Judgement",
+    "parse_batch",
+    "parse_judgement",
+    "parse_reason",
+    "parse_score",
+    "parse_yes_no",
+]
 
 
 class Judgement(NamedTuple):
@@ -47,17 +55,21 @@ class BatchJudgement(NamedTuple):
 _SCORE_KEYS = ("score", "分数", "得分", "评分", "置信度", "confidence", "relevance", "rating", "相关性")
 _REASON_KEYS = ("reason", "理由", "原因", "explanation", "rationale", "justification")
 _NUM = r"[-+]?\d+(?:\.\d+)?|[-+]?\.\d+"
-_SCALE = rf"(?P<num>{_NUM})\s*(?:(?P<pct>%|percent)|/\s*(?P<den>\d+(?:\.\d+)?)|(?:out\s+of|满分)\s*(?P<den2>\d+))?"
+_SCALE = (
+    rf"(?P<num>{_NUM})\s*(?:(?P<pct>%|percent)|/\s*(?P<den>\d+(?:\.\d+)?)|(?:out\s+of|满分)\s*(?P<den2>\d+))?"
+)
 _LABELLED = re.compile(
-    rf"(?:{'|'.join(map(re.escape, _SCORE_KEYS))})\s*(?:score)?\s*(?:\([^)]*\))?\s*(?:is|为|是)?\s*[:=]?\s*\[?\s*{_SCALE}",
+    rf"(?:{'|'.join(map(re.escape, _SCORE_KEYS))})\s*(?:score)?\s*(?:\([^)]*\))?"
+    rf"\s*(?:is|为|是)?\s*[:=]?\s*\[?\s*{_SCALE}",
     re.IGNORECASE,
 )
 _BARE = re.compile(rf"^\s*\[?\s*{_SCALE}\s*\]?\s*(?:[.。!！]|$|\s)", re.IGNORECASE)
-_REASON = re.compile(
-    rf"(?:{'|'.join(map(re.escape, _REASON_KEYS))})\s*[:=]\s*(?P<r>[^\n]+)", re.IGNORECASE)
+_REASON = re.compile(rf"(?:{'|'.join(map(re.escape, _REASON_KEYS))})\s*[:=]\s*(?P<r>[^\n]+)", re.IGNORECASE)
 _FENCE = re.compile(r"```[a-zA-Z]*\s*|```")
 _YES = re.compile(r"^(?:yes|true|relevant|是|相关|有|包含|能)(?![a-z])", re.IGNORECASE)
-_NO = re.compile(r"^(?:no|false|irrelevant|not relevant|否|不是|不相关|不包含|不能|没有|无关)(?![a-z])", re.IGNORECASE)
+_NO = re.compile(
+    r"^(?:no|false|irrelevant|not relevant|否|不是|不相关|不包含|不能|没有|无关)(?![a-z])", re.IGNORECASE
+)
 # Chat-template leftovers a small model may emit after its answer.
 _JUNK = re.compile(r"<\|[^|>]*\|>|</?s>")
 _DOC_LINE = re.compile(
@@ -135,7 +147,8 @@ def parse_yes_no(text: str) -> bool | None:
     t = normalise(text).strip(" \t\n\"'`*[]()（）【】「」")
     if not t:
         return None
-    if _NO.match(t):  # checked first: "不是" starts like "是" would not, but "not relevant" vs "relevant" matters
+    # No first: "not relevant" must not be read as "relevant".
+    if _NO.match(t):
         return False
     if _YES.match(t):
         return True

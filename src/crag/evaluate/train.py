@@ -188,7 +188,7 @@ def fit(
             else:
                 H = A0
             s = H @ params["W2"] + params["b2"]
-            g = (1 / (1 + np.exp(-s)) - yb) / len(idx)
+            g = (1 / (1 + np.exp(-np.clip(s, -30, 30))) - yb) / len(idx)
             grads = {"W2": H.T @ g + l2 * params["W2"], "b2": np.asarray(g.sum(), np.float32)}
             if "W1" in params:
                 gH = np.outer(g, params["W2"]) * (H > 0)
@@ -217,8 +217,8 @@ def train_model(
     embedder: Embedder,
     out_path: str | Path,
     *,
-    hidden: int = 64,
-    l2: float = 1e-3,
+    hidden: int = 32,
+    l2: float = 1e-2,
     val_share: float = 0.15,
     seed: int = 0,
     cache_dir: Path = DEFAULT_CACHE,

@@ -17,6 +17,7 @@ overlap, length, language), and the model is a one-hidden-layer MLP trained by
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -31,10 +32,9 @@ import numpy as np
 
 from crag.errors import ConfigError
 from crag.evaluate.heuristic import set_confidence
-from crag.evaluate.signals import coverage
 from crag.protocols import Embedder
 from crag.registry import EVALUATORS
-from crag.text import detect_language, split_sentences, tokenize
+from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage
 
 FEATURE_VERSION = 1
@@ -54,7 +54,36 @@ LEX_NAMES = (
     "log_passage_len",
     "log_query_len",
     "zh",
+    "missing_terms",
+    "phrase_overlap",
+    "passage_digits",
+    "new_capitalised",
+    "missing_longest",
+    "missing_capitalised",
+    "negation_mismatch",
+    *(f"asks_{k}" for k in ("number", "time", "person", "place", "reason")),
 )
+# Question-type cues: the model can learn e.g. "asks for a number, passage has none".
+_ASKS = {
+    "number": re.compile(r"\bhow (many|much|long|far|old|big|large)\b|多少|几|多大|多长|多远|多高"),
+    "time": re.compile(r"\bwhen\b|\bwhat (year|date|time|century)\b|何时|什么时候|哪一?年|哪天|时间"),
+    "person": re.compile(r"\bwho(m|se)?\b|谁|哪位|什么人"),
+    "place": re.compile(r"\bwhere\b|哪里|哪儿|什么地方|位于|在哪"),
+    "reason": re.compile(r"\bwhy\b|为什么|为何|原因"),
+}
+_DIGIT = re.compile(r"\d|[一二三四五六七八九十百千万亿]")
+_CAP = re.compile(r"\b[A-Z][a-z]+")
+_NEG = re.compile(r"\b(not|never|no|n't|without|nor)\b|n't|不|没|未|非|无")
+_CJK_START = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _coverage(qi: QueryInfo, passage: str, tokens: set[str], low: str) -> float:
+    """``crag.evaluate.signals.coverage`` reusing the passage tokens (jieba runs once)."""
+    total = sum(w for _, w, _ in qi.cov_terms)
+    hit = sum(
+        w for t, w, cjk in qi.cov_terms if t in tokens or (cjk and t in passage) or (len(t) > 3 and t in low)
+    )
+    return hit / total if total else 0.0
 
 
 def default_model_path() -> Path:
@@ -75,13 +104,41 @@ class QueryInfo:
     chars: set[str]
     bigrams: set[str]
     zh: float
+    phrases: list[str]
+    caps: set[str]
+    asks: list[float]
+    negated: bool
+    cov_terms: list[tuple[str, float, bool]]  # (term, weight, is CJK) as signals.coverage has them
 
     @classmethod
     def of(cls, query: str) -> QueryInfo:
         q = query[:TEXT_CAP]
         flat = _NON_WORD.sub("", q.lower())
         terms = {t for t in tokenize(q) if len(t) > 1 or t.isdigit()}
-        return cls(q, terms, set(flat), _bigrams(flat), 1.0 if detect_language(q) == "zh" else 0.0)
+        words = tokenize(q, keep_stopwords=True)
+        zh = detect_language(q) == "zh"
+        joiner = "" if zh else " "
+        phrases = [a + joiner + b for a, b in itertools.pairwise(words)]
+        low = q.lower()
+        asks = [1.0 if rx.search(low) else 0.0 for rx in _ASKS.values()]
+        caps = {w.lower() for w in _CAP.findall(q)} - EN_STOP  # not the "What" that opens it
+        cov = []
+        for t in dict.fromkeys(tokenize(q)):
+            if len(t) > 1 or t.isdigit():
+                cjk = bool(_CJK_START.match(t))
+                cov.append((t, float(min(len(t), 6) if cjk else min(len(t), 8) / 2), cjk))
+        return cls(
+            q,
+            terms,
+            set(flat),
+            _bigrams(flat),
+            1.0 if zh else 0.0,
+            phrases,
+            caps,
+            asks,
+            bool(_NEG.search(low)),
+            cov,
+        )
 
 
 def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
@@ -90,12 +147,13 @@ def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
     low = p.lower()
     flat = _NON_WORD.sub("", low)
     pt = set(tokenize(p))
+    missing = [t for t in qi.terms if t not in pt and t not in low]
     word = sum(1 for t in qi.terms if t in pt or (len(t) > 3 and t in low)) / max(1, len(qi.terms))
     pb = _bigrams(flat)
     bi = len(qi.bigrams & pb) / max(1, len(qi.bigrams))
     ch = len(qi.chars & set(flat)) / max(1, len(qi.chars))
     return [
-        coverage(qi.text, p),
+        _coverage(qi, p, pt, low),
         word,
         bi,
         ch,
@@ -103,6 +161,15 @@ def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
         math.log1p(len(passage)) / 10,
         math.log1p(len(qi.text)) / 5,
         qi.zh,
+        min(5, len(missing)) / 5,
+        sum(1 for ph in qi.phrases if ph in low) / max(1, len(qi.phrases)),
+        min(1.0, len(_DIGIT.findall(p)) / 10),
+        min(1.0, len({w.lower() for w in _CAP.findall(p)} - qi.caps) / 10),
+        # SQuAD 2.0-style near misses swap in an entity or add a negation the passage lacks
+        min(10, max((len(t) for t in missing), default=0)) / 10,
+        min(1.0, sum(1 for c in qi.caps if c not in low) / 2),
+        1.0 if (qi.negated and not _NEG.search(low)) else 0.0,
+        *qi.asks,
     ]
 
 

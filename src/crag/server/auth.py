@@ -167,7 +167,9 @@ class GuardMiddleware:
             # No keys: a development server, so only this machine may call it.
             if not is_loopback(client[0]):
                 response = error_response(
-                    401, "unauthorized", "this server has no API keys configured and accepts local clients only"
+                    401,
+                    "unauthorized",
+                    "this server has no API keys configured and accepts local clients only",
                 )
                 await response(scope, receive, send)
                 return

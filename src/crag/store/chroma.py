@@ -59,9 +59,7 @@ class ChromaVectorStore:
         self.warm_up()
         return self._col
 
-    def upsert(
-        self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]
-    ) -> None:
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
         for i in range(0, len(ids), _BATCH):
             self.col.upsert(
                 ids=list(ids[i : i + _BATCH]),
@@ -85,7 +83,7 @@ class ChromaVectorStore:
         if not ids:
             return {}
         got = self.col.get(ids=list(ids), include=["embeddings"])
-        return {i: np.asarray(e, dtype=np.float32) for i, e in zip(got["ids"], got["embeddings"])}
+        return {i: np.asarray(e, dtype=np.float32) for i, e in zip(got["ids"], got["embeddings"], strict=True)}
 
     def query(self, vector: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
         n = self.count()
@@ -97,9 +95,7 @@ class ChromaVectorStore:
             include=["distances", "embeddings"],
         )
         ids, dists, embs = res["ids"][0], res["distances"][0], res["embeddings"][0]
-        return [
-            (i, 1.0 - float(d), np.asarray(e, dtype=np.float32)) for i, d, e in zip(ids, dists, embs)
-        ]
+        return [(i, 1.0 - float(d), np.asarray(e, dtype=np.float32)) for i, d, e in zip(ids, dists, embs, strict=True)]
 
 
 def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:

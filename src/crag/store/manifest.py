@@ -101,13 +101,20 @@ class Manifest:
             db.executemany(
                 "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?)",
                 [
-                    (c.id, file, n, c.source, c.title, c.url, c.text, json.dumps(c.metadata, ensure_ascii=False))
+                    (
+                        c.id,
+                        file,
+                        n,
+                        c.source,
+                        c.title,
+                        c.url,
+                        c.text,
+                        json.dumps(c.metadata, ensure_ascii=False),
+                    )
                     for n, c in enumerate(chunks)
                 ],
             )
-            db.execute(
-                "INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (file, sha, len(chunks), when)
-            )
+            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (file, sha, len(chunks), when))
             self._bump(db)
         return dropped
 
@@ -139,11 +146,15 @@ class Manifest:
                 rows = []
                 for i in range(0, len(ids), 500):
                     part = list(ids[i : i + 500])
-                    q = f"SELECT id, source, title, url, text, metadata FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                    marks = ",".join("?" * len(part))
+                    q = f"SELECT id, source, title, url, text, metadata FROM chunks WHERE id IN ({marks})"
                     rows += self._db.execute(q, part).fetchall()
                 order = {cid: n for n, cid in enumerate(ids)}
                 rows.sort(key=lambda r: order[r[0]])
-        return [Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5])) for r in rows]
+        return [
+            Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5]))
+            for r in rows
+        ]
 
     def counts(self) -> tuple[int, int]:
         with self._lock:

@@ -1,0 +1,681 @@
+"""The HTTP service: ``/v1/ask``, OpenAI-compatible chat, ingest, traces, metrics and the UI.
+
+The engine is blocking (embeddings, SQLite, a local LLM that serialises calls with a
+lock), so every engine call runs in the threadpool and the event loop stays free for
+health checks, trace browsing and streaming keep-alives.
+
+>>> from crag.engine import CRAG
+>>> from crag.server.app import create_app
+>>> app = create_app(CRAG.from_config(kb={"path": "kb"}), api_keys=["s3cret-key"])   # doctest: +SKIP
+>>> # uvicorn.run(app, host="127.0.0.1", port=8000)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from crag import __version__
+from crag.config import CragSettings
+from crag.engine import CRAG
+from crag.errors import (
+    BackendError,
+    ConfigError,
+    CragError,
+    InputError,
+    KnowledgeBaseError,
+    LLMUnavailableError,
+    ModelIntegrityError,
+    TraceNotFoundError,
+    UnknownBackendError,
+    UnsupportedFileError,
+)
+from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.server import ui
+from crag.server.auth import (
+    Authenticator,
+    BodyLimitMiddleware,
+    GuardMiddleware,
+    RateLimiter,
+    is_loopback,
+    keys_from_env,
+)
+from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
+from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, error_response
+from crag.types import Answer
+
+__all__ = ["ApiError", "create_app", "serve"]
+
+log = logging.getLogger("crag.server")
+M = TypeVar("M", bound=BaseModel)
+
+KEEPALIVE_SECONDS = 10.0  # SSE comment interval while the engine works (proxies drop idle streams)
+ANSWER_CHUNK_CHARS = 24  # the pipeline returns the whole answer; streamed in pieces of this size
+SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker processes
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": {"type", "message"}}`` with ``status``."""
+
+    def __init__(self, status: int, type_: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+
+
+def crag_error_status(exc: CragError) -> tuple[int, str]:
+    """HTTP status and error type for a crag error: the client's fault is 4xx, ours 5xx."""
+    table: Sequence[tuple[type[CragError], int, str]] = (
+        (TraceNotFoundError, 404, "not_found"),
+        (UnknownBackendError, 400, "unknown_backend"),
+        (UnsupportedFileError, 415, "unsupported_file"),
+        (InputError, 400, "invalid_input"),
+        (KnowledgeBaseError, 409, "knowledge_base_error"),
+        (LLMUnavailableError, 503, "llm_unavailable"),
+        (ConfigError, 503, "config_error"),
+        (ModelIntegrityError, 503, "model_integrity_error"),
+        (BackendError, 502, "backend_error"),
+    )
+    for cls, status, name in table:
+        if isinstance(exc, cls):
+            return status, name
+    return 500, "crag_error"
+
+
+def create_app(
+    engine: CRAG,
+    *,
+    api_keys: list[str] | None = None,
+    max_body_bytes: int = 1_000_000,
+    cors_origins: Sequence[str] = (),
+    rate_limit_per_minute: int | None = None,
+) -> FastAPI:
+    """Build the ASGI app around ``engine``.
+
+    ``api_keys`` defaults to ``CRAG_API_KEYS``; with no keys only loopback clients are
+    served. ``max_body_bytes`` caps every request body (413), ``rate_limit_per_minute``
+    caps each key (429 with ``Retry-After``).
+    """
+    keys = list(api_keys) if api_keys is not None else keys_from_env()
+    # No /docs: Swagger UI loads from a CDN, and the service must work offline.
+    app = FastAPI(title="crag", version=__version__, docs_url=None, redoc_url=None)
+    metrics = Metrics()
+    app.state.engine = engine
+    app.state.metrics = metrics
+    ingest_lock = asyncio.Lock()  # one ingest at a time: the KB writer is not re-entrant
+
+    # Outermost last: metrics see every status, CORS headers reach error responses too,
+    # and the guards answer before any body is parsed.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
+    app.add_middleware(GuardMiddleware, auth=Authenticator(keys), limiter=limiter)
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Trace-Id", "Retry-After"],
+        )
+    app.add_middleware(_MetricsMiddleware, metrics=metrics)
+    _install_error_handlers(app, metrics)
+    ui.install(app)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        kb = Path(engine.settings.kb.path)
+        return {"status": "ok", "version": __version__, "kb_ready": (kb / "manifest.sqlite").is_file()}
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/ask", response_model=None)
+    async def ask(request: Request) -> Response:
+        req = await parse_body(request, AskRequest)
+        if req.stream:
+            return SSEResponse(_ask_events(engine, metrics, req))
+        answer = await _answer(engine, metrics, req.question, req.mode, req.search)
+        return JSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(request: Request) -> Response:
+        req = await parse_body(request, ChatRequest)
+        users = [m for m in req.messages if m.role == "user"]
+        if not users:
+            raise ApiError(
+                400, "invalid_input", "messages has no user message; the last user message is the question"
+            )
+        mode = "rag" if req.model == "rag" else "crag"
+        # Run first, stream after: the trace id header and HTTP error codes (503, 409)
+        # then reach OpenAI clients the normal way instead of as a broken stream.
+        answer = await _answer(engine, metrics, users[-1].text(), mode, None)
+        usage = await run_in_threadpool(_usage, engine, answer.trace_id)
+        headers = {"X-Trace-Id": answer.trace_id}
+        if req.stream:
+            include_usage = bool((req.stream_options or {}).get("include_usage"))
+            return SSEResponse(
+                _chat_chunks(answer, req.model, usage if include_usage else None), headers=headers
+            )
+        return JSONResponse(_chat_completion(answer, req.model, usage), headers=headers)
+
+    @app.post("/v1/ingest")
+    async def ingest(request: Request) -> dict[str, Any]:
+        uploads = Path(engine.settings.kb.path) / "uploads"
+        if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+            paths = await _save_uploads(request, uploads)
+        else:
+            req = await parse_body(request, IngestRequest)
+            paths = [await run_in_threadpool(_write_jsonl, uploads, req)]
+        async with ingest_lock:
+            report = await run_in_threadpool(engine.ingest, paths)
+        return _ingest_summary(report, uploads)
+
+    @app.get("/v1/traces")
+    async def list_traces(
+        limit: int = Query(50, ge=1, le=500),
+        action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
+        min_confidence: float | None = Query(None, ge=0, le=1),
+        max_confidence: float | None = Query(None, ge=0, le=1),
+        min_latency_ms: float | None = Query(None, ge=0),
+        max_latency_ms: float | None = Query(None, ge=0),
+    ) -> dict[str, Any]:
+        latency = min_latency_ms is not None or max_latency_ms is not None
+        # TraceStore filters by confidence in SQL; latency is filtered here on a wider page.
+        rows = await run_in_threadpool(
+            engine.traces.list,
+            limit=min(limit * 10, 2000) if latency else limit,
+            action=action,
+            min_confidence=min_confidence,
+            max_confidence=max_confidence,
+        )
+        if latency:
+            lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
+            rows = [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi][
+                :limit
+            ]
+        return {"traces": rows}
+
+    @app.get("/v1/traces/{trace_id}")
+    async def get_trace(trace_id: str) -> dict[str, Any]:
+        trace: dict[str, Any] = await run_in_threadpool(engine.traces.get, trace_id)
+        return trace
+
+    @app.post("/v1/traces/{trace_id}/replay")
+    async def replay(trace_id: str) -> dict[str, Any]:
+        original: dict[str, Any] = await run_in_threadpool(engine.traces.get, trace_id)
+        request_info = original.get("request")
+        if not isinstance(request_info, dict):
+            request_info = {}
+        question = original.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
+        mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
+        search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
+        answer = await _answer(
+            engine, metrics, question, str(mode), search, replay_of=str(original.get("id"))
+        )
+        replayed = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
+        return {"original": original, "replay": replayed, "answer": answer.to_dict()}
+
+    return app
+
+
+# -- running questions ------------------------------------------------------------------
+async def _answer(
+    engine: CRAG,
+    metrics: Metrics,
+    question: str,
+    mode: str,
+    search: str | None,
+    *,
+    replay_of: str | None = None,
+) -> Answer:
+    try:
+        answer = await run_in_threadpool(_ask_and_annotate, engine, question, mode, search, replay_of)
+    except CragError as exc:
+        metrics.error(crag_error_status(exc)[1])
+        raise
+    metrics.answer(answer)
+    return answer
+
+
+def _ask_and_annotate(
+    engine: CRAG, question: str, mode: str, search: str | None, replay_of: str | None
+) -> Answer:
+    answer = engine.ask(question, mode=mode, search=search)
+    if engine.settings.trace.enabled:
+        # Remember how the question was asked, so a replay runs it the same way.
+        try:
+            trace = engine.traces.get(answer.trace_id)
+            info: dict[str, Any] = {"via": "http", "mode": mode, "search": search}
+            if replay_of:
+                info["replay_of"] = replay_of
+            engine.traces.save(trace | {"request": info})
+        except CragError as exc:  # the answer matters more than the annotation
+            log.warning("could not annotate trace %s: %s", answer.trace_id, exc)
+    return answer
+
+
+def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:
+    if not engine.settings.trace.enabled:
+        return None
+    try:
+        return engine.traces.get(trace_id)
+    except CragError:
+        return None
+
+
+def _usage(engine: CRAG, trace_id: str) -> dict[str, int]:
+    trace = _trace_or_none(engine, trace_id) or {}
+    prompt = completion = 0
+    for span in trace.get("spans") or []:
+        if isinstance(span, dict) and span.get("name") == "generate":
+            tags = span.get("tags") or {}
+            prompt += int(tags.get("prompt_tokens") or 0)
+            completion += int(tags.get("completion_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    # The client may have left; fetch the outcome so asyncio does not warn about it.
+    if not task.cancelled():
+        task.exception()
+
+
+async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncIterator[bytes]:
+    """SSE for ``/v1/ask`` with ``stream=true``.
+
+    The pipeline has no progress callbacks, so the stage events are derived from the
+    trace once the run is done; while it runs, comments keep the connection alive. If
+    the client leaves, the run still finishes in its thread and its trace is saved.
+    """
+    yield sse("started", {"question": req.question, "mode": req.mode})
+    task = asyncio.ensure_future(_answer(engine, metrics, req.question, req.mode, req.search))
+    task.add_done_callback(_consume)
+    while not task.done():
+        done, _ = await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS)
+        if not done:
+            yield b": keep-alive\n\n"
+    try:
+        answer = task.result()
+    except CragError as exc:
+        status, type_ = crag_error_status(exc)
+        yield sse("error", {"status": status, "error": {"type": type_, "message": _redacted(str(exc))}})
+        return
+    except Exception:
+        log.exception("ask failed")
+        yield sse("error", {"status": 500, "error": {"type": "internal_error", "message": "internal error"}})
+        return
+    trace = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
+    for name, data in stage_events(answer, trace):
+        yield sse(name, data)
+    for piece in chunk_text(answer.answer, ANSWER_CHUNK_CHARS):
+        yield sse("answer", {"delta": piece})
+    yield sse("done", answer.to_dict())
+
+
+def stage_events(answer: Answer, trace: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The pipeline stages as (event, data) pairs: retrieved, graded, action, searching, context."""
+    t = trace or {}
+    events: list[tuple[str, Any]] = []
+    retrieved = [r for r in t.get("retrieved") or [] if isinstance(r, dict)]
+    if retrieved:
+        keep = ("id", "title", "source", "url", "score", "rank")
+        events.append(("retrieved", {"documents": [{k: r.get(k) for k in keep} for r in retrieved]}))
+    if t.get("grades"):
+        events.append(
+            (
+                "graded",
+                {"grades": t["grades"], "confidence": answer.confidence, "evaluator": t.get("evaluator")},
+            )
+        )
+    events.append(
+        (
+            "action",
+            {
+                "action": answer.action.value,
+                "confidence": answer.confidence,
+                "thresholds": t.get("thresholds"),
+            },
+        )
+    )
+    if answer.queries:
+        external = [r for r in t.get("external") or [] if isinstance(r, dict)]
+        results = [{k: r.get(k) for k in ("title", "url", "provider", "query")} for r in external]
+        events.append(("searching", {"queries": answer.queries, "results": results}))
+    events.append(("context", {"items": answer.to_dict()["context"], "degradations": answer.degradations}))
+    return events
+
+
+def chunk_text(text: str, size: int) -> list[str]:
+    """``text`` in pieces of about ``size`` characters, split after spaces where possible."""
+    pieces: list[str] = []
+    while text:
+        cut = len(text) if len(text) <= size else (text.rfind(" ", 0, size) + 1 or size)
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return pieces
+
+
+def sse(event: str, data: Any) -> bytes:
+    """One server-sent event; JSON data on one line so any SSE parser reads it."""
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+class SSEResponse(StreamingResponse):
+    """A ``text/event-stream`` response that treats a vanished client as normal."""
+
+    def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
+        base = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(content, media_type="text/event-stream", headers=base | (headers or {}))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except (ClientDisconnect, OSError):
+            log.info("client disconnected mid-stream")
+
+
+# -- OpenAI-compatible shapes -------------------------------------------------------------
+def with_sources(answer: Answer) -> str:
+    """The answer text with its citations appended as a ``Sources:`` list."""
+    if not answer.citations:
+        return answer.answer
+    lines = [f"[{c.id}] {' '.join(p for p in (c.title, c.url or c.source) if p)}" for c in answer.citations]
+    return answer.answer + "\n\nSources:\n" + "\n".join(lines)
+
+
+def _crag_meta(answer: Answer) -> dict[str, Any]:
+    return {"trace_id": answer.trace_id, "action": answer.action.value, "confidence": answer.confidence}
+
+
+def _chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{answer.trace_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": with_sources(answer)},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": usage,
+        "crag": _crag_meta(answer),
+    }
+
+
+async def _chat_chunks(answer: Answer, model: str, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+    base = {
+        "id": f"chatcmpl-{answer.trace_id}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        body = (
+            base
+            | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+            | extra
+        )
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in chunk_text(with_sources(answer), ANSWER_CHUNK_CHARS):
+        yield chunk({"content": piece})
+    yield chunk({}, "stop", crag=_crag_meta(answer))
+    if usage is not None:
+        yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+# -- ingest -------------------------------------------------------------------------------
+_UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
+
+
+def safe_filename(name: str | None) -> str:
+    """A plain file name from a client-supplied one: no folders, no leading dots, no controls."""
+    base = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    base = _UNSAFE.sub("_", base).strip(" .")
+    return base[:120] or "upload.txt"
+
+
+async def _save_uploads(request: Request, uploads: Path) -> list[Path]:
+    form = await request.form(max_files=100, max_fields=100)
+    try:
+        files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
+        if not files:
+            raise ApiError(400, "invalid_input", "multipart upload has no file; send files in form fields")
+        saved = []
+        for f in files:
+            name = safe_filename(f.filename)
+            if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
+                kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
+                raise ApiError(
+                    415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}"
+                )
+            saved.append(await run_in_threadpool(_write_file, uploads / name, await f.read()))
+        return saved
+    finally:
+        await form.close()
+
+
+def _write_file(path: Path, data: bytes) -> Path:
+    # Write then rename, so a concurrent reader never sees half a file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def _write_jsonl(uploads: Path, req: IngestRequest) -> Path:
+    lines = [json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) for d in req.documents]
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
+    return _write_file(
+        uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode()
+    )
+
+
+def _ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
+    def rel(p: str) -> str:
+        # Client-facing paths are relative to the KB: no server layout leaks out.
+        try:
+            return str(Path(p).resolve().relative_to(uploads.resolve().parent))
+        except ValueError:
+            return Path(p).name
+
+    statuses = ("added", "updated", "unchanged", "removed", "skipped")
+    return {
+        **{s: report.count(s) for s in statuses},
+        "chunks_written": report.chunks_written,
+        "files": [
+            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": f.reason}
+            for f in report.files
+        ],
+        "warnings": list(report.warnings),
+    }
+
+
+# -- parsing and errors -------------------------------------------------------------------
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    """Decode, parse and validate a JSON body, answering 400 (bytes/JSON) or 422 (shape)."""
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, "invalid_utf8", f"request body is not valid UTF-8 (byte {exc.start})") from None
+    if not text.strip():
+        raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
+    try:
+        data = json.loads(text, parse_constant=_no_constants)
+        # Lone surrogate escapes ("\ud800") parse but cannot be stored or echoed back.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "invalid_utf8", "request body holds an unpaired surrogate escape") from None
+    except ValueError as exc:
+        raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, "validation_error", "request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(422, "validation_error", describe_errors(exc.errors())) from None
+
+
+def describe_errors(errors: Iterable[Any]) -> str:
+    """Pydantic errors as one line: ``question: Input should be a valid string; ...``."""
+    parts = []
+    for e in list(errors)[:5]:
+        loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def _redacted(message: str) -> str:
+    from crag.trace.spans import env_secrets, redact
+
+    return str(redact(message, env_secrets()))
+
+
+def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> Response:
+        return error_response(exc.status, exc.type, str(exc))  # type: ignore[no-any-return]
+
+    @app.exception_handler(CragError)
+    async def crag_error(_: Request, exc: CragError) -> Response:
+        status, type_ = crag_error_status(exc)
+        if status >= 500:
+            log.warning("%s: %s", type(exc).__name__, _redacted(str(exc)))
+        return error_response(status, type_, str(exc))  # type: ignore[no-any-return]
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> Response:
+        return error_response(422, "validation_error", describe_errors(exc.errors()))  # type: ignore[no-any-return]
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        names = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message)  # type: ignore[no-any-return]
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> Response:
+        log.error("unhandled %s", type(exc).__name__, exc_info=exc)
+        metrics.error("internal_error")
+        return error_response(500, "internal_error", "internal error; see the server log")  # type: ignore[no-any-return]
+
+
+class _MetricsMiddleware:
+    """Counts every response by route template and status (bounded label values)."""
+
+    ROUTES = ("/healthz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/ingest", "/v1/traces", "/ui")
+
+    def __init__(self, app: Any, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def capture(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            self.metrics.request(self.route(scope.get("path", "")), status)
+
+    @classmethod
+    def route(cls, path: str) -> str:
+        if path in cls.ROUTES:
+            return path
+        if path.startswith("/v1/traces/"):
+            return "/v1/traces/{id}/replay" if path.endswith("/replay") else "/v1/traces/{id}"
+        if path.startswith("/ui/trace/"):
+            return "/ui/trace/{id}"
+        if path.startswith("/ui/"):
+            return "/ui/static"
+        return "other"
+
+
+# -- running the server -------------------------------------------------------------------
+def serve(
+    settings: CragSettings,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    *,
+    rate_limit_per_minute: int | None = None,
+    max_body_bytes: int = 1_000_000,
+    cors_origins: Sequence[str] = (),
+) -> None:
+    """Run the service with uvicorn; refuses a non-loopback ``host`` without ``CRAG_API_KEYS``.
+
+    With ``workers > 1`` every worker process loads its own models and keeps its own
+    rate-limit counters.
+    """
+    import uvicorn
+
+    keys = keys_from_env()
+    if not keys and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host} without API keys; "
+            "set CRAG_API_KEYS=key1,key2 or use --host 127.0.0.1"
+        )
+    options = {
+        "rate_limit_per_minute": rate_limit_per_minute,
+        "max_body_bytes": max_body_bytes,
+        "cors_origins": list(cors_origins),
+    }
+    if workers > 1:
+        # Worker processes import the app by name, so settings travel through the environment.
+        os.environ[SETTINGS_ENV] = json.dumps(
+            {"settings": settings.model_dump(mode="json"), "options": options}
+        )
+        uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers)
+        return
+    app = create_app(CRAG(settings), api_keys=keys, **options)  # type: ignore[arg-type]
+    uvicorn.run(app, host=host, port=port)
+
+
+def app_from_env() -> FastAPI:
+    """App factory for uvicorn worker processes started by :func:`serve`."""
+    payload = json.loads(os.environ[SETTINGS_ENV])
+    settings = CragSettings(**payload["settings"])
+    return create_app(CRAG(settings), api_keys=keys_from_env(), **payload["options"])

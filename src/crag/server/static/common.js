@@ -1,0 +1,75 @@
+// Shared helpers of the trace viewer. Every piece of user text goes through text nodes
+// (never HTML parsing), and links accept only http(s) URLs, so traces cannot inject script.
+"use strict";
+
+const KEY_NAME = "crag_api_key";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "href") { const url = safeUrl(value); if (url) node.setAttribute("href", url); continue; }
+    node.setAttribute(name, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+// Relative links (our own pages) and http(s) only: "javascript:" and "data:" never reach an href.
+function safeUrl(value) {
+  const text = String(value || "");
+  if (text.startsWith("/") && !text.startsWith("//")) return text;
+  try {
+    const url = new URL(text);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+  } catch (_) { return null; }
+}
+
+function num(value, digits = 2) {
+  return typeof value === "number" && isFinite(value) ? value.toFixed(digits) : "–";
+}
+
+function ms(value) {
+  return typeof value === "number" && isFinite(value) ? `${Math.round(value).toLocaleString()} ms` : "–";
+}
+
+function when(iso) { return String(iso || "").slice(0, 19).replace("T", " "); }
+
+function badge(action) {
+  const name = ["correct", "ambiguous", "incorrect", "rag"].includes(action) ? action : "unknown";
+  return el("span", { class: `badge ${name}` }, String(action || "?"));
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({}, options.headers || {});
+  const key = sessionStorage.getItem(KEY_NAME);
+  if (key) headers["Authorization"] = `Bearer ${key}`;
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  let body = null;
+  try { body = await response.json(); } catch (_) { body = null; }
+  if (!response.ok) {
+    const message = body && body.error ? `${body.error.type}: ${body.error.message}` : `HTTP ${response.status}`;
+    throw new Error(message);
+  }
+  return body;
+}
+
+// The API key lives in sessionStorage only: never in the URL, never in the page.
+function keyBox() {
+  const box = document.getElementById("key");
+  if (!box) return;
+  const input = el("input", { type: "password", placeholder: "API key (if required)", autocomplete: "off" });
+  const save = el("button", { type: "button" }, "use key");
+  const state = el("span", {}, sessionStorage.getItem(KEY_NAME) ? "key set" : "");
+  save.addEventListener("click", () => {
+    if (input.value) sessionStorage.setItem(KEY_NAME, input.value); else sessionStorage.removeItem(KEY_NAME);
+    input.value = "";
+    location.reload();
+  });
+  box.append(state, input, save);
+}
+
+document.addEventListener("DOMContentLoaded", keyBox);

@@ -1,0 +1,178 @@
+"""The service on a real uvicorn socket on 127.0.0.1: the official OpenAI SDK, a client
+hanging up mid-stream, and one end-to-end question answered by the embedded 0.5B LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from crag.config import CragSettings
+from crag.engine import CRAG
+from crag.protocols import Completion
+from crag.registry import LLMS
+from crag.server import app as server_app
+from crag.server.app import create_app
+
+# Not imported from llm_fixtures: whether tests/ is a package decides if that import works.
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_MODEL = "qwen2.5-coder-0.5b"
+KEY = "uvicorn-test-key-42"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+DOCS = [
+    {
+        "text": "The Tianjin Synagogue was completed in 1940 and stands in Heping District, Tianjin.",
+        "title": "Tianjin Synagogue",
+    },
+    {
+        "text": "CRAG grades retrieved documents and searches an external source when they are weak.",
+        "title": "CRAG",
+    },
+    {"text": "BM25 ranks documents by keyword overlap with the query.", "title": "BM25"},
+]
+
+
+class SlowLLM:
+    """Answers after ``delay`` seconds, so a stream stays open long enough to hang up on."""
+
+    model_id = "test-slow"
+    delay = 1.5
+
+    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
+        time.sleep(self.delay)
+        return Completion("CRAG grades documents [1].", prompt_tokens=3, completion_tokens=2)
+
+
+LLMS.register("test-slow")(lambda settings: SlowLLM())
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def project_cache_dir() -> Path:
+    """Where the bundled model is assembled once and shared across runs."""
+    return Path(os.environ.get("CRAG_CACHE_DIR") or ROOT / ".cache" / "crag")
+
+
+@contextmanager
+def running(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a thread; yield its base URL; stop it afterwards."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start within 30 s")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+def build_kb(root: Path, **settings: Any) -> CRAG:
+    src = root / "docs.jsonl"
+    src.write_text("\n".join(json.dumps(d) for d in DOCS) + "\n", encoding="utf-8")
+    engine = CRAG(CragSettings(kb={"path": root / "kb"}, search={"provider": "none"}, **settings))
+    engine.ingest([src])
+    return engine
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    engine = build_kb(tmp_path_factory.mktemp("uvicorn"), llm={"backend": "test-slow"})
+    with running(create_app(engine, api_keys=[KEY])) as url:
+        yield url
+
+
+@pytest.mark.integration
+def test_openai_sdk_against_the_server(base_url: str) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=KEY, max_retries=0, timeout=60)
+    raw = client.chat.completions.with_raw_response.create(
+        model="crag", messages=[{"role": "user", "content": "What does CRAG grade?"}]
+    )
+    completion = raw.parse()
+    assert raw.headers["x-trace-id"]
+    assert completion.choices[0].message.content.startswith("CRAG grades documents [1].")
+    assert "Sources:" in completion.choices[0].message.content
+    assert completion.model_extra["crag"]["trace_id"] == raw.headers["x-trace-id"]
+
+    stream = client.chat.completions.create(
+        model="crag",
+        stream=True,
+        messages=[{"role": "user", "content": "When was the Tianjin Synagogue built?"}],
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text.startswith("CRAG grades documents [1].")
+
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{base_url}/v1", api_key="wrong", max_retries=0).chat.completions.create(
+            model="crag", messages=[{"role": "user", "content": "hi"}]
+        )
+
+
+@pytest.mark.integration
+def test_client_disconnect_mid_stream_leaves_server_serving(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server_app, "KEEPALIVE_SECONDS", 0.2)  # write soon after the hang-up
+    port = int(base_url.rsplit(":", 1)[1])
+    body = json.dumps({"question": "What does CRAG grade?", "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        first = sock.recv(4096)
+        assert b"200 OK" in first
+    # The engine is still working for the departed client; the server must keep serving.
+    with httpx.Client(base_url=base_url, headers=AUTH, timeout=60) as client:
+        assert client.get("/healthz").status_code == 200
+        r = client.post("/v1/ask", json={"question": "What does CRAG grade?"})
+        assert r.status_code == 200 and r.json()["answer"] == "CRAG grades documents [1]."
+        time.sleep(1.0)  # let the abandoned run finish: its trace is saved too
+        questions = [t["question"] for t in client.get("/v1/traces", params={"limit": 10}).json()["traces"]]
+        assert questions.count("What does CRAG grade?") >= 2
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_llm_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (crag[local])")
+    monkeypatch.setenv("CRAG_CACHE_DIR", str(project_cache_dir()))
+    monkeypatch.setenv("CRAG_LLM__MODEL", SMALL_MODEL)
+    engine = build_kb(tmp_path, llm={"backend": "llama-cpp", "max_tokens": 64})
+    assert engine.settings.llm.model == SMALL_MODEL
+    with (
+        running(create_app(engine, api_keys=[KEY])) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=300) as client,
+    ):
+        r = client.post("/v1/ask", json={"question": "When was the Tianjin Synagogue completed?"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["answer"].strip() and body["action"] in ("correct", "ambiguous", "incorrect")
+        assert body["context"], "the synagogue document should reach the generator"
+        trace = client.get(f"/v1/traces/{body['trace_id']}").json()
+        assert any(s["name"] == "generate" for s in trace["spans"])
+        assert client.get("/ui").status_code == 200
