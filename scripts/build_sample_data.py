@@ -476,11 +476,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cmrc_dir = shared / "cmrc2018"
     cmrc_file = next(
-        (
-            cmrc_dir / n
-            for n in ("cmrc2018_dev.json", "cmrc2018_dev.squad_style.json")
-            if (cmrc_dir / n).exists()
-        ),
+        (cmrc_dir / n for n in ("cmrc2018_dev.json", "cmrc2018_dev.squad_style.json") if (cmrc_dir / n).exists()),
         None,
     )
     if cmrc_file is None:
@@ -519,9 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copyfile(cmrc_dir / "LICENCE", out / "LICENCE-CC-BY-SA-4.0.txt")
 
     print(f"internal: zh={len(zh.internal)} en={len(en.internal)}")
-    print(
-        f"external: zh={len(zh.external)} en={len(en.external)} total={len(zh.external) + len(en.external)}"
-    )
+    print(f"external: zh={len(zh.external)} en={len(en.external)} total={len(zh.external) + len(en.external)}")
     for lang, split in (("zh", zh), ("en", en)):
         print(lang, {a: len(v) for a, v in split.questions.items()})
     return 0

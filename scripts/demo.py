@@ -83,9 +83,7 @@ def main() -> int:
     except CragError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
-    console.print(
-        f"\nTraces: [bold]crag trace list --kb {args.kb}[/] and [bold]crag trace show ID --kb {args.kb}[/]"
-    )
+    console.print(f"\nTraces: [bold]crag trace list --kb {args.kb}[/] and [bold]crag trace show ID --kb {args.kb}[/]")
     return 0
 
 

@@ -153,7 +153,8 @@ class CorrectionSettings(_Section):
 class SearchSettings(_Section):
     provider: str = Field(
         "none",
-        description="External source for Ambiguous/Incorrect: corpus | tavily | duckduckgo | searxng | brave | none (none: answer from internal documents, recorded as a degradation)",
+        description="External source for Ambiguous/Incorrect: corpus | tavily | duckduckgo | searxng | brave | "
+        "none (none: answer from internal documents, recorded as a degradation)",
     )
     corpus_path: Path | None = Field(
         None, description="Folder or JSONL for the corpus provider; indexed on first use."
