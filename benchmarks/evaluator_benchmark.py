@@ -37,7 +37,7 @@ from crag.evaluate.metrics import (
     reliability_bins,
 )
 from crag.evaluate.train import DEFAULT_CACHE, embed_cached, load_pairs
-from crag.evaluate.trained import TrainedEvaluator, default_model_path
+from crag.evaluate.trained import TrainedEvaluator
 from crag.protocols import EmbedKind
 from crag.types import Passage
 
@@ -117,7 +117,7 @@ def main() -> None:
     qv, pv = vectors(test_rows, emb, args.cache)
     rng = random.Random(7)
     results: dict[str, Any] = {
-        "model": str(args.model or default_model_path()),
+        "model": str(args.model) if args.model else "bundled: crag/data/evaluator-default.npz",
         "trained_threshold": trained.model.threshold,
         "heuristic_threshold": h_thr,
         "languages": {},

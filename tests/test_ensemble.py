@@ -84,9 +84,7 @@ def test_weighted_mean_and_reasons() -> None:
 
 @pytest.mark.parametrize("rule", ["paper", "set"])
 def test_incorrect_only_when_all_members_agree(rule: str) -> None:
-    low = ens(FixedEvaluator("x", [0.1, 0.05]), FixedEvaluator("y", [0.2, 0.1]), rule=rule).grade(
-        "q", PASSAGES
-    )
+    low = ens(FixedEvaluator("x", [0.1, 0.05]), FixedEvaluator("y", [0.2, 0.1]), rule=rule).grade("q", PASSAGES)
     assert action(low, rule) is Action.INCORRECT
     assert "all members agree" in low.reason
 
@@ -163,9 +161,7 @@ def test_registry_builds_members_from_settings() -> None:
     out = ev.grade("How tall is the tower?", passages)
     assert out.grades[0].signals["llm"] == 0.9 and "heuristic" in out.grades[0].signals
     with pytest.raises(ConfigError, match="ensemble_weights"):
-        EVALUATORS.create(
-            "ensemble", CragSettings(evaluator={"ensemble": ["heuristic"], "ensemble_weights": {"x": 1}})
-        )
+        EVALUATORS.create("ensemble", CragSettings(evaluator={"ensemble": ["heuristic"], "ensemble_weights": {"x": 1}}))
     with pytest.raises(ConfigError, match="itself"):
         EVALUATORS.create("ensemble", CragSettings(evaluator={"ensemble": ["ensemble"]}))
 

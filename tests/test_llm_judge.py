@@ -249,9 +249,7 @@ def test_batch_unparseable_reply_falls_back_loudly() -> None:
 
 @pytest.mark.unit
 def test_batch_wrong_count_falls_back_for_missing_docs_only() -> None:
-    j = judge(
-        ScriptedLLM(['{"documents": [{"id": 1, "score": 0.9, "reason": "ok"}], "score": 0.9}']), "batch"
-    )
+    j = judge(ScriptedLLM(['{"documents": [{"id": 1, "score": 0.9, "reason": "ok"}], "score": 0.9}']), "batch")
     ev = j.grade(Q, PASSAGES)
     assert ev.grades[0].score == 0.9
     assert ev.grades[1].reason.startswith("heuristic fallback")

@@ -247,5 +247,13 @@ def trace_show(
         out.print(render_trace(data))
 
 
+def _register_subcommands() -> None:
+    from crag.evaluate.commands import register as register_evaluator
+
+    register_evaluator(app)
+
+
+_register_subcommands()
+
 if __name__ == "__main__":  # pragma: no cover
     app()

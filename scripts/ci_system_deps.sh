@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# System packages CI needs beyond Python, for tests/test_ui_browser.py:
+#   chromium            Debian's browser; Playwright drives /usr/bin/chromium (never
+#                       `playwright install`: browser downloads fail on the closed network)
+#   fonts-wqy-microhei  a small CJK font, so Chinese questions render as text, not boxes,
+#                       in the screenshots under benchmarks/results/ui/
+# Idempotent and quiet: installs only what is missing.
+set -euo pipefail
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+dpkg -s fonts-wqy-microhei >/dev/null 2>&1 || missing+=(fonts-wqy-microhei)
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+echo "installed: ${missing[*]}"

@@ -1,0 +1,297 @@
+"""Query decomposition: split a compound question into sub-queries searched in parallel.
+
+The article (3.2): "将复杂查询‘如何为我的初创公司制定股权激励计划’分解为‘初创公司股权分配比例’、
+‘员工期权池设置’、‘股权激励法律协议模板’等多个子查询并行搜索". Rules handle the common
+shapes without a model — comparisons ("A和B的区别", "difference between X and Y"),
+enumerations ("北京、上海和广州的人口", "France, Germany and Italy"), several questions in
+one ("…；…", "… and when …?") and bulleted lists; an LLM (optional) handles the rest,
+and any LLM failure falls back to the rules.
+
+>>> decompose("TCP和UDP的区别是什么？")
+['TCP', 'UDP', 'TCP UDP 区别']
+>>> decompose("What is the population of France, Germany and Italy?")
+['What is the population of France?', 'What is the population of Germany?', 'What is the population of Italy?']
+>>> decompose("Who wrote Hamlet?")
+['Who wrote Hamlet?']
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from crag.errors import CragError
+from crag.protocols import LLM, WebSearch
+from crag.search.timeout import Deadline
+from crag.text import detect_language
+from crag.trace.spans import current_tracer
+from crag.types import WebResult
+
+MAX_WORKERS = 8  # sub-queries beyond this wait for a free thread; providers rate-limit anyway
+
+_PROMPT = {
+    "zh": (
+        "把用户的问题分解为可以分别搜索的子查询。简单问题原样返回一个子查询。\n"
+        "示例：问题“如何为我的初创公司制定股权激励计划？”→ "
+        '{{"subqueries": ["初创公司股权分配比例", "员工期权池设置", "股权激励法律协议模板"]}}\n'
+        "问题：{q}\n最多{n}个子查询，每个是简短的关键词查询。只回复JSON。"
+    ),
+    "en": (
+        "Split the user's question into sub-queries that can be searched separately. "
+        "Return a simple question as one sub-query.\n"
+        'Example: "How do I design an equity incentive plan for my startup?" -> '
+        '{{"subqueries": ["startup equity split ratios", "employee option pool size", '
+        '"equity incentive legal agreement template"]}}\n'
+        "Question: {q}\nAt most {n} short keyword sub-queries. Reply with JSON only."
+    ),
+}
+
+_ZH_COMPARE = re.compile(
+    r"^(?:请)?(?:比较|对比)?(?P<a>[^，,。？?；;和与跟同及]{1,20}?)(?:和|与|跟|同|及)(?P<b>[^，,。？?；;]{1,20}?)"
+    r"(?:之间)?(?:的|有)?(?:什么|哪些|有何)?(?P<w>区别|差异|不同|异同|对比|比较|优劣|优缺点|关系|联系)"
+)
+_EN_COMPARE = re.compile(
+    r"\b(?P<w>differences?|difference|compare|comparison|relationship|distinguish)\b.*?\b(?:between|of)?\s*"
+    r"(?P<a>[\w .'-]{1,40}?)\s+(?:and|vs\.?|versus|with)\s+(?P<b>[\w .'-]{1,40}?)\s*[?.!]?$",
+    re.IGNORECASE,
+)
+_EN_VS = re.compile(r"^(?P<a>[\w .'-]{1,40}?)\s+(?:vs\.?|versus)\s+(?P<b>[\w .'-]{1,40}?)\s*[?.!]?$", re.I)
+_SEMICOLON = re.compile(r"[；;]\s*")
+_EN_SECOND_Q = re.compile(r",?\s+and\s+(?=(?:what|who|when|where|why|how|which)\b)", re.IGNORECASE)
+_ZH_SECOND_Q = re.compile(r"[，,]\s*(?:以及|并且|还有|另外)?(?=(?:什么|谁|哪|何时|如何|为什么|怎么|是否|多少))")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)、])\s*(.+?)\s*$")
+_EN_NAME = r"[A-Z][\w'-]*(?: (?:of |the |de )?[A-Z][\w'-]*)*"
+_EN_ITEM = rf"(?:the )?{_EN_NAME}"
+_EN_ENUM = re.compile(rf"(?P<items>{_EN_NAME}(?:, {_EN_ITEM})*,? (?:and|or) {_EN_ITEM})")
+_ZH_CONJ = {"和", "与", "及", "以及", "、", "跟"}
+
+
+def decompose(question: str, llm: LLM | None = None, max_subqueries: int = 4) -> list[str]:
+    """Sub-queries for ``question``; ``[question]`` when it does not split.
+
+    With ``llm``, the model decomposes (the article's equity-incentive prompt); a failed
+    or unusable reply falls back to the rules and is recorded as a degradation.
+
+    >>> decompose("气炉以什么为燃料；气炉什么时候商业化？")
+    ['气炉以什么为燃料', '气炉什么时候商业化？']
+    """
+    q = question.strip()
+    if not q or max_subqueries < 1:
+        return [q] if q else []
+    if llm is not None:
+        try:
+            subs = _llm_decompose(q, llm, max_subqueries)
+            if subs:
+                return subs
+        except (CragError, ValueError) as exc:
+            current_tracer().append("degradations", f"LLM decomposition failed ({exc}); used rules")
+    return rule_decompose(q, max_subqueries=max_subqueries)
+
+
+def rule_decompose(question: str, *, max_subqueries: int = 4) -> list[str]:
+    """The rule-based decomposition alone (no model)."""
+    q = question.strip()
+    for rule in (_bullets, _semicolons, _second_question, _comparison, _enumeration):
+        subs = _dedupe(rule(q))
+        if len(subs) > 1:
+            return subs[:max_subqueries]
+    return [q]
+
+
+def _bullets(q: str) -> list[str]:
+    lines = [ln for ln in q.splitlines() if ln.strip()]
+    items = [m.group(1) for ln in lines if (m := _BULLET.match(ln))]
+    return items if len(items) >= 2 else []
+
+
+def _semicolons(q: str) -> list[str]:
+    parts = [p.strip() for p in _SEMICOLON.split(q) if len(p.strip()) >= 2]
+    return parts if len(parts) >= 2 else []
+
+
+def _second_question(q: str) -> list[str]:
+    pat = _ZH_SECOND_Q if detect_language(q) == "zh" else _EN_SECOND_Q
+    parts = [p.strip() for p in pat.split(q) if p.strip()]
+    if len(parts) < 2:
+        return []
+    # "Who founded Tesla and when was it founded?": the second part needs the subject back.
+    subject = _subject(parts[0])
+    out = [parts[0]]
+    for p in parts[1:]:
+        out.append(p if not subject or subject.lower() in p.lower() else f"{subject} {p}")
+    return out
+
+
+def _subject(text: str) -> str:
+    if detect_language(text) == "zh":
+        for word, flag in _posseg(text):
+            if flag.startswith(("nr", "ns", "nt", "nz", "eng")) or (flag == "n" and len(word) >= 2):
+                return word
+        return ""
+    names = re.findall(_EN_NAME, text)
+    names = [n for n in names if n.split()[0].lower() not in {"what", "who", "when", "where", "why", "how", "which"}]
+    return names[0] if names else ""
+
+
+def _comparison(q: str) -> list[str]:
+    if detect_language(q) == "zh":
+        m = _ZH_COMPARE.search(q)
+    else:
+        m = _EN_COMPARE.search(q) or _EN_VS.search(q)
+    if not m:
+        return []
+    a, b = _trim(m.group("a")), _trim(m.group("b"))
+    if not a or not b:
+        return []
+    word = m.groupdict().get("w") or "vs"
+    return [a, b, f"{a} {b} {word}"]
+
+
+def _trim(s: str) -> str:
+    s = re.sub(r"^(?:the|a|an|between)\s+", "", s.strip(), flags=re.IGNORECASE)
+    return s.strip(" ,.?？的")
+
+
+def _enumeration(q: str) -> list[str]:
+    if detect_language(q) == "zh":
+        return _zh_enumeration(q)
+    m = _EN_ENUM.search(q)
+    if not m:
+        return []
+    items = [i.strip() for i in re.split(r",\s*(?:and |or )?|\s+(?:and|or)\s+", m.group("items")) if i.strip()]
+    if len(items) < 2:
+        return []
+    head, tail = q[: m.start()], q[m.end() :]
+    return [f"{head}{item}{tail}" for item in items]
+
+
+def _zh_enumeration(q: str) -> list[str]:
+    # Items are the noun runs joined by 和/与/、…; the words around them are shared context.
+    tokens = _posseg(q)
+    conj = [i for i, (w, _) in enumerate(tokens) if w in _ZH_CONJ]
+    if not conj:
+        return []
+
+    def nounish(i: int) -> bool:
+        return 0 <= i < len(tokens) and tokens[i][1].startswith(("n", "eng", "nr", "ns", "nt", "nz", "j"))
+
+    first, last = conj[0], conj[-1]
+    if not all(nounish(i - 1) and nounish(i + 1) for i in conj):
+        return []
+    # Every token between the first and last conjunction must be an item or a conjunction.
+    if any(not nounish(i) and tokens[i][0] not in _ZH_CONJ for i in range(first, last + 1)):
+        return []
+    start, end = first - 1, last + 1
+    items = [tokens[i][0] for i in range(start, end + 1) if tokens[i][0] not in _ZH_CONJ]
+    head = "".join(w for w, _ in tokens[:start])
+    tail = "".join(w for w, _ in tokens[end + 1 :])
+    return [f"{head}{item}{tail}" for item in items]
+
+
+def _posseg(text: str) -> list[tuple[str, str]]:
+    from crag.text import _jieba
+
+    _jieba()  # the shared, quietly initialised dictionary
+    import jieba.posseg
+
+    return [(p.word, p.flag) for p in jieba.posseg.cut(text)]
+
+
+def _llm_decompose(q: str, llm: LLM, n: int) -> list[str]:
+    prompt = _PROMPT[detect_language(q)].format(q=q, n=n)
+    out = llm.complete(
+        [{"role": "user", "content": prompt}],
+        max_tokens=128,
+        json_schema={
+            "type": "object",
+            "properties": {"subqueries": {"type": "array", "items": {"type": "string"}}},
+        },
+    )
+    m = re.search(r"\{.*\}", out.text, re.S)
+    if not m:
+        raise ValueError(f"decomposition reply was not JSON: {out.text[:80]!r}")
+    data = json.loads(m.group(0))  # ValueError on malformed JSON, handled by the caller
+    subs = data.get("subqueries") if isinstance(data, dict) else None
+    if not isinstance(subs, list):
+        raise ValueError("decomposition reply had no 'subqueries' list")
+    clean = _dedupe(s.strip() for s in subs if isinstance(s, str) and s.strip())
+    return clean[:n]
+
+
+def _dedupe(items: Any) -> list[str]:
+    return list(dict.fromkeys(i for i in items if i))
+
+
+def search_parallel(
+    queries: Sequence[str],
+    search: WebSearch,
+    k: int,
+    timeout: float | None,
+    *,
+    deadline: Deadline | None = None,
+) -> list[tuple[str, WebResult]]:
+    """Run every query at once; return ``(query, result)`` pairs, deduplicated, in query order.
+
+    Each query runs in its own daemon thread inside a copy of the caller's context (one
+    copy per task: a context cannot be entered by two threads), so ``current_tracer()``
+    in the worker is the request's tracer. A query that fails (``CragError``) or is still
+    running when ``timeout`` (or the request ``deadline``) passes is recorded as a
+    degradation and contributes nothing; the call itself never raises for them. Four
+    sub-queries therefore cost about one.
+
+    >>> from crag.testing.fakes import StaticWebSearch
+    >>> web = StaticWebSearch([WebResult("t", "https://e.org/a", "text")])
+    >>> [(q, r.url) for q, r in search_parallel(["a", "b"], web, k=3, timeout=2.0)]
+    [('a', 'https://e.org/a')]
+    """
+    if not queries:
+        return []
+    tracer = current_tracer()
+    limit = Deadline(timeout) if timeout is not None else Deadline(None)
+    slots: list[list[WebResult] | None] = [None] * len(queries)
+    gate = threading.Semaphore(MAX_WORKERS)
+
+    def one(i: int, q: str) -> None:
+        with gate:
+            try:
+                slots[i] = search.search(q, k=k)
+            except CragError as exc:
+                current_tracer().append("degradations", f"search for {q!r} failed: {exc}")
+                slots[i] = []
+
+    threads = []
+    for i, q in enumerate(queries):
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=ctx.run, args=(one, i, q), name=f"crag-search-{i}", daemon=True)
+        t.start()
+        threads.append(t)
+    for i, t in enumerate(threads):
+        wait = min(limit.remaining(), deadline.remaining() if deadline else float("inf"))
+        t.join(None if wait == float("inf") else wait)
+        if t.is_alive():
+            tracer.append(
+                "degradations",
+                f"search for {queries[i]!r} timed out after {_elapsed(limit, deadline):g}s; skipped",
+            )
+    seen: set[str] = set()
+    out: list[tuple[str, WebResult]] = []
+    for i, q in enumerate(queries):
+        if threads[i].is_alive():
+            continue
+        for r in slots[i] or []:
+            key = r.url + "\x00" + r.content[:200]
+            if key not in seen:
+                seen.add(key)
+                out.append((q, r))
+    return out
+
+
+def _elapsed(limit: Deadline, deadline: Deadline | None) -> float:
+    budgets = [d.seconds for d in (limit, deadline) if d is not None and d.seconds is not None]
+    return round(min(budgets), 3) if budgets else 0.0
+
+

@@ -1,0 +1,196 @@
+"""A blind LLM judge: 1–5 scores for accuracy, completeness, clarity and faithfulness.
+
+The design article's experiment (section 5.1) has a judge score both systems' answers
+"without knowing" which produced them. Here the judge sees, for one question, the gold
+answers and every mode's answer under a neutral label ("Answer 1", "Answer 2") in an
+order shuffled with a seeded RNG; the mode names never reach the prompt. Each answer is
+shown with the context it was generated from, so faithfulness (are its claims supported
+by that context?) is judged per answer.
+
+Replies are requested as JSON through ``json_schema`` and parsed tolerantly (code
+fences, prose around the object, numbers as strings). A reply that still cannot be read
+is recorded as a failure with its reason, never as a score.
+
+>>> from crag.testing.fakes import ScriptedLLM
+>>> reply = '{"answer_1": {"accuracy": 5, "completeness": 4, "clarity": 5, "faithfulness": 5}}'
+>>> judge = LLMJudge(ScriptedLLM([reply]), seed=0)
+>>> verdict = judge.judge("Capital of France?", ["Paris"], {"crag": ("Paris [1].", ["Paris is the capital."])})
+>>> verdict.scores["crag"]["accuracy"], verdict.error
+(5, None)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from crag.errors import CragError
+from crag.protocols import LLM
+from crag.text import detect_language
+
+__all__ = ["CRITERIA", "JudgeVerdict", "LLMJudge", "parse_scores"]
+
+CRITERIA = ("accuracy", "completeness", "clarity", "faithfulness")
+
+SYSTEM = (
+    "You are a strict, impartial grader of question-answering systems. For each numbered "
+    "answer give integer scores from 1 (very poor) to 5 (excellent):\n"
+    "- accuracy: does the answer state the gold answer (or an equivalent) correctly?\n"
+    "- completeness: does it give everything the question asks for?\n"
+    "- clarity: is it direct, well formed and easy to read?\n"
+    "- faithfulness: is every claim supported by that answer's own context?\n"
+    "A refusal scores 1 for accuracy and completeness. The answers are in random order; "
+    "judge each on its own merits. Reply with JSON only."
+)
+
+
+@dataclass
+class JudgeVerdict:
+    """The judge's scores for one question: ``scores[mode][criterion]`` in 1..5.
+
+    ``error`` is set (and ``scores`` empty) when the judge failed or its reply was
+    unreadable; ``order`` is the shuffled mode order the judge saw.
+    """
+
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    error: str | None = None
+    raw: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class LLMJudge:
+    """Blind, order-randomised LLM grading of several answers to the same question.
+
+    ### Usage example
+    >>> from crag.testing.fakes import ScriptedLLM
+    >>> reply = json.dumps({f"answer_{i}": dict.fromkeys(CRITERIA, 3) for i in (1, 2)})
+    >>> judge = LLMJudge(ScriptedLLM([reply]), seed=7)
+    >>> v = judge.judge("Q?", ["A"], {"rag": ("A [1].", ["A."]), "crag": ("B [1].", ["B."])})
+    >>> sorted(v.scores), v.scores["rag"]["clarity"]
+    (['crag', 'rag'], 3)
+    """
+
+    def __init__(self, llm: LLM, *, seed: int = 0, context_chars: int = 700, max_tokens: int = 200) -> None:
+        self.llm = llm
+        self.seed = seed
+        # Contexts are truncated so two answers with their sources fit a 4k-token window.
+        self.context_chars = context_chars
+        self.max_tokens = max_tokens
+
+    def judge(
+        self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]]
+    ) -> JudgeVerdict:
+        """Score ``answers`` (mode -> (answer text, context texts)) against ``gold``."""
+        modes = sorted(answers)
+        # Seeded per question, so a resumed run shows the judge the same order again.
+        rng = random.Random(f"{self.seed}\x00{question}")
+        rng.shuffle(modes)
+        messages = self._messages(question, gold, [answers[m] for m in modes])
+        try:
+            reply = self.llm.complete(
+                messages, max_tokens=self.max_tokens, temperature=0.0, json_schema=_schema(len(modes))
+            )
+        except CragError as exc:
+            return JudgeVerdict(order=modes, error=f"judge call failed: {exc}")
+        parsed, problem = parse_scores(reply.text, len(modes))
+        if parsed is None:
+            return JudgeVerdict(order=modes, error=problem, raw=reply.text[:500])
+        return JudgeVerdict({m: parsed[i] for i, m in enumerate(modes)}, modes, None, reply.text[:500])
+
+    def _messages(
+        self, question: str, gold: Sequence[str], shown: Sequence[tuple[str, Sequence[str]]]
+    ) -> list[dict[str, str]]:
+        parts = [f"Question: {question}", "Gold answer(s): " + " | ".join(gold)]
+        for i, (answer, context) in enumerate(shown, 1):
+            ctx = "\n".join(context)
+            if len(ctx) > self.context_chars:
+                ctx = ctx[: self.context_chars] + " …"
+            parts.append(f"--- Answer {i} ---\nContext given to answer {i}:\n{ctx or '(none)'}\nAnswer {i}: {answer}")
+        keys = ", ".join(f'"answer_{i}"' for i in range(1, len(shown) + 1))
+        lang_hint = (
+            " The question is in Chinese; judge the Chinese answers." if detect_language(question) == "zh" else ""
+        )
+        parts.append(
+            f"Return a JSON object with keys {keys}, each mapping to "
+            '{"accuracy": n, "completeness": n, "clarity": n, "faithfulness": n}.' + lang_hint
+        )
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _schema(n: int) -> dict[str, Any]:
+    one = {
+        "type": "object",
+        "properties": {c: {"type": "integer", "minimum": 1, "maximum": 5} for c in CRITERIA},
+        "required": list(CRITERIA),
+    }
+    keys = [f"answer_{i}" for i in range(1, n + 1)]
+    return {"type": "object", "properties": dict.fromkeys(keys, one), "required": keys}
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def parse_scores(text: str, n: int) -> tuple[list[dict[str, int]] | None, str]:
+    """Scores of ``n`` answers from a judge reply, tolerant of fences and stray prose.
+
+    Returns ``(scores, "")`` or ``(None, reason)``.
+
+    >>> parse_scores('Sure! ```json\\n{"answer_1": {"accuracy": "4", "completeness": 3, '
+    ...              '"clarity": 5.0, "faithfulness": 2}}\\n```', 1)
+    ([{'accuracy': 4, 'completeness': 3, 'clarity': 5, 'faithfulness': 2}], '')
+    >>> parse_scores("I think both are fine.", 2)[1]
+    'judge reply has no JSON object'
+    """
+    obj = _first_object(text)
+    if obj is None:
+        return None, "judge reply has no JSON object"
+    # A single answer may come back without the "answer_1" wrapper.
+    if n == 1 and "answer_1" not in obj and any(c in obj for c in CRITERIA):
+        obj = {"answer_1": obj}
+    out: list[dict[str, int]] = []
+    for i in range(1, n + 1):
+        block = obj.get(f"answer_{i}", obj.get(f"Answer {i}", obj.get(str(i))))
+        if not isinstance(block, dict):
+            return None, f"judge reply lacks scores for answer {i}"
+        scores: dict[str, int] = {}
+        for c in CRITERIA:
+            value = _score(block.get(c, block.get(c.capitalize())))
+            if value is None:
+                return None, f"judge reply has no valid 1-5 {c} score for answer {i}"
+            scores[c] = value
+        out.append(scores)
+    return out, ""
+
+
+def _first_object(text: str) -> dict[str, Any] | None:
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for cand in candidates:
+        start = cand.find("{")
+        while start != -1:
+            try:
+                obj, _ = json.JSONDecoder().raw_decode(cand[start:])
+            except ValueError:
+                start = cand.find("{", start + 1)
+                continue
+            if isinstance(obj, dict):
+                return obj
+            start = cand.find("{", start + 1)
+    return None
+
+
+def _score(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(str(value).strip().split("/")[0])
+    except ValueError:
+        return None
+    score = round(number)
+    return score if 1 <= score <= 5 else None

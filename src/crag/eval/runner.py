@@ -1,0 +1,377 @@
+"""Run every question through each mode of one engine, resumably.
+
+Each finished (question, mode) pair is appended to ``<output>/results.jsonl`` at once
+(flushed and fsynced), so an interrupted run loses at most the pair in flight; running
+the same command again skips the pairs already done and retries the ones that failed.
+``<output>/run.json`` records what the results belong to (dataset fingerprint, model,
+evaluator, thresholds); resuming into a folder of another run is refused rather than
+mixing incomparable answers. ``<output>/status.json`` says whether the run is complete.
+
+>>> from crag.eval.runner import EvalOptions
+>>> EvalOptions(modes=("rag", "crag"), seed=1).modes
+('rag', 'crag')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from crag.errors import (
+    ConfigError,
+    CragError,
+    InputError,
+    KnowledgeBaseError,
+    LLMUnavailableError,
+    ModelIntegrityError,
+)
+from crag.eval.datasets import EvalItem, dataset_fingerprint
+from crag.eval.judge import LLMJudge
+from crag.eval.metrics import score_answer
+from crag.protocols import LLM, Completion
+from crag.types import Answer
+
+__all__ = ["CountingLLM", "EvalOptions", "EvalRun", "run_eval"]
+
+RESULTS = "results.jsonl"
+RUN_META = "run.json"
+STATUS = "status.json"
+MODES = ("rag", "crag")
+# Errors that would fail every question the same way: stop instead of recording each.
+FATAL = (ConfigError, KnowledgeBaseError, LLMUnavailableError, ModelIntegrityError)
+
+Progress = Callable[[int, int, str], None]
+
+
+class Engine(Protocol):
+    """What the runner needs of an engine: :meth:`crag.CRAG.ask`."""
+
+    def ask(self, question: str, **kwargs: Any) -> Answer: ...
+
+
+@dataclass
+class EvalOptions:
+    """How to run an evaluation: which modes, which external source, which seed."""
+
+    modes: tuple[str, ...] = MODES
+    seed: int = 0
+    search: str | None = None
+    search_corpus: str | Path | None = None
+    search_record: str | Path | None = None
+    search_replay: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.modes if m not in MODES]
+        if bad or not self.modes:
+            raise InputError(f"unknown mode(s) {', '.join(bad) or '(none)'}; use --modes rag,crag")
+        if len(set(self.modes)) != len(self.modes):
+            raise InputError(f"--modes lists a mode twice: {','.join(self.modes)}")
+
+
+@dataclass
+class EvalRun:
+    """Everything a report needs: the questions, the last record per pair, the verdicts."""
+
+    items: list[EvalItem]
+    modes: tuple[str, ...]
+    records: dict[tuple[str, str], dict[str, Any]]
+    judgements: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def failed(self) -> list[tuple[str, str]]:
+        """Pairs with no answer (errored or never run)."""
+        return [
+            (it.id, m)
+            for it in self.items
+            for m in self.modes
+            if (it.id, m) not in self.records or self.records[(it.id, m)].get("error")
+        ]
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+
+class CountingLLM:
+    """Wraps an LLM and counts its calls, so each answer reports how many it cost.
+
+    ### Usage example
+    >>> from crag.testing.fakes import ScriptedLLM
+    >>> llm = CountingLLM(ScriptedLLM(["ok"]))
+    >>> _ = llm.complete([{"role": "user", "content": "hi"}])
+    >>> llm.calls
+    1
+    """
+
+    def __init__(self, inner: LLM) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.calls = 0
+        self._lock = threading.Lock()  # refine and search may call from worker threads
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        with self._lock:
+            self.calls += 1
+        return self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+
+    def __getattr__(self, name: str) -> Any:
+        # Optional capabilities (yes_probability, warm_up) pass through; an LLM-evaluator
+        # probability call is a model call too, so it is counted.
+        attr = getattr(self.inner, name)
+        if name != "yes_probability":
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.calls += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+def install_counter(engine: Any) -> CountingLLM | None:
+    """Route a :class:`crag.CRAG` engine's LLM through a counter (None for other engines).
+
+    Done before the first question, so the lazily built evaluator also gets the counter.
+    """
+    if not hasattr(engine, "_llm") or not hasattr(engine, "llm"):
+        return None
+    current = engine.llm
+    if isinstance(current, CountingLLM):
+        return current
+    counter = CountingLLM(current)
+    engine._llm = counter
+    return counter
+
+
+def engine_signature(engine: Any) -> dict[str, Any]:
+    """The settings that make results comparable; a resumed run must match them."""
+    s = getattr(engine, "settings", None)
+    if s is None:
+        return {}
+    return {
+        "llm": f"{s.llm.backend}:{s.llm.model}",
+        "evaluator": s.evaluator.backend,
+        "thresholds": [s.evaluator.lower, s.evaluator.upper, s.evaluator.rule],
+        "top_k": s.retrieval.top_k,
+        "kb": str(s.kb.path),
+    }
+
+
+def run_eval(
+    engine: Engine,
+    items: Sequence[EvalItem],
+    output: str | Path,
+    options: EvalOptions,
+    *,
+    judge: LLMJudge | None = None,
+    progress: Progress | None = None,
+    dataset_items: Sequence[EvalItem] | None = None,
+) -> EvalRun:
+    """Answer ``items`` in every mode, appending each result to ``output/results.jsonl``.
+
+    ``dataset_items`` (default ``items``) is the whole dataset, whose fingerprint ties the
+    output folder to it, so ``--limit 10`` can later be resumed as ``--limit 40``.
+    """
+    out = Path(output)
+    _prepare_output(out)
+    meta = {
+        "dataset": dataset_fingerprint(dataset_items if dataset_items is not None else items),
+        "engine": engine_signature(engine),
+        "judge": getattr(getattr(judge, "llm", None), "model_id", None) if judge else None,
+    }
+    _check_meta(out, meta)
+    records, judgements = load_results(out / RESULTS)
+    _write_status(out, complete=False, done=0, total=len(items) * len(options.modes))
+    counter = install_counter(engine)
+    run = EvalRun(list(items), options.modes, records, judgements, meta, options.seed)
+    total = len(items) * len(options.modes)
+    done = sum(1 for it in items for m in options.modes if _ok(records.get((it.id, m))))
+    if progress:
+        progress(done, total, "")
+    with (out / RESULTS).open("a", encoding="utf-8") as sink:
+        for it in items:
+            for mode in options.modes:
+                if _ok(records.get((it.id, mode))):
+                    continue
+                rec = _answer_record(engine, it, mode, options, counter)
+                records[(it.id, mode)] = rec
+                _append(sink, rec)
+                done += 1
+                if progress:
+                    progress(done, total, f"{it.id} [{mode}]")
+            if judge is not None and it.id not in judgements:
+                verdict = _judge(judge, it, options.modes, records)
+                if verdict is not None:
+                    judgements[it.id] = verdict
+                    _append(sink, verdict)
+    _write_status(out, complete=run.complete, done=done, total=total, failed=len(run.failed))
+    return run
+
+
+def _answer_record(
+    engine: Engine, it: EvalItem, mode: str, options: EvalOptions, counter: CountingLLM | None
+) -> dict[str, Any]:
+    base: dict[str, Any] = {"kind": "answer", "id": it.id, "mode": mode, "question": it.question}
+    before = counter.calls if counter else 0
+    try:
+        answer = engine.ask(
+            it.question,
+            mode=mode,
+            search=options.search,
+            search_corpus=options.search_corpus,
+            search_record=options.search_record,
+            search_replay=options.search_replay,
+        )
+    except FATAL:
+        raise
+    except CragError as exc:
+        # One bad question (an LLM hiccup, a refused input) must not sink the whole run.
+        return base | {"error": f"{type(exc).__name__}: {exc}"}
+    context = [s.text for s in answer.context]
+    metrics = score_answer(answer.answer, it.answers, context)
+    return base | {
+        "answer": answer.answer,
+        "action": answer.action.value,
+        "confidence": answer.confidence,
+        "latency": answer.timings.get("total", 0.0),
+        "timings": answer.timings,
+        "llm_calls": counter.calls - before if counter else None,
+        "searches": len(answer.queries),
+        "context": context,
+        "context_origins": [s.origin for s in answer.context],
+        "citations": len(answer.citations),
+        "degradations": answer.degradations,
+        "trace_id": answer.trace_id,
+        "metrics": metrics.to_dict(),
+        "error": None,
+    }
+
+
+def _judge(
+    judge: LLMJudge, it: EvalItem, modes: Sequence[str], records: dict[tuple[str, str], dict[str, Any]]
+) -> dict[str, Any] | None:
+    recs = {m: records.get((it.id, m)) for m in modes}
+    if not all(_ok(r) for r in recs.values()):
+        return None  # judge only complete sets, so every mode is scored on the same questions
+    answers = {m: (r["answer"], r["context"]) for m, r in recs.items() if r is not None}
+    verdict = judge.judge(it.question, it.answers, answers)
+    return {"kind": "judge", "id": it.id} | verdict.to_dict()
+
+
+def _ok(rec: dict[str, Any] | None) -> bool:
+    return rec is not None and not rec.get("error")
+
+
+def load_results(path: Path) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The last answer record per (id, mode) and the last judge record per id.
+
+    A line cut short by an interruption is ignored; its pair simply runs again.
+    """
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+    judgements: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records, judgements
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            if rec.get("kind") == "answer" and "id" in rec and "mode" in rec:
+                records[(str(rec["id"]), str(rec["mode"]))] = rec
+            elif rec.get("kind") == "judge" and "id" in rec:
+                judgements[str(rec["id"])] = rec
+    return records, judgements
+
+
+def _append(sink: Any, rec: dict[str, Any]) -> None:
+    sink.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+    sink.flush()
+    os.fsync(sink.fileno())
+
+
+def _prepare_output(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--output {out} is a file; pass a folder (created if needed)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
+    results = out / RESULTS
+    # A previous kill may have cut the last line; start ours on a fresh line.
+    if results.exists() and results.stat().st_size:
+        with results.open("rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+    # Reports from an earlier run would look final while this one is in progress.
+    from crag.eval.report import REPORT_FILES
+
+    for name in REPORT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+
+def _check_meta(out: Path, meta: dict[str, Any]) -> None:
+    path = out / RUN_META
+    if path.exists() and (out / RESULTS).exists():
+        try:
+            old = json.loads(path.read_text("utf-8"))
+        except ValueError:
+            old = {}
+        for key in ("dataset", "engine"):
+            if old.get(key) != meta[key]:
+                raise InputError(
+                    f"{out} holds results of another run ({key} differs: {old.get(key)} vs {meta[key]}); "
+                    "pass a new --output or delete the folder"
+                )
+        # Judge verdicts from another judge model are not comparable: judge again.
+        if old.get("judge") != meta["judge"] and meta["judge"]:
+            _drop_judgements(out / RESULTS)
+    write_atomic(path, json.dumps(meta | {"updated": _now()}, ensure_ascii=False, indent=2))
+
+
+def _drop_judgements(results: Path) -> None:
+    lines = results.read_text("utf-8", errors="replace").splitlines(keepends=True)
+    write_atomic(results, "".join(x for x in lines if '"kind": "judge"' not in x))
+
+
+def _write_status(out: Path, *, complete: bool, done: int, total: int, failed: int = 0) -> None:
+    status = {"complete": complete, "done": done, "total": total, "failed": failed, "updated": _now()}
+    write_atomic(out / STATUS, json.dumps(status, indent=2))
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file so readers see the old or the new content, never half of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

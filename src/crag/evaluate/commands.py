@@ -1,0 +1,249 @@
+"""CLI commands for evaluators: ``grade``, ``calibrate``, ``evaluator label`` and ``evaluator train``.
+
+Input lines are validated before any work starts, outputs are written to a temporary
+file and renamed when complete, so a failure never leaves a partial file that looks done.
+"""
+
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from crag.errors import InputError
+from crag.types import Passage
+
+MAX_PASSAGE_CHARS = 100_000
+
+
+def read_pairs(path: Path, *, need_label: bool = False) -> list[dict[str, Any]]:
+    """Read ``{"query", "passage"[, "label"]}`` JSONL; one-line InputError naming the bad line."""
+    if not path.is_file():
+        raise InputError(f"{path} not found; pass a JSONL file of {{\"query\", \"passage\"}} lines")
+    rows = []
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; re-save it as UTF-8") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise InputError(f"{path} line {n}: not valid JSON") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path} line {n}: expected a JSON object")
+        for key in ("query", "passage"):
+            if not isinstance(row.get(key), str):
+                raise InputError(f"{path} line {n}: field {key!r} is missing or not a string")
+        if not row["query"].strip():
+            raise InputError(f"{path} line {n}: empty query")
+        if need_label:
+            label = row.get("label")
+            if isinstance(label, bool) or label not in (0, 1, 0.0, 1.0):
+                raise InputError(f"{path} line {n}: field 'label' must be 0 or 1, got {label!r}")
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path} has no pairs")
+    return rows
+
+
+def score_pairs(evaluator: Any, rows: list[dict[str, Any]], progress: Any = None) -> list[tuple[float, str]]:
+    """Grade every pair, batching passages of the same query; results in input order."""
+    by_query: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_query.setdefault(r["query"], []).append(i)
+    out: list[tuple[float, str]] = [(0.0, "")] * len(rows)
+    for query, idx in by_query.items():
+        passages = [Passage(str(i), rows[i]["passage"][:MAX_PASSAGE_CHARS]) for i in idx]
+        ev = evaluator.grade(query, passages)
+        for i, g in zip(idx, ev.grades, strict=True):
+            out[i] = (float(g.score), g.reason or ev.degraded)
+        if progress:
+            progress(len(idx))
+    return out
+
+
+def atomic_write(path: Path, lines: Iterator[str]) -> None:
+    """Write lines to ``path`` via a temp file + rename (never a partial file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    """Add the evaluator commands to the ``crag`` CLI."""
+    from crag.cli import ConfigOpt, KbOpt, _engine, err, friendly, out
+
+    ev_app = typer.Typer(help="Label data for and train the lightweight evaluator.", no_args_is_help=True)
+    app.add_typer(ev_app, name="evaluator")
+
+    def make(config: Path | None, kb: Path | None, evaluator: str | None) -> Any:
+        extra = {"evaluator": {"backend": evaluator}} if evaluator else {}
+        return _engine(config, kb, **extra)
+
+    @app.command()
+    @friendly
+    def grade(
+        input: Annotated[Path, typer.Option("--input", "-i", help="JSONL of {\"query\", \"passage\"} lines.")],
+        evaluator: Annotated[str | None, typer.Option(help="heuristic, trained, llm, ensemble.")] = None,
+        output: Annotated[Path | None, typer.Option("--output", "-o", help="JSONL output (default stdout).")] = None,
+        config: ConfigOpt = None,
+        kb: KbOpt = None,
+    ) -> None:
+        """Score (query, passage) pairs; each line comes back with "score" and "reason"."""
+        rows = read_pairs(input)
+        rag = make(config, kb, evaluator)
+        scored = score_pairs(rag.evaluator, rows)
+        lines = (
+            json.dumps({**r, "score": round(s, 4), "reason": why}, ensure_ascii=False) + "\n"
+            for r, (s, why) in zip(rows, scored, strict=True)
+        )
+        if output is None:
+            sys.stdout.writelines(lines)
+        else:
+            atomic_write(output, lines)
+            err.print(f"wrote {len(rows)} graded pairs to {output}")
+
+    @app.command()
+    @friendly
+    def calibrate(
+        labels: Annotated[Path, typer.Option(help="JSONL of {\"query\", \"passage\", \"label\": 0|1}.")],
+        evaluator: Annotated[str | None, typer.Option(help="Evaluator to calibrate (default from config).")] = None,
+        objective: Annotated[str, typer.Option(help="accuracy or cost.")] = "accuracy",
+        cost_wrong: Annotated[float, typer.Option(help="Cost of trusting an irrelevant passage.")] = 10.0,
+        cost_discard: Annotated[float, typer.Option(help="Cost of discarding a relevant passage.")] = 3.0,
+        cost_search: Annotated[float, typer.Option(help="Cost of one external search.")] = 1.0,
+        plot: Annotated[Path | None, typer.Option(help="Reliability diagram PNG.")] = Path("reliability.png"),
+        write_config: Annotated[Path | None, typer.Option(help="Write upper/lower into this TOML file.")] = None,
+        config: ConfigOpt = None,
+        kb: KbOpt = None,
+    ) -> None:
+        """Choose tau_low/tau_high on labelled pairs and report AUROC, accuracy, precision/recall."""
+        from crag.evaluate.calibrate import choose_thresholds, reliability_plot
+
+        rows = read_pairs(labels, need_label=True)
+        rag = make(config, kb, evaluator)
+        scores = [s for s, _ in score_pairs(rag.evaluator, rows)]
+        y = [int(r["label"]) for r in rows]
+        try:
+            cal = choose_thresholds(
+                y, scores, objective=objective, cost_wrong=cost_wrong, cost_discard=cost_discard, cost_search=cost_search
+            )
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        table = Table(title=f"Calibration of {rag.evaluator.name} on {cal.n} pairs ({objective})")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for k in ("lower", "upper", "auroc", "accuracy", "cost", "precision_correct", "recall_correct",
+                  "precision_incorrect", "recall_incorrect", "ece"):
+            table.add_row(k, f"{getattr(cal, k):.4g}")
+        table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
+        out.print(table)
+        if plot is not None:
+            reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
+            out.print(f"reliability diagram: {plot}")
+        if write_config is not None:
+            write_thresholds(write_config, cal.upper, cal.lower)
+            out.print(f"wrote evaluator.upper={cal.upper} evaluator.lower={cal.lower} to {write_config}")
+
+    @ev_app.command("label")
+    @friendly
+    def label(
+        questions: Annotated[Path | None, typer.Option(help="JSONL with a \"question\" per line.")] = None,
+        from_traces: Annotated[bool, typer.Option(help="Also use questions of past traces.")] = True,
+        output: Annotated[Path, typer.Option("--output", "-o", help="Labelled pairs JSONL.")] = Path("labels.jsonl"),
+        k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 5,
+        limit: Annotated[int, typer.Option(help="Most questions to label.")] = 200,
+        config: ConfigOpt = None,
+        kb: KbOpt = None,
+    ) -> None:
+        """Have the LLM judge label (question, passage) pairs from your own knowledge base."""
+        from crag.registry import EVALUATORS
+
+        rag = make(config, kb, None)
+        qs: list[str] = []
+        if questions is not None:
+            qs += [r["question"] for r in _read_questions(questions)]
+        if from_traces:
+            qs += [t["question"] for t in rag.traces.list(limit=limit) if t.get("question")]
+        qs = list(dict.fromkeys(q for q in qs if q.strip()))[:limit]
+        if not qs:
+            raise InputError("no questions to label: pass --questions FILE or ask some questions first")
+        judge = EVALUATORS.create("llm", rag.settings, embedder=rag.embedder, llm_factory=lambda: rag.llm)
+        kbase = rag.knowledge_base()
+        rows = []
+        with out.status("labelling…") as status:
+            for n, q in enumerate(qs, 1):
+                status.update(f"labelling {n}/{len(qs)}: {q[:40]}")
+                hits = kbase.search(q, k=k)
+                ev = judge.grade(q, [Passage(h.chunk.id, h.chunk.text) for h in hits])
+                for h, g in zip(hits, ev.grades, strict=True):
+                    rows.append({"query": q, "passage": h.chunk.text, "label": int(g.score >= 0.5),
+                                 "score": round(g.score, 4), "labeller": judge.name})
+        atomic_write(output, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        out.print(f"wrote {len(rows)} labelled pairs ({sum(r['label'] for r in rows)} relevant) to {output}")
+
+    @ev_app.command("train")
+    @friendly
+    def train(
+        pairs: Annotated[Path, typer.Option(help="Labelled pairs JSONL ({query, passage, label}).")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="Model file (.npz).")] = Path("evaluator.npz"),
+        config: ConfigOpt = None,
+        kb: KbOpt = None,
+    ) -> None:
+        """Fit the lightweight evaluator on labelled pairs; point evaluator.model_path at the result."""
+        from crag.evaluate.train import train_model
+
+        read_pairs(pairs, need_label=True)  # validate first: never train on half a file
+        rag = make(config, kb, None)
+        tmp = output.with_name(output.stem + ".partial.npz")
+        with out.status("training…"):
+            metrics = train_model(pairs, rag.embedder, tmp)
+        os.replace(tmp, output)
+        out.print(json.dumps(metrics, ensure_ascii=False, indent=2, default=str))
+        out.print(f"model written to {output}; use it with [evaluator] backend = \"trained\", model_path = \"{output}\"")
+
+
+def _read_questions(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise InputError(f"{path} not found")
+    out = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise InputError(f"{path} line {n}: not valid JSON") from None
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+            raise InputError(f"{path} line {n}: field 'question' is missing or not a string")
+        out.append(row)
+    return out
+
+
+def write_thresholds(path: Path, upper: float, lower: float) -> None:
+    """Set ``[evaluator] upper/lower`` in a TOML file, keeping everything else."""
+    import tomllib
+
+    import tomli_w
+
+    data: dict[str, Any] = {}
+    if path.is_file():
+        data = tomllib.loads(path.read_text("utf-8"))
+    data.setdefault("evaluator", {}).update({"upper": upper, "lower": lower})
+    atomic_write(path, iter([tomli_w.dumps(data)]))

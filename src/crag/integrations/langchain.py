@@ -1,0 +1,115 @@
+"""LangChain adapters (``pip install 'crag[langchain]'``): a retriever and a runnable.
+
+``CragRetriever`` runs the whole CRAG loop (retrieve → evaluate → correct → generate)
+and returns the *corrected* context, internal strips and web strips alike, as
+``Document``s; ``crag_runnable`` maps a question to ``Answer.to_dict()``.
+
+>>> from crag import CRAG
+>>> from crag.integrations.langchain import CragRetriever, crag_runnable
+>>> engine = CRAG.from_config(kb={"path": "kb"})                    # doctest: +SKIP
+>>> docs = CragRetriever(engine=engine).invoke("When was the Tianjin Synagogue built?")  # doctest: +SKIP
+>>> docs[0].metadata["origin"], docs[0].metadata["source"]           # doctest: +SKIP
+('internal', 'docs/tianjin.md')
+>>> crag_runnable(engine).invoke("天津犹太会堂是什么时候建成的？")["action"]   # doctest: +SKIP
+'correct'
+
+The retriever pays for one generation per query, because CRAG's corrected context is
+produced by the same pipeline run that answers; ``Document.metadata["answer"]`` carries
+that answer so a chain can reuse it instead of generating again.
+LangChain is imported when a class is first used, never by ``import crag``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from crag.integrations import require
+
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
+    from langchain_core.runnables import Runnable
+
+    from crag.engine import CRAG
+    from crag.types import Answer
+
+__all__ = ["CragRetriever", "crag_runnable", "to_documents"]
+
+EXTRA = "langchain"
+
+
+def to_documents(answer: Answer) -> list[Document]:
+    """The corrected context of ``answer`` as LangChain documents, in context order."""
+    documents = require("langchain_core.documents", EXTRA)
+    shared = {
+        "trace_id": answer.trace_id,
+        "action": answer.action.value,
+        "confidence": answer.confidence,
+        "answer": answer.answer,
+    }
+    return [
+        documents.Document(
+            page_content=strip.text,
+            metadata={
+                "origin": strip.origin,  # "internal" (knowledge base) or "web" (external source)
+                "source": strip.source,
+                "score": strip.score,
+                "title": strip.title,
+                "url": strip.url,
+                "citation": n,  # the [n] the answer uses for this strip
+                **shared,
+            },
+        )
+        for n, strip in enumerate(answer.context, start=1)
+    ]
+
+
+@functools.cache
+def _retriever_class() -> type:
+    retrievers = require("langchain_core.retrievers", EXTRA)
+    pydantic = require("pydantic", EXTRA)
+
+    class CragRetriever(retrievers.BaseRetriever):  # type: ignore[misc, name-defined]
+        """A LangChain retriever whose documents are CRAG's corrected context.
+
+        ``mode="rag"`` skips evaluation and correction (the baseline); ``search`` names
+        the external source for this retriever (default: the engine's settings).
+        """
+
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        engine: Any  # a crag.engine.CRAG; typed Any so pydantic does not validate it
+        mode: str = "crag"
+        search: str | None = None
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            answer = self.engine.ask(query, mode=self.mode, search=self.search)
+            return to_documents(answer)
+
+    return CragRetriever
+
+
+def crag_runnable(engine: CRAG, *, mode: str = "crag", search: str | None = None) -> Runnable[Any, dict[str, Any]]:
+    """A ``Runnable`` from a question (``str`` or ``{"question": str}``) to ``Answer.to_dict()``.
+
+    ``ainvoke``/``abatch`` run the blocking engine in LangChain's thread pool.
+    """
+    runnables = require("langchain_core.runnables", EXTRA)
+
+    def run(question: str | Mapping[str, Any]) -> dict[str, Any]:
+        text = question.get("question") if isinstance(question, Mapping) else question
+        if not isinstance(text, str):
+            raise TypeError("crag_runnable takes a question string or {'question': str}")
+        result: dict[str, Any] = engine.ask(text, mode=mode, search=search).to_dict()
+        return result
+
+    runnable: Runnable[Any, dict[str, Any]] = runnables.RunnableLambda(run, name="crag")
+    return runnable
+
+
+def __getattr__(name: str) -> Any:
+    # Module attribute access builds the class on first use, so importing this module
+    # (e.g. for crag_runnable) does not import LangChain until a class is asked for.
+    if name == "CragRetriever":
+        return _retriever_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
