@@ -56,8 +56,9 @@ def main() -> None:
     def progress(done: int, total: int, label: str) -> None:
         console.print(f"[dim]{done}/{total} {time.perf_counter() - t0:6.0f}s {label}[/]")
 
-    run = run_eval(rag, items, args.output, EvalOptions(seed=args.seed), judge=judge, progress=progress,
-                   dataset_items=everything)
+    run = run_eval(
+        rag, items, args.output, EvalOptions(seed=args.seed), judge=judge, progress=progress, dataset_items=everything
+    )
     notes = [
         f"Model `{args.model}` (embedded llama.cpp), evaluator `{rag.settings.evaluator.backend}`, "
         f"external source: corpus `data/sample/external`; {len(items)} of {len(everything)} questions, "

@@ -39,6 +39,7 @@ if not CHROMIUM.exists():
         allow_module_level=True,
     )
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (pip install playwright)")
+expect = sync_api.expect
 uvicorn = pytest.importorskip("uvicorn", reason="needs crag[server]")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -170,7 +171,8 @@ def page(browser: Any) -> Iterator[Any]:
     problems: list[str] = []
     # A CSP violation or a script error is a UI bug even if the page still renders.
     page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.on("console", lambda msg: problems.append(f"console: {msg.text} at {msg.location.get('url')}") if msg.type == "error" else None)
+    page.on("response", lambda r: problems.append(f"http {r.status}: {r.url}") if r.status >= 400 else None)
     page.problems = problems
     try:
         yield page
@@ -179,22 +181,22 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def enter_key(page: Any, base: str) -> None:
+    """Use the page's key box: without a key the list shows the API's 401, then loads."""
     page.goto(f"{base}/ui")
+    page.wait_for_selector("#status .error")
+    assert "unauthorized" in page.locator("#status").text_content()
     page.locator("#key input[type=password]").fill(KEY)
     page.locator("#key button").click()  # stores the key in sessionStorage and reloads
     page.wait_for_selector("#key >> text=key set")
+    # Locator assertions, not wait_for_function: the page's CSP forbids eval, on purpose.
+    expect(page.locator("#status")).to_have_text(re.compile(r"trace\(s\)$"))
+    page.problems.clear()  # the keyless fetch above logs a 401 by design; nothing else may
 
 
 def test_list_filter_and_trace(served: tuple[str, dict[str, dict[str, Any]]], page: Any) -> None:
     base, answers = served
     zh, en = answers[ZH_QUESTION], answers[EN_QUESTION]
     assert zh["action"] != en["action"], "the two questions should take different CRAG branches"
-
-    # Without the key the list shows the API's 401, not an empty table.
-    page.goto(f"{base}/ui")
-    page.wait_for_selector("#status .error")
-    assert "unauthorized" in page.locator("#status").text_content()
-    page.problems.clear()  # the 401 fetch logs a console error by design
 
     enter_key(page, base)
     rows = page.locator("#traces tbody tr")
@@ -211,11 +213,11 @@ def test_list_filter_and_trace(served: tuple[str, dict[str, dict[str, Any]]], pa
     # Filter by the English question's action: one row, kept in the shareable URL.
     page.select_option("#filters select[name=action]", en["action"])
     page.click("#filters button[type=submit]")
-    page.wait_for_function("document.querySelectorAll('#traces tbody tr').length === 1")
+    expect(rows).to_have_count(1)
     assert EN_QUESTION in rows.first.text_content()
     assert f"action={en['action']}" in page.url
     page.reload()  # the filter survives a reload (read back from the URL)
-    page.wait_for_function("document.querySelectorAll('#traces tbody tr').length === 1")
+    expect(rows).to_have_count(1)
     assert page.locator("#filters select[name=action]").input_value() == en["action"]
 
     # Back to all rows; open the Chinese trace from its link.
@@ -244,9 +246,10 @@ def test_list_filter_and_trace(served: tuple[str, dict[str, dict[str, Any]]], pa
     assert "天津犹太会堂" in page.locator("#a-cite-1").text_content()
     cite.click()
     assert page.url.endswith("#a-cite-1")
-    assert "1940" in page.locator("text=Retrieved documents >> xpath=..").text_content()
+    retrieved = page.locator(".card", has=page.locator("h2", has_text=re.compile("^Retrieved documents$")))
+    assert "1940" in retrieved.text_content()
     page.screenshot(path=str(SHOTS / "trace.png"), full_page=True)
-    assert page.problems == []
+    assert not page.problems, "\n".join(page.problems)
 
 
 def test_english_trace_shows_the_correction(served: tuple[str, dict[str, dict[str, Any]]], page: Any) -> None:
@@ -262,4 +265,4 @@ def test_english_trace_shows_the_correction(served: tuple[str, dict[str, dict[st
     assert source.get_attribute("href") == "https://example.org/tour-1954"
     assert "External results" in page.locator("#view").text_content()
     page.screenshot(path=str(SHOTS / "trace-web.png"), full_page=True)
-    assert page.problems == []
+    assert not page.problems, "\n".join(page.problems)

@@ -142,6 +142,56 @@ class CorrectionSettings(_Section):
         description="Most rewritten search queries per question (a second one targets the information gap).",
     )
     rewrite_with_llm: bool = Field(False, description="Rewrite search queries with the LLM (keywords otherwise).")
+    max_rounds: int = Field(
+        1,
+        ge=1,
+        le=5,
+        description="Most correction rounds (search -> re-evaluate) before answering; 1 = one search round.",
+    )
+    abstain: bool = Field(
+        True,
+        description="When the best strip still scores <= evaluator.lower after the last round, say no reliable "
+        "answer was found and list what was found, with sources.",
+    )
+    decompose: bool = Field(False, description="Split compound questions into sub-queries searched in parallel.")
+    context_tokens: int | None = Field(
+        None,
+        ge=50,
+        description="Token budget of the fused context (approximate tokens); unset: use "
+        "generation.max_context_chars.",
+    )
+    mmr_lambda: float = Field(
+        0.7, ge=0, le=1, description="MMR trade-off when selecting strips: 1 = relevance only, 0 = novelty only."
+    )
+    diversity: bool = Field(
+        True, description="Select context strips by relevance and diversity (MMR) rather than score alone."
+    )
+    compress_with_llm: bool = Field(
+        False, description="On the Correct path, have the LLM cut strips down to the sentences that answer."
+    )
+    search_cache_ttl: int = Field(
+        86400, ge=0, description="Seconds a cached search result stays valid (0 disables the search cache)."
+    )
+    search_timeout: float = Field(10.0, gt=0, description="Seconds for all searches of one correction round together.")
+    rewrite_timeout: float = Field(20.0, gt=0, description="Seconds for the LLM query rewrite / decomposition.")
+    deadline_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Overall time for one request; once passed, correction stops and the answer uses what "
+        "was found (recorded as a degradation). Unset: no deadline.",
+    )
+    per_request_llm_tokens: int | None = Field(
+        None, ge=0, description="Most LLM tokens one request may spend (unset: no limit)."
+    )
+    per_day_llm_tokens: int | None = Field(
+        None, ge=0, description="Most LLM tokens per UTC day, counted in <kb>/budget.sqlite (unset: no limit)."
+    )
+    per_request_searches: int | None = Field(
+        None, ge=0, description="Most search calls one request may make (unset: no limit)."
+    )
+    per_day_searches: int | None = Field(
+        None, ge=0, description="Most search calls per UTC day, counted in <kb>/budget.sqlite (unset: no limit)."
+    )
 
 
 class SearchSettings(_Section):

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from crag.generate import is_refusal
+from crag.generate import NO_CONTEXT, is_refusal
 from crag.text import approx_tokens
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "exact_match",
     "gold_match",
     "normalize_answer",
+    "refused",
     "score_answer",
     "token_f1",
     "tokens_for_f1",
@@ -134,5 +135,14 @@ def score_answer(prediction: str, answers: Sequence[str], context: Sequence[str]
         f1=round(token_f1(prediction, answers), 4),
         context_recall=float(context_recall(context, answers)),
         context_tokens=sum(approx_tokens(t) for t in context),
-        success=float(bool(prediction.strip()) and not is_refusal(prediction)),
+        success=float(bool(prediction.strip()) and not refused(prediction)),
     )
+
+
+def refused(prediction: str) -> bool:
+    """``crag.generate.is_refusal`` plus the no-context replies in both languages.
+
+    ``is_refusal`` misses the Chinese no-context reply (未能找到可靠的答案…), which
+    would count as a success here.
+    """
+    return is_refusal(prediction) or any(m.split("：")[0].split(":")[0] in prediction for m in NO_CONTEXT.values())

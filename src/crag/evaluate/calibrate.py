@@ -91,8 +91,11 @@ def evaluate_thresholds(
         recall_correct=ratio(trust & y, y),
         precision_incorrect=ratio(drop & ~y, drop),
         recall_incorrect=ratio(drop & ~y, ~y),
-        share={"correct": ratio(trust, np.ones_like(y)), "ambiguous": ratio(hedge, np.ones_like(y)),
-               "incorrect": ratio(drop, np.ones_like(y))},
+        share={
+            "correct": ratio(trust, np.ones_like(y)),
+            "ambiguous": ratio(hedge, np.ones_like(y)),
+            "incorrect": ratio(drop, np.ones_like(y)),
+        },
         ece=expected_calibration_error(reliability_bins(y.astype(int), s)),
         n=int(y.size),
     )

@@ -4,7 +4,6 @@ Input lines are validated before any work starts, outputs are written to a tempo
 file and renamed when complete, so a failure never leaves a partial file that looks done.
 """
 
-
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ MAX_PASSAGE_CHARS = 100_000
 def read_pairs(path: Path, *, need_label: bool = False) -> list[dict[str, Any]]:
     """Read ``{"query", "passage"[, "label"]}`` JSONL; one-line InputError naming the bad line."""
     if not path.is_file():
-        raise InputError(f"{path} not found; pass a JSONL file of {{\"query\", \"passage\"}} lines")
+        raise InputError(f'{path} not found; pass a JSONL file of {{"query", "passage"}} lines')
     rows = []
     try:
         lines = path.read_text("utf-8").splitlines()
@@ -99,7 +98,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @friendly
     def grade(
-        input: Annotated[Path, typer.Option("--input", "-i", help="JSONL of {\"query\", \"passage\"} lines.")],
+        input: Annotated[Path, typer.Option("--input", "-i", help='JSONL of {"query", "passage"} lines.')],
         evaluator: Annotated[str | None, typer.Option(help="heuristic, trained, llm, ensemble.")] = None,
         output: Annotated[Path | None, typer.Option("--output", "-o", help="JSONL output (default stdout).")] = None,
         config: ConfigOpt = None,
@@ -122,7 +121,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @friendly
     def calibrate(
-        labels: Annotated[Path, typer.Option(help="JSONL of {\"query\", \"passage\", \"label\": 0|1}.")],
+        labels: Annotated[Path, typer.Option(help='JSONL of {"query", "passage", "label": 0|1}.')],
         evaluator: Annotated[str | None, typer.Option(help="Evaluator to calibrate (default from config).")] = None,
         objective: Annotated[str, typer.Option(help="accuracy or cost.")] = "accuracy",
         cost_wrong: Annotated[float, typer.Option(help="Cost of trusting an irrelevant passage.")] = 10.0,
@@ -142,15 +141,30 @@ def register(app: typer.Typer) -> None:
         y = [int(r["label"]) for r in rows]
         try:
             cal = choose_thresholds(
-                y, scores, objective=objective, cost_wrong=cost_wrong, cost_discard=cost_discard, cost_search=cost_search
+                y,
+                scores,
+                objective=objective,
+                cost_wrong=cost_wrong,
+                cost_discard=cost_discard,
+                cost_search=cost_search,
             )
         except ValueError as exc:
             raise InputError(str(exc)) from None
         table = Table(title=f"Calibration of {rag.evaluator.name} on {cal.n} pairs ({objective})")
         table.add_column("metric")
         table.add_column("value", justify="right")
-        for k in ("lower", "upper", "auroc", "accuracy", "cost", "precision_correct", "recall_correct",
-                  "precision_incorrect", "recall_incorrect", "ece"):
+        for k in (
+            "lower",
+            "upper",
+            "auroc",
+            "accuracy",
+            "cost",
+            "precision_correct",
+            "recall_correct",
+            "precision_incorrect",
+            "recall_incorrect",
+            "ece",
+        ):
             table.add_row(k, f"{getattr(cal, k):.4g}")
         table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
         out.print(table)
@@ -164,7 +178,7 @@ def register(app: typer.Typer) -> None:
     @ev_app.command("label")
     @friendly
     def label(
-        questions: Annotated[Path | None, typer.Option(help="JSONL with a \"question\" per line.")] = None,
+        questions: Annotated[Path | None, typer.Option(help='JSONL with a "question" per line.')] = None,
         from_traces: Annotated[bool, typer.Option(help="Also use questions of past traces.")] = True,
         output: Annotated[Path, typer.Option("--output", "-o", help="Labelled pairs JSONL.")] = Path("labels.jsonl"),
         k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 5,
@@ -193,8 +207,15 @@ def register(app: typer.Typer) -> None:
                 hits = kbase.search(q, k=k)
                 ev = judge.grade(q, [Passage(h.chunk.id, h.chunk.text) for h in hits])
                 for h, g in zip(hits, ev.grades, strict=True):
-                    rows.append({"query": q, "passage": h.chunk.text, "label": int(g.score >= 0.5),
-                                 "score": round(g.score, 4), "labeller": judge.name})
+                    rows.append(
+                        {
+                            "query": q,
+                            "passage": h.chunk.text,
+                            "label": int(g.score >= 0.5),
+                            "score": round(g.score, 4),
+                            "labeller": judge.name,
+                        }
+                    )
         atomic_write(output, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         out.print(f"wrote {len(rows)} labelled pairs ({sum(r['label'] for r in rows)} relevant) to {output}")
 
@@ -216,7 +237,7 @@ def register(app: typer.Typer) -> None:
             metrics = train_model(pairs, rag.embedder, tmp)
         os.replace(tmp, output)
         out.print(json.dumps(metrics, ensure_ascii=False, indent=2, default=str))
-        out.print(f"model written to {output}; use it with [evaluator] backend = \"trained\", model_path = \"{output}\"")
+        out.print(f'model written to {output}; use it with [evaluator] backend = "trained", model_path = "{output}"')
 
 
 def _read_questions(path: Path) -> list[dict[str, Any]]:

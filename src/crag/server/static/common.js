@@ -18,9 +18,11 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-// Relative links (our own pages) and http(s) only: "javascript:" and "data:" never reach an href.
+// Same-page anchors (citations), relative links (our own pages) and http(s) only:
+// "javascript:" and "data:" never reach an href.
 function safeUrl(value) {
   const text = String(value || "");
+  if (/^#[\w-]+$/.test(text)) return text;
   if (text.startsWith("/") && !text.startsWith("//")) return text;
   try {
     const url = new URL(text);

@@ -1,0 +1,175 @@
+"""Multi-round correction: evaluate → search for what is missing → re-evaluate, until confident.
+
+The article (4.3, 多轮纠正): "设计迭代流程：评估 → 纠正（搜索）→ 再评估 → 再纠正，直到达到高置信度".
+Each round builds new queries from what is *still* missing (the question's terms absent
+from the strips judged relevant so far), never repeats a query, and stops when the best
+strip reaches ``upper``, the round cap is hit, nothing new is left to ask, a search
+fails, or the request deadline passes. Still at or below ``lower`` after all that, the
+honest answer is to abstain: :data:`ABSTAIN_TEXT` says so and lists what was found.
+
+This module is pure control flow over callables, so the pipeline plugs in its real
+evaluator and search, and tests plug in fakes.
+
+>>> from crag.types import Strip
+>>> def evaluate(q, strips):
+...     return [0.9 if "1889" in s.text else 0.1 for s in strips]
+>>> def search_round(queries):
+...     return [Strip("The tower opened in 1889.", "https://e.org", "web")]
+>>> r = correct_until_confident("When did the Eiffel Tower open?", [], evaluate, search_round,
+...                             upper=0.6, lower=0.35, max_rounds=3)
+>>> r.rounds, r.searches, r.confident, r.abstain, r.strips[0].text
+(1, 1, True, False, 'The tower opened in 1889.')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from crag.correct.rewrite import keyword_queries
+from crag.errors import CragError
+from crag.search.timeout import Deadline
+from crag.trace.spans import current_tracer
+from crag.types import Strip
+
+ABSTAIN_TEXT = {
+    "en": "I could not find a reliable answer; here is what I found, with sources:",
+    "zh": "我没能找到可靠的答案；以下是我找到的信息及其来源：",
+}
+
+Evaluate = Callable[[str, Sequence[Strip]], Sequence[float]]
+SearchRound = Callable[[Sequence[str]], Sequence[Strip]]
+MakeQueries = Callable[[str, Sequence[str]], list[str]]
+
+
+@dataclass
+class RoundsResult:
+    """What the correction loop did and what it ended with.
+
+    ``strips`` is every distinct strip seen (initial and found), best first, with
+    ``scores`` parallel to it; ``history`` is the best score after each evaluation
+    (index 0 = the initial documents); ``stopped`` says why the loop ended.
+    """
+
+    strips: list[Strip]
+    scores: list[float]
+    best: float
+    rounds: int
+    searches: int
+    confident: bool
+    abstain: bool
+    stopped: str
+    queries: list[list[str]] = field(default_factory=list)
+    history: list[float] = field(default_factory=list)
+
+
+def abstain_text(lang: str) -> str:
+    """The abstention opener in ``lang`` (English for anything but ``"zh"``)."""
+    return ABSTAIN_TEXT.get(lang, ABSTAIN_TEXT["en"])
+
+
+def correct_until_confident(
+    question: str,
+    initial_docs: Sequence[Strip],
+    evaluate: Evaluate,
+    search_round: SearchRound,
+    *,
+    upper: float,
+    lower: float,
+    max_rounds: int,
+    max_queries: int = 2,
+    make_queries: MakeQueries | None = None,
+    deadline: Deadline | None = None,
+) -> RoundsResult:
+    """Correct until the best strip scores ≥ ``upper`` or ``max_rounds`` searches rounds ran.
+
+    * ``evaluate(question, strips)`` returns one score in [0, 1] per strip; only new
+      strips are evaluated each round.
+    * ``search_round(queries)`` searches and refines, returning new strips (its own
+      failures should degrade to ``[]``; a ``CragError`` it raises stops the loop and is
+      recorded as a degradation).
+    * ``make_queries(question, relevant_texts)`` proposes queries; the default is
+      :func:`~crag.correct.rewrite.keyword_queries` (gap-directed). The verbatim question
+      is the last resort when every proposal was already searched.
+
+    ``abstain`` is true when, after the loop, the best score is still ≤ ``lower``.
+    """
+    if max_rounds < 0:
+        raise ValueError("max_rounds must be >= 0")
+    propose = make_queries or (lambda q, docs: keyword_queries(q, docs, max_queries=max_queries))
+    strips: list[Strip] = []
+    scores: list[float] = []
+    seen: set[str] = set()
+    _add(question, initial_docs, evaluate, strips, scores, seen)
+    history = [max(scores, default=0.0)]
+    issued: set[str] = set()
+    per_round: list[list[str]] = []
+    searches = 0
+    stopped = "confident" if history[-1] >= upper else "max_rounds"
+    while history[-1] < upper and len(per_round) < max_rounds:
+        if deadline is not None and deadline.expired():
+            current_tracer().append("degradations", "request deadline reached; stopped correcting")
+            stopped = "deadline"
+            break
+        relevant = [s.text for s, sc in zip(strips, scores, strict=True) if sc > lower]
+        try:
+            proposals = propose(question, relevant)
+        except (CragError, ValueError) as exc:
+            current_tracer().append("degradations", f"query rewrite failed ({exc}); used keyword rewrite")
+            proposals = keyword_queries(question, relevant, max_queries=max_queries)
+        queries = [q for q in dict.fromkeys(proposals) if q and q not in issued][:max_queries]
+        if not queries and question not in issued:
+            queries = [question]  # every rewrite was searched already: try the question as asked
+        if not queries:
+            stopped = "no_new_queries"
+            break
+        issued.update(queries)
+        per_round.append(queries)
+        searches += len(queries)
+        try:
+            found = search_round(queries)
+        except CragError as exc:
+            current_tracer().append("degradations", f"correction round {len(per_round)} search failed: {exc}")
+            stopped = "search_failed"
+            break
+        _add(question, found, evaluate, strips, scores, seen)
+        history.append(max(scores, default=0.0))
+        stopped = "confident" if history[-1] >= upper else "max_rounds"
+    order = sorted(range(len(strips)), key=lambda i: (-scores[i], i))
+    best = history[-1]
+    return RoundsResult(
+        strips=[strips[i] for i in order],
+        scores=[scores[i] for i in order],
+        best=best,
+        rounds=len(per_round),
+        searches=searches,
+        confident=best >= upper,
+        abstain=best <= lower,
+        stopped=stopped,
+        queries=per_round,
+        history=history,
+    )
+
+
+def _add(
+    question: str,
+    new: Sequence[Strip],
+    evaluate: Evaluate,
+    strips: list[Strip],
+    scores: list[float],
+    seen: set[str],
+) -> None:
+    fresh = []
+    for s in new:
+        key = " ".join(s.text.split())
+        if key and key not in seen:
+            seen.add(key)
+            fresh.append(s)
+    if not fresh:
+        return
+    graded = list(evaluate(question, fresh))
+    if len(graded) != len(fresh):
+        raise ValueError("evaluate must return one score per strip")
+    for s, sc in zip(fresh, graded, strict=True):
+        strips.append(replace(s, score=float(sc)))
+        scores.append(float(sc))

@@ -1,0 +1,206 @@
+"""SQLite caches for the correction step: search results and query rewrites.
+
+The article's second challenge: "对常见查询的纠正结果进行缓存". A repeated question (or a
+repeated sub-query) is answered from the cache instead of a paid, slow provider call.
+Entries expire after ``ttl_seconds``; ``ttl_seconds=0`` turns caching off. Failed
+searches and empty result lists are never cached, so an outage is not remembered.
+
+>>> import tempfile, pathlib
+>>> from crag.testing.fakes import StaticWebSearch
+>>> inner = StaticWebSearch([WebResult("Paris", "https://example.org/paris", "Paris is the capital.")])
+>>> cached = CachedSearch(inner, pathlib.Path(tempfile.mkdtemp()) / "cache.sqlite", ttl_seconds=3600)
+>>> [r.title for r in cached.search("capital of France", k=3)]
+['Paris']
+>>> [r.title for r in cached.search("capital of France", k=3)], inner.queries  # second call: no provider call
+(['Paris'], ['capital of France'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from crag.types import WebResult
+
+T = TypeVar("T")
+_FIELDS = frozenset(f.name for f in fields(WebResult))
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cache (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (namespace, key)
+)
+"""
+
+
+class _Store:
+    """One SQLite table of JSON values keyed by ``(namespace, key)`` with a creation time."""
+
+    def __init__(self, path: str | Path, ttl_seconds: float, clock: Callable[[], float]) -> None:
+        if ttl_seconds < 0:
+            raise ValueError("ttl_seconds must be >= 0 (0 disables the cache)")
+        self.path = Path(path)
+        self.ttl = ttl_seconds
+        self._clock = clock
+        self._db: sqlite3.Connection | None = None
+        # One connection shared by the worker threads of parallel searches, serialised here.
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl > 0
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")  # readers in other processes do not block writers
+            db.execute(_SCHEMA)
+            self._db = db
+        return self._db
+
+    def get(self, namespace: str, key: str) -> Any | None:
+        if not self.enabled:
+            return None
+        with self._lock:
+            row = self._conn().execute(
+                "SELECT value, created FROM cache WHERE namespace = ? AND key = ?", (namespace, key)
+            ).fetchone()
+        if row is None or self._clock() - row[1] > self.ttl:
+            return None
+        return json.loads(row[0])
+
+    def put(self, namespace: str, key: str, value: Any) -> None:
+        if not self.enabled:
+            return
+        data = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._conn().execute(
+                "INSERT OR REPLACE INTO cache (namespace, key, value, created) VALUES (?, ?, ?, ?)",
+                (namespace, key, data, self._clock()),
+            )
+
+    def purge(self) -> int:
+        """Delete expired entries; returns how many went."""
+        if not self.path.exists():
+            return 0
+        with self._lock:
+            cur = self._conn().execute("DELETE FROM cache WHERE created < ?", (self._clock() - self.ttl,))
+            return cur.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+class CachedSearch:
+    """A ``WebSearch`` answering repeated ``(provider, query, k)`` lookups from SQLite.
+
+    ### Usage example
+    >>> import tempfile, pathlib
+    >>> from crag.testing.fakes import StaticWebSearch
+    >>> search = CachedSearch(StaticWebSearch(), pathlib.Path(tempfile.mkdtemp()) / "c.sqlite", ttl_seconds=0)
+    >>> search.name, search.search("anything", k=2)   # ttl 0: a plain pass-through
+    ('static', [])
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        path: str | Path,
+        ttl_seconds: float = 86400,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.inner = inner
+        self.name: str = getattr(inner, "name", "search")
+        self._store = _Store(path, ttl_seconds, clock)
+        self.hits = 0
+        self.misses = 0
+
+    def search(self, query: str, *, k: int) -> list[WebResult]:
+        """Cached results when fresh, else ``inner.search`` (errors propagate, uncached)."""
+        key = json.dumps([" ".join(query.split()), k], ensure_ascii=False)
+        cached = self._store.get(f"search:{self.name}", key)
+        if cached is not None:
+            self.hits += 1
+            return [WebResult(**{f: v for f, v in item.items() if f in _FIELDS}) for item in cached]
+        self.misses += 1
+        results: list[WebResult] = self.inner.search(query, k=k)
+        if results:
+            self._store.put(f"search:{self.name}", key, [asdict(r) for r in results])
+        return results
+
+    def purge(self) -> int:
+        """Delete expired entries from the cache file."""
+        return self._store.purge()
+
+    def close(self) -> None:
+        """Close the cache database (and the inner provider if it has ``close``)."""
+        self._store.close()
+        if hasattr(self.inner, "close"):
+            self.inner.close()
+
+
+class RewriteCache:
+    """A generic TTL cache for rewrites and other JSON-able correction results.
+
+    Keys are hashed from their parts, so any strings (question, document ids, model id)
+    can make a key.
+
+    ### Usage example
+    >>> import tempfile, pathlib
+    >>> cache = RewriteCache(pathlib.Path(tempfile.mkdtemp()) / "c.sqlite", ttl_seconds=3600)
+    >>> calls = []
+    >>> def rewrite():
+    ...     calls.append(1)
+    ...     return ["eiffel tower height"]
+    >>> cache.cached("keyword", ("How tall is the Eiffel Tower?",), rewrite)
+    ['eiffel tower height']
+    >>> cache.cached("keyword", ("How tall is the Eiffel Tower?",), rewrite), len(calls)
+    (['eiffel tower height'], 1)
+    """
+
+    def __init__(
+        self, path: str | Path, ttl_seconds: float = 86400, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._store = _Store(path, ttl_seconds, clock)
+
+    @staticmethod
+    def key(parts: tuple[str, ...] | list[str]) -> str:
+        """A stable digest of the key parts."""
+        return hashlib.sha256(json.dumps(list(parts), ensure_ascii=False).encode()).hexdigest()
+
+    def get(self, kind: str, parts: tuple[str, ...] | list[str]) -> Any | None:
+        """The fresh value stored for ``(kind, parts)``, or ``None``."""
+        return self._store.get(f"rewrite:{kind}", self.key(parts))
+
+    def put(self, kind: str, parts: tuple[str, ...] | list[str], value: Any) -> None:
+        """Store ``value`` (JSON-able) for ``(kind, parts)``."""
+        self._store.put(f"rewrite:{kind}", self.key(parts), value)
+
+    def cached(self, kind: str, parts: tuple[str, ...] | list[str], compute: Callable[[], T]) -> T:
+        """``get`` or, on a miss, ``compute()`` and store it (exceptions are not cached)."""
+        hit = self.get(kind, parts)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        value = compute()
+        if value:  # an empty rewrite is not worth remembering
+            self.put(kind, parts, value)
+        return value
+
+    def close(self) -> None:
+        """Close the cache database."""
+        self._store.close()

@@ -1,0 +1,220 @@
+"""Decomposition rules and LLM fallback; parallel sub-query search against a real local server.
+
+``LocalSearxng`` (also used by test_search_cache.py) is a SearXNG-shaped HTTP server on
+127.0.0.1 whose behaviour is chosen by the query: ``boom`` → HTTP 500, ``garbage`` →
+malformed JSON, ``empty`` → no results, ``hang`` → no answer for a while; anything else
+answers after ``delay`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from crag.correct.decompose import decompose, rule_decompose, search_parallel
+from crag.search.searxng import SearxngSearch
+from crag.search.timeout import Deadline
+from crag.testing.fakes import ScriptedLLM, StaticWebSearch
+from crag.trace.spans import Tracer, use_tracer
+from crag.types import WebResult
+
+pytestmark = pytest.mark.unit
+
+HANG_SECONDS = 3.0  # bounded, so a test that forgets its deadline still ends
+
+
+class LocalSearxng:
+    """A tiny SearXNG stand-in on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.requests = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.requests += 1
+                q = parse_qs(urlsplit(self.path).query).get("q", [""])[0]
+                if "hang" in q:
+                    time.sleep(HANG_SECONDS)
+                time.sleep(owner.delay)
+                if "boom" in q:
+                    return self._send(500, b"internal error")
+                if "garbage" in q:
+                    return self._send(200, b"{not json")
+                results = [] if "empty" in q else [
+                    {"title": f"{q} {i}", "url": f"https://example.org/{q.replace(' ', '-')}/{i}",
+                     "content": f"Result {i} about {q}.", "score": 1.0 - i / 10}
+                    for i in range(3)
+                ]
+                self._send(200, json.dumps({"query": q, "results": results}).encode())
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): nothing to answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> LocalSearxng:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[LocalSearxng]:
+    with LocalSearxng(delay=0.2) as s:
+        yield s
+
+
+def provider(url: str, timeout: float = 5.0) -> SearxngSearch:
+    # retries=0: a 500 must fail now, not after a backoff the deadline test would wait for.
+    return SearxngSearch(base_url=url, timeout=timeout, retries=0, client=httpx.Client())
+
+
+# ---------------------------------------------------------------- rules
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("TCP和UDP的区别是什么？", ["TCP", "UDP", "TCP UDP 区别"]),
+        ("狮子与老虎有什么不同", ["狮子", "老虎", "狮子 老虎 不同"]),
+        ("北京、上海和广州的人口是多少？", ["北京的人口是多少？", "上海的人口是多少？", "广州的人口是多少？"]),
+        ("气炉以什么为燃料；气炉什么时候商业化？", ["气炉以什么为燃料", "气炉什么时候商业化？"]),
+        ("What are the differences between TCP and UDP?", ["TCP", "UDP", "TCP UDP differences"]),
+        ("Python vs Java", ["Python", "Java", "Python Java vs"]),
+        (
+            "What is the population of France, Germany and Italy?",
+            [
+                "What is the population of France?",
+                "What is the population of Germany?",
+                "What is the population of Italy?",
+            ],
+        ),
+        ("Who founded Tesla and when was it founded?", ["Who founded Tesla", "Tesla when was it founded?"]),
+        ("Compare:\n- apples\n- oranges\n- pears", ["apples", "oranges", "pears"]),
+    ],
+)
+def test_rules_split_compound_questions(question: str, expected: list[str]) -> None:
+    assert decompose(question) == expected
+
+
+@pytest.mark.parametrize(
+    "question", ["Who wrote Hamlet?", "What dynasty came after the Yuan?", "庆大霉素是哪一年被发现的？", ""]
+)
+def test_simple_questions_stay_whole(question: str) -> None:
+    assert decompose(question) == ([question] if question else [])
+
+
+def test_max_subqueries_caps_the_list() -> None:
+    assert len(rule_decompose("Compare:\n- a1\n- b2\n- c3\n- d4\n- e5", max_subqueries=2)) == 2
+
+
+def test_llm_decomposition_uses_the_articles_example_prompt() -> None:
+    llm = ScriptedLLM(['{"subqueries": ["初创公司股权分配比例", "员工期权池设置", "股权激励法律协议模板"]}'])
+    subs = decompose("如何为我的初创公司制定股权激励计划？", llm)
+    assert subs == ["初创公司股权分配比例", "员工期权池设置", "股权激励法律协议模板"]
+    prompt = llm.prompts[0][0]["content"]
+    assert "员工期权池设置" in prompt and "如何为我的初创公司制定股权激励计划？" in prompt
+    en = ScriptedLLM(['{"subqueries": ["a"]}'])
+    decompose("How do I plan equity for my startup?", en)
+    assert "equity incentive" in en.prompts[0][0]["content"]
+
+
+@pytest.mark.parametrize("reply", ["no json here", '{"subqueries": "oops"}', "{broken", '{"subqueries": []}'])
+def test_bad_llm_reply_falls_back_to_rules(reply: str) -> None:
+    tracer = Tracer()
+    with use_tracer(tracer):
+        subs = decompose("TCP和UDP的区别是什么？", ScriptedLLM([reply]))
+    assert subs == ["TCP", "UDP", "TCP UDP 区别"]
+    if reply != '{"subqueries": []}':  # an empty list is a valid "nothing to split" answer
+        assert any("decomposition failed" in d for d in tracer.events["degradations"])
+
+
+# ---------------------------------------------------------------- parallel search
+
+
+def test_parallel_subqueries_cost_about_one(server: LocalSearxng) -> None:
+    search = provider(server.url)
+    search.search("warm up", k=1)  # connection set-up is not what we measure
+    t0 = time.perf_counter()
+    one = search_parallel(["alpha"], search, k=3, timeout=5.0)
+    single = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    four = search_parallel(["alpha", "beta", "gamma", "delta"], search, k=3, timeout=5.0)
+    parallel = time.perf_counter() - t0
+    assert len(one) == 3 and len(four) == 12
+    assert [q for q, _ in four][::3] == ["alpha", "beta", "gamma", "delta"]  # query order kept
+    assert parallel < single * 2.0, (single, parallel)  # 4 sequential calls would be ≥ 4×
+
+
+def test_provider_failures_degrade_within_the_deadline(server: LocalSearxng) -> None:
+    tracer = Tracer()
+    search = provider(server.url, timeout=HANG_SECONDS + 2)  # the deadline, not httpx, must cut the hang
+    t0 = time.perf_counter()
+    with use_tracer(tracer):
+        out = search_parallel(["ok", "boom", "garbage", "empty", "hang"], search, k=3, timeout=1.0)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 1.6, elapsed
+    assert {q for q, _ in out} == {"ok"}
+    notes = " | ".join(tracer.events["degradations"])
+    assert "'boom' failed" in notes and "HTTP 500" in notes
+    assert "'garbage' failed" in notes and "malformed" in notes
+    assert "'hang' timed out" in notes
+    assert "'empty'" not in notes  # no results is an answer, not a failure
+
+
+def test_request_deadline_caps_the_round() -> None:
+    tracer = Tracer()
+
+    class Slow:
+        name = "slow"
+
+        def search(self, query: str, *, k: int) -> list[WebResult]:
+            time.sleep(2.0)
+            return []
+
+    t0 = time.perf_counter()
+    with use_tracer(tracer):
+        out = search_parallel(["a", "b"], Slow(), k=1, timeout=10.0, deadline=Deadline(0.3))
+    assert out == [] and time.perf_counter() - t0 < 1.0
+    assert len(tracer.events["degradations"]) == 2
+
+
+def test_workers_see_the_request_tracer() -> None:
+    tracer = Tracer()
+    with use_tracer(tracer):
+        search_parallel(["x", "y"], StaticWebSearch(fail=True), k=1, timeout=2.0)
+    assert sorted(tracer.events["degradations"]) == [
+        "search for 'x' failed: static: simulated outage",
+        "search for 'y' failed: static: simulated outage",
+    ]
+
+
+def test_duplicate_results_across_subqueries_are_merged() -> None:
+    web = StaticWebSearch([WebResult("t", "https://e.org/a", "same text")])
+    assert len(search_parallel(["a", "b", "c"], web, k=1, timeout=2.0)) == 1
+    assert search_parallel([], web, k=1, timeout=2.0) == []
