@@ -192,7 +192,7 @@ async def fire(base: str, n: int, timeout_s: float, deadline_s: float) -> dict[s
 
         t0 = time.perf_counter()
         tasks = [asyncio.ensure_future(one(i)) for i in range(n)]
-        done, pending = await asyncio.wait(tasks, timeout=deadline_s)
+        _, pending = await asyncio.wait(tasks, timeout=deadline_s)
         for task in pending:  # the run's deadline passed: count what is left as errors
             task.cancel()
             errors.append("deadline exceeded")

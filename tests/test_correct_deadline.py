@@ -29,7 +29,7 @@ def test_with_deadline_returns_raises_and_times_out() -> None:
     with pytest.raises(KeyError):
         with_deadline(lambda: {}["missing"], 1.0)  # the callee's own error, unchanged
     t0 = time.perf_counter()
-    with pytest.raises(SearchError, match="timed out after 0.2s"):
+    with pytest.raises(SearchError, match=r"timed out after 0\.2s"):
         with_deadline(lambda: time.sleep(2), 0.2, what="slow search")
     assert time.perf_counter() - t0 < 0.6
     with pytest.raises(LLMError, match="no time left"):

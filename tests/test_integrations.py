@@ -159,4 +159,3 @@ def test_import_crag_does_not_import_frameworks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
-

@@ -29,8 +29,7 @@ class KeywordEvaluator:
 
     def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
         grades = [
-            Grade(p.id, 0.9 if "gold" in p.text else 0.5 if "partial" in p.text else 0.1, "scripted")
-            for p in passages
+            Grade(p.id, 0.9 if "gold" in p.text else 0.5 if "partial" in p.text else 0.1, "scripted") for p in passages
         ]
         return Evaluation(grades, set_confidence(grades), "scripted", self.name)
 
@@ -50,9 +49,7 @@ def kb(tmp_path: Path) -> KnowledgeBase:
 WEB = [WebResult("Zebra facts", "https://example.org/zebra", "The web gold says zebras sleep standing up.")]
 
 
-def run(
-    kb: KnowledgeBase, question: str, search: StaticWebSearch | None, reply: str = "Answer [1]."
-) -> tuple:
+def run(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, reply: str = "Answer [1].") -> tuple:
     cfg = CragSettings(retrieval={"top_k": 1})  # one doc graded: the question picks the branch
     tracer = Tracer()
     llm = ScriptedLLM([reply])
@@ -89,9 +86,7 @@ def test_ambiguous_fuses_both_with_tags(kb: KnowledgeBase) -> None:
     assert answer.action is Action.AMBIGUOUS
     assert {s.origin for s in answer.context} == {"internal", "web"}
     prompt = llm.prompts[0][1]["content"]
-    assert ("[内部知识库]" in prompt and "[网络搜索]" in prompt) or (
-        "[internal]" in prompt and "[web]" in prompt
-    )
+    assert ("[内部知识库]" in prompt and "[网络搜索]" in prompt) or ("[internal]" in prompt and "[web]" in prompt)
 
 
 def test_search_failure_degrades_to_internal(kb: KnowledgeBase) -> None:
@@ -133,3 +128,21 @@ def test_answer_json_shape(kb: KnowledgeBase) -> None:
     assert set(data["context"][0]) >= {"text", "source", "origin"}
     if data["citations"]:
         assert set(data["citations"][0]) == {"id", "source", "title", "url", "text"}
+
+
+def test_per_type_thresholds_are_used_and_traced(kb: KnowledgeBase) -> None:
+    # A factoid question with a stricter per-type upper threshold than the 0.9 grade.
+    cfg = CragSettings(
+        retrieval={"top_k": 1}, evaluator={"classify": True, "per_type": {"factoid": {"upper": 0.95, "lower": 0.2}}}
+    )
+    tracer = Tracer()
+    answer = run_crag(
+        "When do zebras have stripes?",
+        Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), StaticWebSearch(WEB)),
+        cfg,
+        tracer,
+    )
+    trace = tracer.to_dict()
+    assert trace["query_type"] == "factoid"
+    assert trace["thresholds"]["upper"] == 0.95 and trace["thresholds"]["lower"] == 0.2
+    assert answer.action is Action.AMBIGUOUS  # 0.9 < 0.95: not trusted alone any more

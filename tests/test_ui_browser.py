@@ -139,7 +139,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     root = tmp_path_factory.mktemp("ui-browser")
     src = root / "docs.jsonl"
     src.write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in DOCS) + "\n", encoding="utf-8")
-    engine = CRAG(CragSettings(kb={"path": root / "kb"}, llm={"backend": "ui-bilingual"}, search={"provider": "ui-static"}))
+    engine = CRAG(
+        CragSettings(kb={"path": root / "kb"}, llm={"backend": "ui-bilingual"}, search={"provider": "ui-static"})
+    )
     engine.ingest([src])
     with (
         running(create_app(engine, api_keys=[KEY])) as url,
@@ -171,7 +173,12 @@ def page(browser: Any) -> Iterator[Any]:
     problems: list[str] = []
     # A CSP violation or a script error is a UI bug even if the page still renders.
     page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: problems.append(f"console: {msg.text} at {msg.location.get('url')}") if msg.type == "error" else None)
+
+    def on_console(msg: Any) -> None:
+        if msg.type == "error":
+            problems.append(f"console: {msg.text} at {msg.location.get('url')}")
+
+    page.on("console", on_console)
     page.on("response", lambda r: problems.append(f"http {r.status}: {r.url}") if r.status >= 400 else None)
     page.problems = problems
     try:

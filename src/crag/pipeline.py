@@ -16,6 +16,7 @@ from crag.correct.fuse import fuse
 from crag.correct.refine import Doc, refine
 from crag.correct.rewrite import keyword_queries, llm_queries
 from crag.errors import CragError, SearchError
+from crag.evaluate.classify import query_thresholds
 from crag.evaluate.decide import decide
 from crag.generate import generate
 from crag.kb import KnowledgeBase
@@ -57,15 +58,19 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
     if evaluation.degraded:
         tracer.append("degradations", evaluation.degraded)
 
-    # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds.
+    # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds,
+    #    chosen per kind of question when classification is on (article 3.2.3).
+    th = query_thresholds(question, cfg)
+    if th.query_type:
+        tracer.record("query_type", th.query_type)
     action = decide(
         evaluation.grades,
         confidence=evaluation.confidence,
-        upper=ev_cfg.upper,
-        lower=ev_cfg.lower,
+        upper=th.upper,
+        lower=th.lower,
         rule=ev_cfg.rule,
     )
-    tracer.record("thresholds", {"upper": ev_cfg.upper, "lower": ev_cfg.lower, "rule": ev_cfg.rule})
+    tracer.record("thresholds", {"upper": th.upper, "lower": th.lower, "rule": ev_cfg.rule})
     tracer.record("action", action.value)
 
     # 4. Correct.
@@ -79,7 +84,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
     }
     if action is not Action.INCORRECT:
         # Correct and Ambiguous keep what the internal documents offer: refine into strips.
-        useful = [h for h, g in zip(hits, evaluation.grades, strict=True) if g.score > ev_cfg.lower] or hits[:1]
+        useful = [h for h, g in zip(hits, evaluation.grades, strict=True) if g.score > th.lower] or hits[:1]
         with tracer.span("refine", documents=len(useful)):
             internal, all_strips = refine(question, [_doc(h) for h in useful], deps.evaluator, **strip_args)
         graded_strips += all_strips
@@ -128,8 +133,7 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> Ans
     tracer.record("retrieved", [_hit_record(h) for h in hits])
     tracer.record("action", Action.RAG.value)
     context = [
-        Strip(h.chunk.text, h.chunk.source, "internal", h.chunk.title, h.chunk.url, h.chunk.id, h.score)
-        for h in hits
+        Strip(h.chunk.text, h.chunk.source, "internal", h.chunk.title, h.chunk.url, h.chunk.id, h.score) for h in hits
     ]
     return _generate(question, context, Action.RAG, None, deps, cfg, tracer, detect_language(question))
 
@@ -220,9 +224,7 @@ def _generate(
             question, context, deps.llm, max_tokens=cfg.llm.max_tokens, temperature=cfg.llm.temperature
         )
         if completion is not None:
-            span.tags.update(
-                prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens
-            )
+            span.tags.update(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
     tracer.record("answer", text)
     tracer.record("citations", [asdict(c) for c in citations])
     tracer.record("language", lang)

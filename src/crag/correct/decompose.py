@@ -95,11 +95,18 @@ def decompose(question: str, llm: LLM | None = None, max_subqueries: int = 4) ->
 def rule_decompose(question: str, *, max_subqueries: int = 4) -> list[str]:
     """The rule-based decomposition alone (no model)."""
     q = question.strip()
-    for rule in (_bullets, _semicolons, _second_question, _comparison, _enumeration):
+    for rule in (_bullets, _semicolons, _second_question, _long_enumeration, _comparison, _enumeration):
         subs = _dedupe(rule(q))
         if len(subs) > 1:
             return subs[:max_subqueries]
     return [q]
+
+
+def _long_enumeration(q: str) -> list[str]:
+    # "Compare France, Germany, Italy and Spain": three or more items are a list, even
+    # after a comparison word, which would otherwise keep only the last pair.
+    subs = _enumeration(q)
+    return subs if len(subs) >= 3 else []
 
 
 def _bullets(q: str) -> list[str]:

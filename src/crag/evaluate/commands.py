@@ -259,9 +259,8 @@ def _read_questions(path: Path) -> list[dict[str, Any]]:
 
 def write_thresholds(path: Path, upper: float, lower: float) -> None:
     """Set ``[evaluator] upper/lower`` in a TOML file, keeping everything else."""
-    import tomllib
-
     import tomli_w
+    import tomllib
 
     data: dict[str, Any] = {}
     if path.is_file():

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from crag.engine import CRAG
     from crag.types import Answer
 
-__all__ = ["CragRetriever", "crag_runnable", "to_documents"]
+# CragRetriever is built on first access by __getattr__ below (LangChain imported lazily).
+__all__ = ["CragRetriever", "crag_runnable", "to_documents"]  # noqa: F822
 
 EXTRA = "langchain"
 

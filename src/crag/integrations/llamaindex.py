@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from crag.engine import CRAG
     from crag.types import Answer
 
-__all__ = ["CragQueryEngine", "CragRetriever", "to_nodes"]
+# The classes are built on first access by __getattr__ below (LlamaIndex imported lazily).
+__all__ = ["CragQueryEngine", "CragRetriever", "to_nodes"]  # noqa: F822
 
 EXTRA = "llamaindex"
 

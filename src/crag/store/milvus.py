@@ -208,6 +208,14 @@ class MilvusVectorStore:
             ]
             self._call("upsert", self.client.upsert, self.collection, rows, timeout=None)
 
+    def flush(self) -> None:
+        """Seal written rows into indexed segments (a cluster also does this on its own).
+
+        Milvus Lite searches unsealed rows by brute force, so call this after a bulk load.
+        """
+        if self._exists():
+            self._call("flush", self.client.flush, self.collection)
+
     def delete(self, ids: Sequence[str]) -> None:
         ids = list(ids)
         if not ids or not self._exists():

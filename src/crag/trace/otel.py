@@ -128,14 +128,12 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
 
     def context() -> Any:
         span_id = int.from_bytes(hashlib.sha256(digest + next(counter).to_bytes(4, "big")).digest()[:8], "big")
-        return trace_api.SpanContext(
-            otel_trace_id, span_id or 1, is_remote=False, trace_flags=trace_api.TraceFlags(1)
-        )
+        return trace_api.SpanContext(otel_trace_id, span_id or 1, is_remote=False, trace_flags=trace_api.TraceFlags(1))
 
     spans_in = [s for s in trace.get("spans") or [] if isinstance(s, Mapping)]
     root_start = _epoch_ns(trace.get("created_at"))
     starts = [int(float(s.get("start") or 0) * 1e9) for s in spans_in]
-    ends = [st + int(float(s.get("duration_ms") or 0) * 1e6) for st, s in zip(starts, spans_in)]
+    ends = [st + int(float(s.get("duration_ms") or 0) * 1e6) for st, s in zip(starts, spans_in, strict=True)]
     if root_start is None:
         root_start = min(starts, default=_now_ns())
     total_s = (trace.get("timings") or {}).get("total")
@@ -185,7 +183,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
     # Spans are stored in start order with a depth; the parent of a span at depth d is
     # the latest span seen at depth d-1 (the tracer appends parents before children).
     stack: list[Any] = [root_ctx]
-    for s, start, end in zip(spans_in, starts, ends):
+    for s, start, end in zip(spans_in, starts, ends, strict=True):
         depth = max(0, int(s.get("depth") or 0))
         del stack[depth + 1 :]
         parent = stack[-1] if stack else root_ctx

@@ -1,0 +1,61 @@
+"""Pick the vector store backend from one URI setting (``kb.store_uri``).
+
+==============================================  ==========================================
+``store_uri``                                   backend
+==============================================  ==========================================
+unset / ``""`` / ``"chroma"``                   Chroma on disk in ``<kb>/chroma`` (default)
+``"milvus.db"``, ``"/data/kb.db"``              Milvus Lite file (relative: under the KB)
+``"milvus://host:19530"``                       Milvus server, plain HTTP (gRPC) on 19530
+``"milvus+https://host:443"``                   Milvus server over TLS (e.g. Zilliz Cloud)
+``"http://host:19530"``, ``"https://..."``      Milvus server as given
+==============================================  ==========================================
+
+A ``?collection=NAME`` query suffix picks the Milvus collection (default ``crag_chunks``).
+
+### Usage example
+>>> from pathlib import Path
+>>> type(make_vector_store(None, Path("kb"))).__name__
+'ChromaVectorStore'
+>>> s = make_vector_store("milvus://db.internal:19530?collection=kb_prod", Path("kb"))
+>>> s.uri, s.collection
+('http://db.internal:19530', 'kb_prod')
+>>> make_vector_store("milvus.db", Path("kb")).uri
+'kb/milvus.db'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from crag.errors import ConfigError
+from crag.protocols import VectorStore
+
+
+def make_vector_store(uri: str | None, kb_path: Path) -> VectorStore:
+    """Build (lazily: nothing connects until first use) the store named by ``uri``."""
+    from crag.store.chroma import ChromaVectorStore
+
+    raw = (uri or "").strip()
+    if raw in ("", "chroma"):
+        return ChromaVectorStore(Path(kb_path) / "chroma")
+
+    from crag.store.milvus import DEFAULT_COLLECTION, MilvusVectorStore
+
+    base, _, query = raw.partition("?")
+    collection = parse_qs(query).get("collection", [DEFAULT_COLLECTION])[0]
+    scheme = urlsplit(base).scheme.lower() if "://" in base else ""
+    if scheme == "milvus":
+        return MilvusVectorStore("http://" + base.split("://", 1)[1], collection=collection)
+    if scheme == "milvus+https":
+        return MilvusVectorStore("https://" + base.split("://", 1)[1], collection=collection)
+    if scheme in ("http", "https"):
+        return MilvusVectorStore(base, collection=collection)
+    if scheme in ("", "file") and base.endswith(".db"):
+        path = Path(base.removeprefix("file://")).expanduser()
+        # A relative file lives inside the KB folder, so the KB stays one movable folder.
+        return MilvusVectorStore(path if path.is_absolute() else Path(kb_path) / path, collection=collection)
+    raise ConfigError(
+        f"invalid setting kb.store_uri: {raw!r} is not a known vector store; use 'chroma', a Milvus Lite "
+        "file ending in .db, or milvus://host:19530"
+    )

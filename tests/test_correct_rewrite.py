@@ -1,0 +1,86 @@
+"""Query rewriting: gap queries only for meaningful missing terms; LLM prompt; recall on the sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crag.config import CragSettings
+from crag.correct.rewrite import gap_terms, keyword_queries, llm_queries
+from crag.testing.fakes import ScriptedLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+
+
+@pytest.mark.unit
+def test_no_gap_query_for_verbs_or_generic_words() -> None:
+    docs = ["The Yuan dynasty was founded by Kublai Khan."]
+    assert keyword_queries("What dynasty came after the Yuan?", docs) == ["dynasty yuan"]
+    assert gap_terms("What dynasty came after the Yuan?", docs) == []
+
+
+@pytest.mark.unit
+def test_gap_query_targets_missing_entities() -> None:
+    docs = ["The tower in Paris is 330 metres tall."]
+    assert keyword_queries("Who designed the Eiffel Tower?", docs) == ["designed eiffel tower", "tower eiffel"]
+    assert keyword_queries("Who designed the Eiffel Tower?", docs, max_queries=1) == ["designed eiffel tower"]
+    zh = keyword_queries("妊娠期使用庆大霉素可能会导致什么后果？", ["庆大霉素是一种抗生素。"])
+    assert zh == ["妊娠期 庆大霉素 后果", "庆大霉素 妊娠期"]
+
+
+@pytest.mark.unit
+def test_question_fillers_are_dropped_but_something_always_remains() -> None:
+    assert keyword_queries("纯净的四氟化碳首次被制得是在哪一年？", [])[0].split()[-1] != "哪一年"
+    assert keyword_queries("what?", []) == ["what?"]
+
+
+@pytest.mark.unit
+def test_llm_rewrite_prompt_is_about_the_gap_in_both_languages() -> None:
+    en = ScriptedLLM(['{"queries": ["eiffel tower architect", "eiffel tower architect"]}'])
+    assert llm_queries("Who designed the Eiffel Tower?", ["It is 330 m tall."], en) == ["eiffel tower architect"]
+    assert "lack" in en.prompts[0][0]["content"] and "330 m" in en.prompts[0][0]["content"]
+    zh = ScriptedLLM(['{"queries": ["埃菲尔铁塔 设计者"]}'])
+    llm_queries("谁设计了埃菲尔铁塔？", [], zh)
+    assert "缺少" in zh.prompts[0][0]["content"]
+    with pytest.raises(ValueError):
+        llm_queries("q", [], ScriptedLLM(["no json"]))
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_keyword_rewrite_recall_at_least_verbatim(tmp_path: Path) -> None:
+    """Ambiguous + incorrect sample questions: gold passage in the corpus provider's top 5."""
+    from crag.embed.cache import make_embedder
+    from crag.kb import KnowledgeBase
+    from crag.search.corpus import CorpusSearch
+
+    embedder = make_embedder(CragSettings())
+    corpus = CorpusSearch(SAMPLE / "external", index_root=tmp_path / "corpora", embedder=embedder)
+    kb = KnowledgeBase(tmp_path / "kb", embedder)
+    kb.ingest([SAMPLE / "internal"])
+    passages = {
+        (row := json.loads(line))["id"]: "".join(row["text"].split())
+        for line in (SAMPLE / "external" / "corpus.jsonl").read_text("utf-8").splitlines()
+        if line.strip()
+    }
+    questions = [
+        q
+        for line in (SAMPLE / "questions.jsonl").read_text("utf-8").splitlines()
+        if line.strip() and (q := json.loads(line))["expected_action"] in ("ambiguous", "incorrect")
+    ]
+
+    def found(results: list, gold: str, n: int) -> bool:
+        return any("".join(r.content.split())[:60] in passages[gold] for r in results[:n])
+
+    hits = {"verbatim": [0, 0], "keyword": [0, 0]}
+    for q in questions:
+        docs = [h.chunk.text for h in kb.search(q["question"], k=5)]
+        for name, query in (("verbatim", q["question"]), ("keyword", keyword_queries(q["question"], docs)[0])):
+            results = corpus.search(query, k=5)
+            hits[name][0] += found(results, q["gold_passage_id"], 1)
+            hits[name][1] += found(results, q["gold_passage_id"], 5)
+    print(f"\nrecall over {len(questions)} questions (top-1, top-5): {hits}")
+    assert hits["keyword"][1] >= hits["verbatim"][1]

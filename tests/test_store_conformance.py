@@ -1,0 +1,88 @@
+"""Every vector store backend passes the shared conformance suite; Milvus-specific errors too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crag.errors import ConfigError, StoreError
+from crag.store.chroma import ChromaVectorStore
+from crag.store.factory import make_vector_store
+from crag.testing.conformance import VectorStoreConformance, meta, unit_rows
+
+pytestmark = pytest.mark.integration
+
+milvus = pytest.importorskip("crag.store.milvus")
+pytest.importorskip("pymilvus")
+
+
+class TestChroma(VectorStoreConformance):
+    def make_store(self, path: Path) -> ChromaVectorStore:
+        return ChromaVectorStore(path / "chroma")
+
+
+class TestMilvusLite(VectorStoreConformance):
+    def make_store(self, path: Path) -> milvus.MilvusVectorStore:
+        return milvus.MilvusVectorStore(path / "milvus.db")
+
+
+def test_dimension_mismatch_names_both_dimensions(tmp_path: Path) -> None:
+    s = milvus.MilvusVectorStore(tmp_path / "m.db", collection="chunks384")
+    s.upsert(["a"], unit_rows(1, dim=384), [meta()])
+    s.close()
+    s = milvus.MilvusVectorStore(tmp_path / "m.db", collection="chunks384", dim=768)
+    with pytest.raises(StoreError) as err:
+        s.warm_up()
+    s.close()
+    assert str(err.value) == (
+        "collection chunks384 has dimension 384 but the embedder produces 768; "
+        "use a new collection or the same embedder"
+    )
+    # A store opened without dim learns 384 and refuses 768-d vectors the same way.
+    s = milvus.MilvusVectorStore(tmp_path / "m.db", collection="chunks384")
+    with pytest.raises(StoreError, match="has dimension 384 but the embedder produces 768"):
+        s.upsert(["b"], unit_rows(1, dim=768), [meta()])
+    s.close()
+
+
+def test_unreachable_server_is_one_line_store_error() -> None:
+    s = milvus.MilvusVectorStore("http://127.0.0.1:1", timeout=2)
+    with pytest.raises(StoreError) as err:
+        s.count()
+    msg = str(err.value)
+    assert "http://127.0.0.1:1" in msg and "\n" not in msg and err.value.backend_id == "milvus"
+
+
+def test_server_side_bm25_full_text(tmp_path: Path) -> None:
+    s = milvus.MilvusVectorStore(tmp_path / "ft.db", full_text=True)
+    texts = ["Paris is the capital of France", "Beijing is the capital of China", "Plants use photosynthesis"]
+    s.upsert(["p", "b", "f"], unit_rows(3, dim=8), [{**meta(), "text": t} for t in texts])
+    hits = s.query_text("capital of France", 2)
+    assert hits[0][0] == "p" and hits[0][1] > hits[1][1] > 0
+    s.close()
+    plain = milvus.MilvusVectorStore(tmp_path / "plain.db")
+    with pytest.raises(StoreError, match="no full-text field"):
+        plain.query_text("x", 1)
+
+
+def test_factory_picks_backend(tmp_path: Path) -> None:
+    assert isinstance(make_vector_store(None, tmp_path), ChromaVectorStore)
+    assert isinstance(make_vector_store("chroma", tmp_path), ChromaVectorStore)
+    lite = make_vector_store("vectors.db", tmp_path)
+    assert isinstance(lite, milvus.MilvusVectorStore) and lite.uri == str(tmp_path / "vectors.db")
+    remote = make_vector_store("milvus://m.internal:19530?collection=kb2", tmp_path)
+    assert (remote.uri, remote.collection) == ("http://m.internal:19530", "kb2")
+    assert make_vector_store("https://x.zillizcloud.com:443", tmp_path).uri == "https://x.zillizcloud.com:443"
+    with pytest.raises(ConfigError, match="kb.store_uri"):
+        make_vector_store("faiss://nope", tmp_path)
+
+
+def test_extra_metadata_is_stored_and_filterable(tmp_path: Path) -> None:
+    s = milvus.MilvusVectorStore(tmp_path / "m.db")
+    x = unit_rows(2)
+    s.upsert(["a", "b"], x, [{**meta(), "lang": "zh"}, {**meta(), "lang": "en", "nested": {"no": 1}}])
+    assert [h[0] for h in s.query(x[0], 2, where={"lang": "en"})] == ["b"]
+    assert np.allclose(s.vectors(["a", "zz"])["a"], x[0], atol=1e-5)
+    s.close()
