@@ -40,10 +40,17 @@ class SleepingSearxng:
                 q = parse_qs(urlsplit(self.path).query).get("q", [""])[0]
                 time.sleep(delay)
                 body = json.dumps(
-                    {"query": q, "results": [
-                        {"title": f"{q} {i}", "url": f"https://example.org/{i}/{abs(hash(q))}",
-                         "content": f"Result {i} about {q}."} for i in range(5)
-                    ]}
+                    {
+                        "query": q,
+                        "results": [
+                            {
+                                "title": f"{q} {i}",
+                                "url": f"https://example.org/{i}/{abs(hash(q))}",
+                                "content": f"Result {i} about {q}.",
+                            }
+                            for i in range(5)
+                        ],
+                    }
                 ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

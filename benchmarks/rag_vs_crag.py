@@ -15,6 +15,7 @@ plots/, results.jsonl). The run is resumable: rerun the same command after an in
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from crag import CRAG
 from crag.eval.datasets import balanced_sample, load_dataset
 from crag.eval.judge import LLMJudge
 from crag.eval.report import paired_results, write_report
-from crag.eval.runner import EvalOptions, run_eval
+from crag.eval.runner import EvalOptions, EvalRun, load_results, run_eval
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
@@ -38,6 +39,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--judge", choices=("llm", "none"), default="none")
     ap.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "rag_vs_crag"))
+    ap.add_argument(
+        "--report-only", action="store_true", help="report the results so far without answering (marked PARTIAL)"
+    )
     args = ap.parse_args()
 
     console = Console(stderr=True)
@@ -46,7 +50,8 @@ def main() -> None:
         llm={"model": args.model},
         search={"provider": "corpus", "corpus_path": str(SAMPLE / "external")},
     )
-    rag.ingest([SAMPLE / "internal"])  # idempotent: unchanged files are skipped
+    if not args.report_only:
+        rag.ingest([SAMPLE / "internal"])  # idempotent: unchanged files are skipped
     everything = load_dataset(SAMPLE / "questions.jsonl")
     items = balanced_sample(everything, args.limit, seed=args.seed, keys=("lang", "expected_action"))
     judge = LLMJudge(rag.llm, seed=args.seed) if args.judge == "llm" else None
@@ -56,9 +61,21 @@ def main() -> None:
     def progress(done: int, total: int, label: str) -> None:
         console.print(f"[dim]{done}/{total} {time.perf_counter() - t0:6.0f}s {label}[/]")
 
-    run = run_eval(
-        rag, items, args.output, EvalOptions(seed=args.seed), judge=judge, progress=progress, dataset_items=everything
-    )
+    if args.report_only:
+        # Same items, no engine calls: whatever results.jsonl holds, missing pairs marked PARTIAL.
+        records, judgements = load_results(Path(args.output) / "results.jsonl")
+        meta = json.loads((Path(args.output) / "run.json").read_text("utf-8"))
+        run = EvalRun(items, ("rag", "crag"), records, judgements, meta, args.seed)
+    else:
+        run = run_eval(
+            rag,
+            items,
+            args.output,
+            EvalOptions(seed=args.seed),
+            judge=judge,
+            progress=progress,
+            dataset_items=everything,
+        )
     notes = [
         f"Model `{args.model}` (embedded llama.cpp), evaluator `{rag.settings.evaluator.backend}`, "
         f"external source: corpus `data/sample/external`; {len(items)} of {len(everything)} questions, "

@@ -75,7 +75,9 @@ def exact_topk(queries: np.ndarray, n: int, seed: int, centres: np.ndarray) -> l
     best_i = np.zeros((len(queries), K), dtype=np.int64)
     for start, x in blocks(n, seed, centres):
         s = queries @ x.T
-        top = np.argpartition(-s, K - 1, axis=1)[:, :K] if s.shape[1] > K else np.tile(np.arange(s.shape[1]), (len(s), 1))
+        top = (
+            np.argpartition(-s, K - 1, axis=1)[:, :K] if s.shape[1] > K else np.tile(np.arange(s.shape[1]), (len(s), 1))
+        )
         cand_s = np.concatenate([best_s, np.take_along_axis(s, top, 1)], axis=1)
         cand_i = np.concatenate([best_i, top + start], axis=1)
         keep = np.argsort(-cand_s, axis=1)[:, :K]
@@ -116,7 +118,9 @@ def open_store(name: str, folder: Path) -> Any:
     raise SystemExit(f"unknown backend {name}")
 
 
-def run_backend(name: str, args: argparse.Namespace, centres: np.ndarray, queries: np.ndarray, console: Console) -> dict[str, Any]:
+def run_backend(
+    name: str, args: argparse.Namespace, centres: np.ndarray, queries: np.ndarray, console: Console
+) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"crag-scale-{name}-", dir=args.workdir))
     store = open_store(name, folder)
     rss0 = tree_rss_mb()
@@ -182,9 +186,7 @@ def run_backend(name: str, args: argparse.Namespace, centres: np.ndarray, querie
         "rss_mb_after_queries": round(rss_peak, 0),
         "disk_mb": round(disk_mb, 0),
         "reopen_first_query_s": round(reopen_s, 2),
-        "extrapolated_insert_s_at_requested_n": (
-            round(args.n / (inserted / insert_s), 0) if stopped_early else None
-        ),
+        "extrapolated_insert_s_at_requested_n": (round(args.n / (inserted / insert_s), 0) if stopped_early else None),
     }
 
 
@@ -218,8 +220,15 @@ def ingest_vs_raw(backends: list[str], corpus: Path, workdir: str | None) -> lis
         if hasattr(kb.vectors, "close"):
             kb.vectors.close()
         shutil.rmtree(folder, ignore_errors=True)
-        out.append({"backend": name, "chunks": rep.chunks_written, "ingest_chunks_per_s": round(rate, 1),
-                    "raw_embed_chunks_per_s": round(raw, 1), "ratio": round(rate / raw, 3)})
+        out.append(
+            {
+                "backend": name,
+                "chunks": rep.chunks_written,
+                "ingest_chunks_per_s": round(rate, 1),
+                "raw_embed_chunks_per_s": round(raw, 1),
+                "ratio": round(rate / raw, 3),
+            }
+        )
     return out
 
 
@@ -253,9 +262,15 @@ def main() -> None:
         table.add_column(col, justify="right")
     for r in results:
         table.add_row(
-            r["backend"], f"{r['n_inserted']:,}" + (" (budget)" if r["stopped_early"] else ""),
-            f"{r['insert_s']:.0f}", f"{r['insert_rows_per_s']:,.0f}", f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}",
-            f"{r['recall_at_10']:.3f}", f"{r['rss_mb_after_queries']:.0f}", f"{r['disk_mb']:.0f}",
+            r["backend"],
+            f"{r['n_inserted']:,}" + (" (budget)" if r["stopped_early"] else ""),
+            f"{r['insert_s']:.0f}",
+            f"{r['insert_rows_per_s']:,.0f}",
+            f"{r['p50_ms']:.1f}",
+            f"{r['p99_ms']:.1f}",
+            f"{r['recall_at_10']:.3f}",
+            f"{r['rss_mb_after_queries']:.0f}",
+            f"{r['disk_mb']:.0f}",
         )
     console.print(table)
     if ingest:
@@ -263,14 +278,26 @@ def main() -> None:
         for col in ("backend", "chunks", "ingest chunks/s", "raw chunks/s", "ratio"):
             t2.add_column(col, justify="right")
         for r in ingest:
-            t2.add_row(r["backend"], str(r["chunks"]), f"{r['ingest_chunks_per_s']:.1f}",
-                       f"{r['raw_embed_chunks_per_s']:.1f}", f"{r['ratio']:.2f}")
+            t2.add_row(
+                r["backend"],
+                str(r["chunks"]),
+                f"{r['ingest_chunks_per_s']:.1f}",
+                f"{r['raw_embed_chunks_per_s']:.1f}",
+                f"{r['ratio']:.2f}",
+            )
         console.print(t2)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"dim": DIM, "k": K, "queries": args.queries, "cpus": os.cpu_count(),
-               "load_avg_at_end": os.getloadavg(), "stores": results, "ingest": ingest}
+    payload = {
+        "dim": DIM,
+        "k": K,
+        "queries": args.queries,
+        "cpus": os.cpu_count(),
+        "load_avg_at_end": os.getloadavg(),
+        "stores": results,
+        "ingest": ingest,
+    }
     out.write_text(json.dumps(payload, indent=2) + "\n", "utf-8")
     console.print(f"wrote {out}")
 

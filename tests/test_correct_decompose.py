@@ -49,11 +49,19 @@ class LocalSearxng:
                     return self._send(500, b"internal error")
                 if "garbage" in q:
                     return self._send(200, b"{not json")
-                results = [] if "empty" in q else [
-                    {"title": f"{q} {i}", "url": f"https://example.org/{q.replace(' ', '-')}/{i}",
-                     "content": f"Result {i} about {q}.", "score": 1.0 - i / 10}
-                    for i in range(3)
-                ]
+                results = (
+                    []
+                    if "empty" in q
+                    else [
+                        {
+                            "title": f"{q} {i}",
+                            "url": f"https://example.org/{q.replace(' ', '-')}/{i}",
+                            "content": f"Result {i} about {q}.",
+                            "score": 1.0 - i / 10,
+                        }
+                        for i in range(3)
+                    ]
+                )
                 self._send(200, json.dumps({"query": q, "results": results}).encode())
 
             def _send(self, status: int, body: bytes) -> None:

@@ -78,8 +78,12 @@ def test_mmr_prefers_novel_strips_and_lambda_one_is_plain_ranking() -> None:
 
 
 def test_fuse_ranked_fits_the_token_budget_and_keeps_provenance() -> None:
-    internal = [Strip(f"Internal fact number {i} about zebras and their stripes.", f"doc{i}.txt", "internal",
-                      score=0.9 - i / 100) for i in range(10)]
+    internal = [
+        Strip(
+            f"Internal fact number {i} about zebras and their stripes.", f"doc{i}.txt", "internal", score=0.9 - i / 100
+        )
+        for i in range(10)
+    ]
     r = fuse_ranked([internal], max_tokens=40)
     assert 1 <= len(r.context) < 10 and r.duplicates == 0
     assert all(s.origin == "internal" for s in r.context)

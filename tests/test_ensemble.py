@@ -146,6 +146,8 @@ def test_registry_builds_members_from_settings() -> None:
     s = CragSettings(
         evaluator={
             "backend": "ensemble",
+            "upper": 0.6,
+            "lower": 0.35,
             "ensemble": ["heuristic", "llm"],
             "ensemble_weights": {"llm": 2.0},
             "llm_mode": "per-doc",

@@ -208,7 +208,7 @@ def test_calibrate_is_monotone_and_identity_at_1_0() -> None:
     assert calibrate(0.3, 1.0, 0.0) == pytest.approx(0.3)
     a, b = DEFAULT_CALIBRATION
     xs = [calibrate(p, a, b) for p in (0.0, 0.2, 0.5, 0.9, 0.99, 1.0)]
-    assert xs == sorted(xs) and all(0.0 < x < 1.0 for x in xs)
+    assert xs == sorted(xs) and all(0.0 <= x <= 1.0 for x in xs) and xs[1] < xs[2] < xs[3]
 
 
 # -- control flow with fakes -------------------------------------------------------------

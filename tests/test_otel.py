@@ -197,3 +197,56 @@ def test_missing_endpoint_server_does_not_raise(monkeypatch: pytest.MonkeyPatch)
         assert time.monotonic() - start < 1.0
     finally:
         otel.shutdown(timeout_s=3)
+
+
+def test_secrets_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-secret-123456")
+    monkeypatch.setenv(otel.CAPTURE_CONTENT_ENV, "true")
+    trace = sample_trace() | {"question": "why does tvly-secret-123456 leak?"}
+    memory = InMemorySpanExporter()
+    otel.export_trace(trace, exporter=memory)
+    root = next(s for s in memory.get_finished_spans() if s.name == "crag.ask")
+    assert root.attributes["crag.question"] == "why does *** leak?"
+
+
+def test_env_mode_without_the_extra_logs_and_skips(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+
+    monkeypatch.setenv(otel.ENDPOINT_ENV, "http://127.0.0.1:9")
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    otel.shutdown()
+    assert otel.export_trace(sample_trace()) == 0  # never raises from the engine's finally
+    assert "crag[otel]" in caplog.text
+
+
+@pytest.mark.integration
+def test_a_real_engine_trace(tmp_path: Any) -> None:
+    import json
+
+    from crag.config import CragSettings
+    from crag.engine import CRAG
+    from crag.testing.fakes import ScriptedLLM
+
+    src = tmp_path / "docs.jsonl"
+    docs = [
+        {"text": "天津犹太会堂建成于1940年，位于天津市和平区。", "title": "天津犹太会堂"},
+        {"text": "BM25 is a keyword ranking function used by search engines.", "title": "BM25"},
+        {"text": "Chroma stores embedding vectors with their documents.", "title": "Chroma"},
+    ]
+    src.write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in docs) + "\n", encoding="utf-8")
+    engine = CRAG(CragSettings(kb={"path": tmp_path / "kb"}, search={"provider": "none"}))
+    engine.ingest([src])
+    engine._llm = ScriptedLLM(["天津犹太会堂建成于1940年[1]。"])
+    answer = engine.ask("天津犹太会堂是什么时候建成的？")
+    memory = InMemorySpanExporter()
+    otel.export_trace(engine.traces.get(answer.trace_id), exporter=memory)
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    root = spans["crag.ask"]
+    assert root.attributes["crag.action"] == answer.action.value
+    assert root.attributes["crag.confidence"] == pytest.approx(answer.confidence)
+    assert {"retrieve", "evaluate", "chat scripted"} <= set(spans)
+    gen = spans["chat scripted"]
+    assert gen.attributes["gen_ai.usage.input_tokens"] == 10 and gen.attributes["gen_ai.usage.output_tokens"] == 5
+    assert gen.attributes["gen_ai.provider.name"] == engine.settings.llm.backend

@@ -146,3 +146,24 @@ def test_per_type_thresholds_are_used_and_traced(kb: KnowledgeBase) -> None:
     assert trace["query_type"] == "factoid"
     assert trace["thresholds"]["upper"] == 0.95 and trace["thresholds"]["lower"] == 0.2
     assert answer.action is Action.AMBIGUOUS  # 0.9 < 0.95: not trusted alone any more
+
+
+def test_abstains_when_nothing_reliable_is_found(kb: KnowledgeBase) -> None:
+    junk = [WebResult("Noise", "https://example.org/noise", "Completely unrelated text about cooking pasta.")]
+    answer, trace, llm = run(kb, "How did the stock market close on Friday?", StaticWebSearch(junk))
+    assert answer.action is Action.INCORRECT
+    assert answer.answer.startswith("I could not find a reliable answer")
+    assert trace["abstained"] is True and llm.prompts == []  # no guess was generated
+    assert answer.citations and answer.citations[0].url == "https://example.org/noise"
+
+
+def test_multi_round_correction_is_capped_and_traced(kb: KnowledgeBase) -> None:
+    cfg = CragSettings(retrieval={"top_k": 1}, correction={"max_rounds": 3})
+    junk = StaticWebSearch([WebResult("Noise", "https://example.org/n", "Unrelated words about pasta sauce.")])
+    tracer = Tracer()
+    answer = run_crag(
+        "How did the stock market close on Friday?", Deps(kb, KeywordEvaluator(), ScriptedLLM(["x"]), junk), cfg, tracer
+    )
+    rounds = tracer.to_dict()["rounds"]
+    assert 1 < rounds["rounds"] <= 3 and rounds["stopped"]
+    assert answer.answer.startswith("I could not find a reliable answer")

@@ -75,7 +75,7 @@ def test_factory_picks_backend(tmp_path: Path) -> None:
     remote = make_vector_store("milvus://m.internal:19530?collection=kb2", tmp_path)
     assert (remote.uri, remote.collection) == ("http://m.internal:19530", "kb2")
     assert make_vector_store("https://x.zillizcloud.com:443", tmp_path).uri == "https://x.zillizcloud.com:443"
-    with pytest.raises(ConfigError, match="kb.store_uri"):
+    with pytest.raises(ConfigError, match=r"kb\.store_uri"):
         make_vector_store("faiss://nope", tmp_path)
 
 

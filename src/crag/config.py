@@ -157,8 +157,7 @@ class CorrectionSettings(_Section):
     context_tokens: int | None = Field(
         None,
         ge=50,
-        description="Token budget of the fused context (approximate tokens); unset: use "
-        "generation.max_context_chars.",
+        description="Token budget of the fused context (approximate tokens); unset: use generation.max_context_chars.",
     )
     mmr_lambda: float = Field(
         0.7, ge=0, le=1, description="MMR trade-off when selecting strips: 1 = relevance only, 0 = novelty only."

@@ -36,7 +36,9 @@ NO_CONTEXT = {
 _CITE = re.compile(r"\[(\d{1,3})\]")
 
 
-def build_messages(question: str, context: Sequence[Strip], lang: str) -> list[dict[str, str]]:
+def build_messages(
+    question: str, context: Sequence[Strip], lang: str, extra_instruction: str = ""
+) -> list[dict[str, str]]:
     """Chat messages: instructions, then numbered sources with their origin tag, then the question.
 
     The "Source [n] [tag] title:" layout matters for small models: a bare "[1] text"
@@ -48,19 +50,24 @@ def build_messages(question: str, context: Sequence[Strip], lang: str) -> list[d
         title = f" {s.title}" if s.title else ""
         lines.append(f"{word} [{n}] {tag(s, lang)}{title}{colon}{s.text}")
     user = "\n\n".join(lines) + f"\n\n{q_label}{colon}{question}"
-    return [{"role": "system", "content": SYSTEM[lang]}, {"role": "user", "content": user}]
+    system = SYSTEM[lang] + (f" {extra_instruction}" if extra_instruction else "")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def generate(
-    question: str, context: Sequence[Strip], llm: LLM, *, max_tokens: int = 384, temperature: float = 0.0
+    question: str,
+    context: Sequence[Strip],
+    llm: LLM,
+    *,
+    max_tokens: int = 384,
+    temperature: float = 0.0,
+    extra_instruction: str = "",
 ) -> tuple[str, list[Citation], Completion | None]:
     """Return (answer text, citations actually used, the raw completion)."""
     lang = detect_language(question)
     if not context:
         return NO_CONTEXT[lang], [], None
-    out = llm.complete(
-        build_messages(question, context, lang), max_tokens=max_tokens, temperature=temperature
-    )
+    out = llm.complete(build_messages(question, context, lang), max_tokens=max_tokens, temperature=temperature)
     answer = out.text.strip()
     if not _CITE.search(answer) and not is_refusal(answer):
         # Small models often state the fact but forget the marker: cite the strip
@@ -72,9 +79,7 @@ def generate(
 def is_refusal(answer: str) -> bool:
     """True when the answer says the sources do not hold the answer."""
     low = answer.lower()
-    return any(
-        m in low for m in ("do not contain the answer", "没有找到答案", "could not find a reliable answer")
-    )
+    return any(m in low for m in ("do not contain the answer", "没有找到答案", "could not find a reliable answer"))
 
 
 def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:
@@ -113,8 +118,7 @@ def citations_for(answer: str, context: Sequence[Strip]) -> list[Citation]:
     """Citations for the ``[n]`` markers in the answer that point at real context items."""
     used = sorted({int(m) for m in _CITE.findall(answer) if 1 <= int(m) <= len(context)})
     return [
-        Citation(n, context[n - 1].source, context[n - 1].title, context[n - 1].url, context[n - 1].text)
-        for n in used
+        Citation(n, context[n - 1].source, context[n - 1].title, context[n - 1].url, context[n - 1].text) for n in used
     ]
 
 

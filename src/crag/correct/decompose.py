@@ -203,7 +203,7 @@ def _posseg(text: str) -> list[tuple[str, str]]:
     from crag.text import _jieba
 
     _jieba()  # the shared, quietly initialised dictionary
-    import jieba.posseg
+    import jieba.posseg  # type: ignore[import-untyped]
 
     return [(p.word, p.flag) for p in jieba.posseg.cut(text)]
 
@@ -300,5 +300,3 @@ def search_parallel(
 def _elapsed(limit: Deadline, deadline: Deadline | None) -> float:
     budgets = [d.seconds for d in (limit, deadline) if d is not None and d.seconds is not None]
     return round(min(budgets), 3) if budgets else 0.0
-
-

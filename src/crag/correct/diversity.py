@@ -41,10 +41,11 @@ def similarity_matrix(texts: Sequence[str], vectors: Any = None) -> np.ndarray:
     """Pairwise similarity: cosine of ``vectors`` when given, else trigram Jaccard of ``texts``."""
     n = len(texts)
     if vectors is not None and n:
-        m = np.asarray(vectors, dtype=np.float32).reshape(n, -1)
+        m: np.ndarray = np.asarray(vectors, dtype=np.float32).reshape(n, -1)
         norms = np.linalg.norm(m, axis=1, keepdims=True)
-        m = m / np.where(norms == 0, 1.0, norms)  # tolerate vectors that are not normalised
-        return np.clip(m @ m.T, -1.0, 1.0)
+        unit: np.ndarray = m / np.where(norms == 0, 1.0, norms)  # tolerate vectors that are not normalised
+        out: np.ndarray = np.clip(unit @ unit.T, -1.0, 1.0)
+        return out
     grams = [trigrams(t) for t in texts]
     sim = np.eye(n, dtype=np.float32)
     for i in range(n):
@@ -78,6 +79,7 @@ def mmr(
     k = n if k is None else min(k, n)
     if k <= 0:
         return []
+    rel: np.ndarray
     if relevance is not None:
         rel = np.asarray(relevance, dtype=np.float32)
     elif vectors is not None and query_vector is not None:

@@ -124,7 +124,7 @@ def _meaningful(word: str, question: str) -> bool:
 
 def _sentence_initial(word: str, question: str) -> bool:
     first = re.match(r"\W*(\w+)", question)
-    return bool(first) and first.group(1).lower() == word.lower()
+    return first is not None and first.group(1).lower() == word.lower()
 
 
 @lru_cache(maxsize=256)
@@ -132,7 +132,7 @@ def _zh_pos(question: str) -> dict[str, str]:
     from crag.text import _jieba
 
     _jieba()  # initialises the shared dictionary once, quietly
-    import jieba.posseg
+    import jieba.posseg  # type: ignore[import-untyped]
 
     return {p.word: p.flag for p in jieba.posseg.cut(question)}
 

@@ -94,7 +94,7 @@ def parse_lines(lines: Iterable[str], name: str = "<dataset>") -> list[EvalItem]
         where = f"{name}:{n}"
         try:
             obj = json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
         item = _item(obj, where)
         if item.id in seen:

@@ -276,15 +276,15 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
             )
         )
         blocks.append(_tests_table(tests))
-        if len(groupings) > 0:
-            rows = []
+        if groupings:
+            group_rows: list[list[str]] = []
             for key, label in groupings:
                 for g in sorted({it.group(key) for it in run.items}):
                     gids = [it.id for it in run.items if it.group(key) == g]
                     for t in paired_results(run, "rag", "crag", gids, ("accuracy", "f1")):
-                        rows.append([f"{label} = {g}", *_test_cells(t)])
+                        group_rows.append([f"{label} = {g}", LABELS[t.metric], *_test_cells(t)])
             blocks.append(Block("h3", "By group (accuracy and F1)"))
-            blocks.append(Block("table", headers=["group", *_TEST_HEADERS], rows=rows))
+            blocks.append(Block("table", headers=["group", "metric", *_TEST_HEADERS], rows=group_rows))
 
     if "crag" in run.modes and any("expected_action" in it.extra for it in run.items):
         blocks += _confusion(run)
@@ -293,11 +293,10 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
 
     if failed:
         blocks.append(Block("h2", "Unanswered pairs"))
-        rows = []
-        for qid, mode in failed[:200]:
-            rec = run.records.get((qid, mode))
-            rows.append([qid, mode, (rec or {}).get("error") or "not run"])
-        blocks.append(Block("table", headers=["id", "mode", "error"], rows=rows))
+        missing = [
+            [qid, mode, (run.records.get((qid, mode)) or {}).get("error") or "not run"] for qid, mode in failed[:200]
+        ]
+        blocks.append(Block("table", headers=["id", "mode", "error"], rows=missing))
     jfail = [j for j in run.judgements.values() if j.get("error")]
     if jfail:
         blocks.append(Block("h2", "Judge failures (not scored)"))

@@ -53,7 +53,16 @@ Progress = Callable[[int, int, str], None]
 class Engine(Protocol):
     """What the runner needs of an engine: :meth:`crag.CRAG.ask`."""
 
-    def ask(self, question: str, **kwargs: Any) -> Answer: ...
+    def ask(
+        self,
+        question: str,
+        *,
+        mode: str = "crag",
+        search: str | None = None,
+        search_corpus: str | Path | None = None,
+        search_record: str | Path | None = None,
+        search_replay: str | Path | None = None,
+    ) -> Answer: ...
 
 
 @dataclass
@@ -198,11 +207,11 @@ def run_eval(
     }
     _check_meta(out, meta)
     records, judgements = load_results(out / RESULTS)
-    _write_status(out, complete=False, done=0, total=len(items) * len(options.modes))
     counter = install_counter(engine)
     run = EvalRun(list(items), options.modes, records, judgements, meta, options.seed)
     total = len(items) * len(options.modes)
     done = sum(1 for it in items for m in options.modes if _ok(records.get((it.id, m))))
+    _write_status(out, complete=False, done=done, total=total)
     if progress:
         progress(done, total, "")
     with (out / RESULTS).open("a", encoding="utf-8") as sink:
@@ -214,6 +223,8 @@ def run_eval(
                 records[(it.id, mode)] = rec
                 _append(sink, rec)
                 done += 1
+                # Cheap next to an LLM answer, and tells an observer how far a live run is.
+                _write_status(out, complete=False, done=done, total=total)
                 if progress:
                     progress(done, total, f"{it.id} [{mode}]")
             if judge is not None and it.id not in judgements:

@@ -16,7 +16,7 @@ Classification is rule-based for Chinese and English (no model, microseconds);
 >>> classify_query("Python 和 Java 的区别是什么？")
 'comparison'
 >>> from crag.config import CragSettings
->>> thresholds_for("factoid", CragSettings())
+>>> thresholds_for("factoid", CragSettings(evaluator={"upper": 0.6, "lower": 0.35}))
 (0.65, 0.35)
 """
 

@@ -73,9 +73,11 @@ class _Store:
         if not self.enabled:
             return None
         with self._lock:
-            row = self._conn().execute(
-                "SELECT value, created FROM cache WHERE namespace = ? AND key = ?", (namespace, key)
-            ).fetchone()
+            row = (
+                self._conn()
+                .execute("SELECT value, created FROM cache WHERE namespace = ? AND key = ?", (namespace, key))
+                .fetchone()
+            )
         if row is None or self._clock() - row[1] > self.ttl:
             return None
         return json.loads(row[0])
@@ -173,9 +175,7 @@ class RewriteCache:
     (['eiffel tower height'], 1)
     """
 
-    def __init__(
-        self, path: str | Path, ttl_seconds: float = 86400, *, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, path: str | Path, ttl_seconds: float = 86400, *, clock: Callable[[], float] = time.time) -> None:
         self._store = _Store(path, ttl_seconds, clock)
 
     @staticmethod

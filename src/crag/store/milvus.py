@@ -187,9 +187,7 @@ class MilvusVectorStore:
             )
             index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
         # Strong consistency: the KB reconciles ids right after writing; it must see its writes.
-        self._client.create_collection(
-            self.collection, schema=schema, index_params=index, consistency_level="Strong"
-        )
+        self._client.create_collection(self.collection, schema=schema, index_params=index, consistency_level="Strong")
         self._client.load_collection(self.collection)
 
     # -- VectorStore protocol ---------------------------------------------------------
@@ -204,7 +202,9 @@ class MilvusVectorStore:
         for i in range(0, len(ids), _BATCH):
             rows = [
                 self._row(cid, vec, meta)
-                for cid, vec, meta in zip(ids[i : i + _BATCH], vecs[i : i + _BATCH], metadatas[i : i + _BATCH], strict=True)
+                for cid, vec, meta in zip(
+                    ids[i : i + _BATCH], vecs[i : i + _BATCH], metadatas[i : i + _BATCH], strict=True
+                )
             ]
             self._call("upsert", self.client.upsert, self.collection, rows, timeout=None)
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -39,10 +40,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from crag.errors import ConfigError
+from crag.trace.spans import env_secrets, redact
 
 if TYPE_CHECKING:  # the SDK is an optional extra; imported lazily at run time
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanProcessor
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["configured_endpoint", "export_trace", "shutdown", "to_spans"]
 
@@ -54,6 +56,8 @@ EXPORT_TIMEOUT_S = 5.0  # per POST; the batch thread absorbs it, requests never 
 MAX_QUEUE = 2048  # spans buffered for a slow collector before the oldest are dropped
 MAX_TEXT = 4096  # captured question/answer text is clipped: attributes are not documents
 
+log = logging.getLogger("crag.trace.otel")
+_warned: set[str] = set()
 _lock = threading.Lock()
 _processor: SpanProcessor | None = None
 _processor_endpoint: str | None = None
@@ -84,24 +88,29 @@ def configured_endpoint(env: Mapping[str, str] | None = None) -> str | None:
 def export_trace(trace: Mapping[str, Any], exporter: SpanExporter | None = None) -> int:
     """Export one finished trace; return how many spans were handed over (0 when off).
 
-    With ``exporter`` the spans are exported synchronously (tests, scripts). Without
-    one, the endpoint comes from :func:`configured_endpoint` and spans go through a
-    background ``BatchSpanProcessor`` so a slow or dead collector never delays an
-    answer. Export failures are logged by the SDK, never raised: telemetry must not
-    break a request. Raises :class:`ConfigError` only when export is requested but
-    the ``otel`` extra is missing.
+    With ``exporter`` the spans are exported synchronously and errors propagate (tests,
+    scripts). Without one, the endpoint comes from :func:`configured_endpoint` and spans
+    go through a background ``BatchSpanProcessor``, so a slow or dead collector never
+    delays an answer; in that mode nothing raises (telemetry must not break a request,
+    and the engine calls this from a ``finally``): a missing ``otel`` extra or a bad
+    trace is logged once and skipped. Secrets from the environment are redacted first,
+    exactly as :class:`~crag.trace.store.TraceStore` does before writing.
     """
-    if exporter is None:
-        endpoint = configured_endpoint()
-        if endpoint is None:
-            return 0
-        processor = _env_processor(endpoint)
-        spans = to_spans(trace)
-        for span in spans:
-            processor.on_end(span)
+    if exporter is not None:
+        spans = to_spans(redact(trace, env_secrets()))
+        exporter.export(spans)
         return len(spans)
-    spans = to_spans(trace)
-    exporter.export(spans)
+    endpoint = configured_endpoint()
+    if endpoint is None:
+        return 0
+    try:
+        processor = _env_processor(endpoint)
+        spans = to_spans(redact(trace, env_secrets()))
+    except Exception as exc:  # see docstring: telemetry never fails the request
+        _warn_once(f"OpenTelemetry export to {endpoint} skipped: {exc}")
+        return 0
+    for span in spans:
+        processor.on_end(span)
     return len(spans)
 
 
@@ -141,8 +150,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
     root_end = max([root_end, *ends])
     root_start = min([root_start, *starts])
 
-    settings = trace.get("settings") if isinstance(trace.get("settings"), Mapping) else {}
-    llm_settings = settings.get("llm") if isinstance(settings.get("llm"), Mapping) else {}
+    llm_settings = _mapping(_mapping(trace.get("settings")).get("llm"))
     mode = str(trace.get("mode") or "crag")
     root_ctx = context()
     errors = [str(e) for e in trace.get("errors") or []]
@@ -163,7 +171,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
 
     resource = sdk["Resource"].create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "crag"})
     scope = sdk["InstrumentationScope"]("crag", _version())
-    request = trace.get("request") if isinstance(trace.get("request"), Mapping) else {}
+    request = _mapping(trace.get("request"))
     root_kind = trace_api.SpanKind.SERVER if request.get("via") == "http" else trace_api.SpanKind.INTERNAL
     status = Status(StatusCode.ERROR, errors[0][:500]) if errors else Status(StatusCode.UNSET)
     out = [
@@ -190,7 +198,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
         ctx = context()
         stack.append(ctx)
         name = str(s.get("name") or "span")
-        tags = s.get("tags") if isinstance(s.get("tags"), Mapping) else {}
+        tags = _mapping(s.get("tags"))
         attrs: dict[str, Any] = {}
         for key, value in tags.items():
             _put(attrs, f"crag.{key}", value)
@@ -278,6 +286,16 @@ def _env_processor(endpoint: str) -> SpanProcessor:
 
 
 atexit.register(shutdown)
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _put(attrs: dict[str, Any], key: str, value: Any) -> None:
