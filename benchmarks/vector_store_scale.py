@@ -243,6 +243,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the store folders")
     ap.add_argument("--corpus", default=str(ROOT / "data" / "sample"))
     ap.add_argument("--skip-ingest", action="store_true")
+    ap.add_argument(
+        "--skip-stores", action="store_true", help="only the ingest comparison; keep the stores of an earlier --out"
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "vector_store_scale.json"))
     args = ap.parse_args()
 
@@ -250,8 +253,11 @@ def main() -> None:
     centres = _centres(args.seed)
     queries = make_queries(args.queries, args.seed, centres)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    results = []
-    for name in backends:
+    out = Path(args.out)
+    results: list[dict[str, Any]] = []
+    if args.skip_stores and out.is_file():
+        results = json.loads(out.read_text("utf-8")).get("stores", [])
+    for name in [] if args.skip_stores else backends:
         console.print(f"[bold]{name}[/]: inserting up to {args.n:,} rows")
         results.append(run_backend(name, args, centres, queries, console))
         console.print(results[-1])
@@ -287,7 +293,6 @@ def main() -> None:
             )
         console.print(t2)
 
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "dim": DIM,

@@ -25,6 +25,7 @@ from crag.kb import IngestReport, KnowledgeBase, Progress
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.registry import EVALUATORS, LLMS, SEARCHES
+from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer, use_tracer
 from crag.trace.store import TraceStore
 from crag.types import Answer
@@ -182,8 +183,10 @@ class CRAG:
             tracer.append("errors", str(exc))
             raise
         finally:
+            trace = tracer.to_dict() | {"settings": _public_settings(self.settings)}
             if self.settings.trace.enabled:
-                self.traces.save(tracer.to_dict() | {"settings": _public_settings(self.settings)})
+                self.traces.save(trace)
+            export_trace(trace)  # OpenTelemetry, only when an OTLP endpoint is configured; never raises
 
 
 def _check_question(question: str) -> str:

@@ -5,10 +5,13 @@ processes only pay off when one process cannot keep the cores busy (small batche
 texts, many cores). Each worker is pinned to ``threads_per_worker`` OpenMP threads so that
 workers × threads never exceeds the cores; oversubscribing makes both slower.
 
-Measured on the 2-core machine of the scale issue (shared with other jobs): see
-``docs/scaling.md`` — two processes were not faster than one multi-threaded process, so
+Measured on the 2-core machine of the scale issue (shared with other jobs, load ~15): 128
+chunks at 1.1 chunks/s with one process vs 1.2 with two — within noise, see ``docs/scaling.md``; so
 ``workers=1`` (in-process, all threads) stays the default; use more workers on machines
 with many cores, where one OpenMP team stops scaling.
+
+Workers are started with ``spawn``, so a script calling this with ``workers > 1`` needs the
+usual ``if __name__ == "__main__":`` guard.
 
 Resumability does not live here: ``KnowledgeBase.ingest`` commits the manifest per file,
 so an interrupted run resumes at the first uncommitted file. Split single files above a few
