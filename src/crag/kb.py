@@ -151,13 +151,15 @@ class KnowledgeBase:
                 continue
             plan.append((key, sha, chunks))
 
-        total = sum(len(self._new_chunks(c)) for _, _, c in plan)
+        # Vectors already stored under the same content hash need no embedding.
+        known = self.manifest.chunk_ids()
+        total = sum(sum(1 for c in chunks if c.id not in known) for _, _, chunks in plan)
         done = 0
         if progress:
             progress(0, total, "")
         for key, sha, chunks in plan:
             existed = self.manifest.file_sha(key) is not None
-            new = self._new_chunks(chunks)
+            new = [c for c in chunks if c.id not in known]
             bs = 32
             for i in range(0, len(new), bs):
                 batch = new[i : i + bs]
@@ -167,9 +169,12 @@ class KnowledgeBase:
                 if progress:
                     progress(done, total, key)
             dropped = self.manifest.replace_file(key, sha, chunks, _now())
+            known.update(c.id for c in chunks)
             # Chunk ids are content hashes: one shared by another file must stay in Chroma.
             if dropped:
-                self.vectors.delete(sorted(dropped - self.manifest.chunk_ids()))
+                gone = dropped - self.manifest.chunk_ids()
+                self.vectors.delete(sorted(gone))
+                known -= gone
             report.files.append(FileResult(key, "updated" if existed else "added", len(chunks)))
 
         if prune:
@@ -189,11 +194,6 @@ class KnowledgeBase:
                     Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata))  # type: ignore[attr-defined]
                 )
         return out
-
-    def _new_chunks(self, chunks: list[Chunk]) -> list[Chunk]:
-        # Vectors already stored under the same content hash need no embedding.
-        known = self.manifest.chunk_ids()
-        return [c for c in chunks if c.id not in known]
 
     def _prune(self, paths: Sequence[str | Path]) -> list[FileResult]:
         roots = [str(Path(p).resolve()) for p in paths]
