@@ -45,14 +45,18 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=120)
     ap.add_argument("--max-rounds", type=int, default=1)
     ap.add_argument("--evaluator", default="trained")
+    ap.add_argument("--upper", type=float, default=None, help="tau_high (default from settings)")
+    ap.add_argument("--max-queries", type=int, default=None)
+    ap.add_argument("--lang", choices=["zh", "en"], default=None, help="only this language")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_settings(
             kb={"path": Path(tmp) / "kb"},
-            evaluator={"backend": args.evaluator},
+            evaluator={"backend": args.evaluator} | ({"upper": args.upper} if args.upper else {}),
             search={"provider": "corpus", "corpus_path": SAMPLE / "external"},
-            correction={"max_rounds": args.max_rounds, "search_cache_ttl": 0},
+            correction={"max_rounds": args.max_rounds, "search_cache_ttl": 0}
+            | ({"max_queries": args.max_queries} if args.max_queries else {}),
         )
         emb = make_embedder(cfg)
         kb = KnowledgeBase(cfg.kb.path, emb, chunking=cfg.chunking, retrieval=cfg.retrieval)
@@ -67,6 +71,7 @@ def main() -> None:
         qs = [json.loads(x) for x in (SAMPLE / "questions.jsonl").read_text("utf-8").splitlines() if x.strip()]
         rows = []
         t0 = time.perf_counter()
+        qs = [q for q in qs if args.lang in (None, q["lang"])]
         for q in qs[: args.limit]:
             for mode, run in (("rag", run_rag), ("crag", run_crag)):
                 tracer = Tracer()
@@ -136,7 +141,12 @@ def main() -> None:
     )
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
-    (out / f"context_recall_rounds{args.max_rounds}.json").write_text(
+    tag = (
+        f"rounds{args.max_rounds}"
+        + (f"-upper{args.upper}" if args.upper else "")
+        + (f"-{args.lang}" if args.lang else "")
+    )
+    (out / f"context_recall_{tag}.json").write_text(
         json.dumps({"summary": summary, "actions": actions, "rows": rows}, indent=2)
     )
 

@@ -55,20 +55,35 @@ def refine(
     sentences_per_strip: int = 2,
     keep: float = 0.4,
     max_strips: int = 8,
+    min_strips: int = 3,
 ) -> tuple[list[Strip], list[Strip]]:
-    """Return (kept strips in document order, every graded strip for the trace)."""
+    """Return (kept strips in document order, every graded strip for the trace).
+
+    Strips scoring ≥ ``keep`` are kept (at most ``max_strips``); when fewer than
+    ``min_strips`` pass, the best-scoring ones fill up to ``min_strips`` so a strict
+    threshold never leaves the generator with a single fragment.
+    """
     strips = [s for d in docs for s in make_strips(d, sentences_per_strip)]
     if not strips:
         return [], []
-    ev = evaluator.grade(query, [Passage(str(i), s.text) for i, s in enumerate(strips)])
+    # A strip cut out of its document often lost its subject ("It is 2 m deep."):
+    # grade it with the document title in front so the grader knows what it is about.
+    ev = evaluator.grade(query, [Passage(str(i), _with_title(s)) for i, s in enumerate(strips)])
     for s, g in zip(strips, ev.grades, strict=True):
         s.score = g.score
     ranked = sorted(range(len(strips)), key=lambda i: -strips[i].score)
     chosen = [i for i in ranked if strips[i].score >= keep][:max_strips]
-    if not chosen:  # keep the single best strip rather than hand the generator nothing
-        chosen = ranked[:1]
+    if len(chosen) < min_strips:
+        chosen = ranked[: max(len(chosen), min(min_strips, max_strips))]
     kept = [strips[i] for i in sorted(chosen)]
     return kept, strips
+
+
+def _with_title(s: Strip) -> str:
+    if not s.title or s.title in s.text:
+        return s.text
+    sep = "：" if ord(s.title[-1]) > 0x2E80 else ": "
+    return f"{s.title}{sep}{s.text}"
 
 
 def _strip(doc: Doc, sents: list[str]) -> Strip:
