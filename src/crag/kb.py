@@ -33,7 +33,7 @@ from crag.errors import CragError, KnowledgeBaseError
 from crag.ingest.chunk import chunk_id, chunk_text
 from crag.ingest.load import discover, load_file
 from crag.protocols import Embedder
-from crag.store.chroma import ChromaVectorStore
+from crag.store.factory import make_vector_store
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
 from crag.types import Chunk, Hit
@@ -78,6 +78,7 @@ class KnowledgeBase:
         *,
         chunking: ChunkSettings | None = None,
         retrieval: RetrievalSettings | None = None,
+        store_uri: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.embedder = embedder
@@ -86,7 +87,7 @@ class KnowledgeBase:
         self.path.mkdir(parents=True, exist_ok=True)
         self.manifest = Manifest(self.path / "manifest.sqlite")
         self._check_embedder()
-        self.vectors = ChromaVectorStore(self.path / "chroma")
+        self.vectors = make_vector_store(store_uri, self.path)
         self.keyword = BM25Index(self.path / "bm25")
         self._reconcile()
 
