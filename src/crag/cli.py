@@ -248,9 +248,11 @@ def trace_show(
 
 
 def _register_subcommands() -> None:
+    from crag.eval.command import register as register_eval
     from crag.evaluate.commands import register as register_evaluator
 
     register_evaluator(app)
+    register_eval(app)
 
 
 _register_subcommands()

