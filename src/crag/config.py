@@ -6,7 +6,7 @@ Secrets (API keys) are read from the environment only and never written to trace
 >>> from crag.config import CragSettings
 >>> s = CragSettings(kb={"path": "my-kb"})
 >>> s.evaluator.upper, s.evaluator.lower
-(0.6, 0.1)
+(0.8, 0.1)
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class EvaluatorSettings(_Section):
         description="paper: any doc >= upper -> Correct, all <= lower -> Incorrect; set: compare set confidence.",
     )
     upper: float = Field(
-        0.6, ge=0, le=1, description="tau_high (chosen for the trained evaluator; re-tune with `crag calibrate`)"
+        0.8, ge=0, le=1, description="tau_high (chosen for the trained evaluator; re-tune with `crag calibrate`)"
     )
     lower: float = Field(
         0.1, ge=0, le=1, description="tau_low (chosen for the trained evaluator; re-tune with `crag calibrate`)"
