@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from crag.correct.fuse import tag
 from crag.protocols import LLM, Completion
-from crag.text import detect_language, split_sentences
+from crag.text import detect_language, join_sentences, split_sentences
 from crag.types import Citation, Strip
 
 SYSTEM = {
@@ -100,20 +100,12 @@ def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float =
             end = sent[len(body) :]
             sent = f"{body}[{best}]{end}" if end else f"{sent}[{best}]"
         out.append(sent)
-    return _join_sentences(out)
+    return join_sentences(out)
 
 
 def _trigrams(text: str) -> set[str]:
     t = re.sub(r"\s+", " ", text.lower())
     return {t[i : i + 3] for i in range(max(0, len(t) - 2))}
-
-
-def _join_sentences(parts: Sequence[str]) -> str:
-    out = ""
-    for p in parts:
-        sep = "" if not out or ord(out[-1]) > 0x2E80 or ord(p[0]) > 0x2E80 else " "
-        out += sep + p
-    return out
 
 
 def citations_for(answer: str, context: Sequence[Strip]) -> list[Citation]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -92,6 +93,21 @@ def keywords(text: str, *, limit: int = 8) -> list[str]:
     # Prefer longer (more specific) words, then original order.
     ranked = sorted(seen, key=lambda w: (-min(len(w), 6), seen[w]))[:limit]
     return sorted(ranked, key=lambda w: seen[w])
+
+
+def join_sentences(parts: Sequence[str]) -> str:
+    """Join sentences back into text: no space around CJK, one space between Latin ones.
+
+    >>> join_sentences(["北京是首都。", "上海很大。"]), join_sentences(["One.", "Two."])
+    ('北京是首都。上海很大。', 'One. Two.')
+    """
+    out = ""
+    for p in parts:
+        if not p:
+            continue
+        sep = "" if not out or ord(out[-1]) > 0x2E80 or ord(p[0]) > 0x2E80 else " "
+        out += sep + p
+    return out
 
 
 def approx_tokens(text: str) -> int:

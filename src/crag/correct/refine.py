@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crag.protocols import Evaluator
-from crag.text import split_sentences
+from crag.text import join_sentences, split_sentences
 from crag.types import Passage, Strip
 
 
@@ -41,7 +41,7 @@ def make_strips(doc: Doc, sentences_per_strip: int) -> list[Strip]:
     if buf:
         if strips and sum(len(x) for x in buf) < 40:  # a dangling fragment joins the last strip
             last = strips[-1]
-            last.text = _join([last.text, *buf])
+            last.text = join_sentences([last.text, *buf])
         else:
             strips.append(_strip(doc, buf))
     return strips
@@ -87,13 +87,4 @@ def _with_title(s: Strip) -> str:
 
 
 def _strip(doc: Doc, sents: list[str]) -> Strip:
-    return Strip(_join(sents), doc.source, doc.origin, doc.title, doc.url, doc.id)
-
-
-def _join(parts: Sequence[str]) -> str:
-    out = ""
-    for p in parts:
-        # No space between CJK sentences; one space between Latin ones.
-        sep = "" if not out or (ord(out[-1]) > 0x2E80 or ord(p[0]) > 0x2E80) else " "
-        out += sep + p
-    return out
+    return Strip(join_sentences(sents), doc.source, doc.origin, doc.title, doc.url, doc.id)
