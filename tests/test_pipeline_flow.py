@@ -65,7 +65,7 @@ def test_correct_uses_refined_internal_strips_only(kb: KnowledgeBase) -> None:
     assert answer.context and all(s.origin == "internal" for s in answer.context)
     assert "gold" in answer.context[0].text  # ranked by grade
     assert not any("stock market" in s.text for s in answer.context)  # irrelevant strips dropped
-    assert trace["action"] == "correct" and trace["thresholds"]["upper"] == 0.6
+    assert trace["action"] == "correct" and trace["thresholds"]["upper"] == CragSettings().evaluator.upper
     assert {"retrieve", "evaluate", "refine", "generate"} <= set(trace["timings"])
     assert "[internal]" in llm.prompts[0][1]["content"]
 
