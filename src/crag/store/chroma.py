@@ -85,7 +85,10 @@ class ChromaVectorStore:
         got = self.col.get(ids=list(ids), include=["embeddings"])
         return {i: np.asarray(e, dtype=np.float32) for i, e in zip(got["ids"], got["embeddings"], strict=True)}
 
-    def query(self, vector: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
+    def query(
+        self, vector: np.ndarray, k: int, where: dict[str, Any] | None = None
+    ) -> list[tuple[str, float, np.ndarray | None]]:
+        """Best ``k`` by cosine similarity; ``where`` keeps rows whose metadata equal its values."""
         n = self.count()
         if n == 0:
             return []
@@ -93,9 +96,18 @@ class ChromaVectorStore:
             query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
             n_results=min(k, n),
             include=["distances", "embeddings"],
+            where=_where(where),
         )
         ids, dists, embs = res["ids"][0], res["distances"][0], res["embeddings"][0]
         return [(i, 1.0 - float(d), np.asarray(e, dtype=np.float32)) for i, d, e in zip(ids, dists, embs, strict=True)]
+
+
+def _where(where: dict[str, Any] | None) -> dict[str, Any] | None:
+    # Chroma wants one condition per dict; several equalities go under "$and".
+    if not where:
+        return None
+    conds = [{k: v} for k, v in where.items()]
+    return conds[0] if len(conds) == 1 else {"$and": conds}
 
 
 def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
