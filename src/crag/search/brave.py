@@ -7,8 +7,6 @@ Brave returns no relevance score, so ``score`` is ``None`` and the order is its 
 
 from __future__ import annotations
 
-import html
-import re
 from typing import Any
 
 import httpx
@@ -16,17 +14,16 @@ from pydantic import SecretStr
 
 from crag.config import secret_from_env
 from crag.errors import SearchError
-from crag.http import request_json
 from crag.registry import SEARCHES
+from crag.search._http import HttpSearch, as_secret, check_query, plain_text
 from crag.types import WebResult
 
 DEFAULT_URL = "https://api.search.brave.com"
 MAX_COUNT = 20  # the API refuses larger pages
 SNIPPET_CHARS = 300
-_TAG = re.compile(r"<[^>]+>")
 
 
-class BraveSearch:
+class BraveSearch(HttpSearch):
     """``GET {base_url}/res/v1/web/search?q=..&count=..`` normalised into ``WebResult``.
 
     ``freshness`` is passed through when set (``pd``, ``pw``, ``pm``, ``py`` or a
@@ -56,34 +53,20 @@ class BraveSearch:
         freshness: str = "",
         client: httpx.Client | None = None,
     ) -> None:
-        self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
-        if not self._api_key.get_secret_value().strip():
-            raise ValueError("api_key must not be empty")
-        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
-        self.timeout = timeout
-        self.retries = retries
+        super().__init__(base_url=base_url or DEFAULT_URL, timeout=timeout, retries=retries, client=client)
+        self._api_key = as_secret(api_key)
         self.freshness = freshness
-        self._client = client
-        self._owns_client = client is None
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
         """Up to ``k`` (at most 20) results with a non-empty description, best first."""
-        if k < 1:
-            raise ValueError("k must be >= 1")
-        if not query.strip():
+        if not check_query(query, k):
             return []
         params: dict[str, str | int] = {"q": query, "count": min(k, MAX_COUNT)}
         if self.freshness:
             params["freshness"] = self.freshness
-        payload = request_json(
-            self._http(),
+        payload = self._call(
             "GET",
-            f"{self.base_url}/res/v1/web/search",
-            error=SearchError,
-            backend_id="brave",
-            step="search",
-            retries=self.retries,
-            timeout=self.timeout,
+            "/res/v1/web/search",
             params=params,
             headers={
                 "Accept": "application/json",
@@ -91,20 +74,6 @@ class BraveSearch:
             },
         )
         return _parse(payload)[:k]
-
-    def close(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        if self._client is not None and self._owns_client:
-            self._client.close()
-            self._client = None
-
-    def __repr__(self) -> str:  # the key stays out of reprs and traces
-        return f"BraveSearch(base_url={self.base_url!r})"
-
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client()
-        return self._client
 
 
 def _malformed(what: str) -> SearchError:
@@ -121,7 +90,7 @@ def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise _malformed(f"{field} must be a string")
     # Descriptions carry <strong> highlights and HTML entities.
-    return " ".join(html.unescape(_TAG.sub("", value)).split())
+    return plain_text(value)
 
 
 def _parse(payload: Any) -> list[WebResult]:

@@ -90,6 +90,4 @@ def _make(settings: Any, *, embedder: Embedder, **_: Any) -> CorpusSearch:
         raise ConfigError(
             "the corpus search provider needs a corpus: set search.corpus_path or pass --search-corpus PATH"
         )
-    return CorpusSearch(
-        path, index_root=settings.kb.path / "corpora", embedder=embedder, chunking=settings.chunking
-    )
+    return CorpusSearch(path, index_root=settings.kb.path / "corpora", embedder=embedder, chunking=settings.chunking)

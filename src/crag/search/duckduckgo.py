@@ -52,9 +52,7 @@ class DuckDuckGoSearch:
         ddgs_cls = _ddgs_class()
         # ddgs takes an int timeout (per engine); keep it inside our own deadline.
         per_engine = max(1, int(self.timeout))
-        return ddgs_cls(timeout=per_engine).text(
-            query, region=self.region, max_results=k, backend=self.backend
-        )
+        return ddgs_cls(timeout=per_engine).text(query, region=self.region, max_results=k, backend=self.backend)
 
     def __repr__(self) -> str:
         return f"DuckDuckGoSearch(region={self.region!r}, timeout={self.timeout:g})"

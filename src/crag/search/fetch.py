@@ -86,12 +86,7 @@ def is_public_address(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback in disguise
     return ip.is_global and not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_reserved
-        or ip.is_multicast
-        or ip.is_unspecified
+        ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast or ip.is_unspecified
     )
 
 
@@ -185,9 +180,7 @@ def _remaining(deadline: float, url: str, timeout: float) -> float:
     return left
 
 
-def _read_capped(
-    response: httpx.Response, max_bytes: int, deadline: float, url: str, timeout: float
-) -> bytes:
+def _read_capped(response: httpx.Response, max_bytes: int, deadline: float, url: str, timeout: float) -> bytes:
     if response.is_stream_consumed:
         # Already in memory (a transport that reads eagerly, e.g. MockTransport): only cap it.
         return response.content[:max_bytes]
@@ -369,8 +362,7 @@ def enrich(
             fut.cancel()
             tracer.append(
                 "degradations",
-                f"fetch: {_short(out[futures[fut]].url)} not fetched within "
-                f"{deadline:g}s; kept the search snippet",
+                f"fetch: {_short(out[futures[fut]].url)} not fetched within {deadline:g}s; kept the search snippet",
             )
     finally:
         # Do not wait for stragglers: each is bounded by its own timeout and its result is dropped.

@@ -37,9 +37,7 @@ def _load(path: Path) -> list[dict[str, Any]]:
     except OSError as exc:
         raise ConfigError(f"cannot read search cassette {path}: {exc.strerror or exc}") from None
     except ValueError:
-        raise ConfigError(
-            f"search cassette {path} is not valid JSON; re-record it with --search-record"
-        ) from None
+        raise ConfigError(f"search cassette {path} is not valid JSON; re-record it with --search-record") from None
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not all(
         isinstance(e, dict)
@@ -48,9 +46,7 @@ def _load(path: Path) -> list[dict[str, Any]]:
         and isinstance(e.get("results"), list)
         for e in entries
     ):
-        raise ConfigError(
-            f"search cassette {path} has no valid 'entries' list; re-record it with --search-record"
-        )
+        raise ConfigError(f"search cassette {path} has no valid 'entries' list; re-record it with --search-record")
     return entries
 
 
@@ -154,8 +150,7 @@ class ReplaySearch:
             items = self._index[(query, k)]
         except KeyError:
             raise SearchError(
-                f"replay: query {query[:80]!r} (k={k}) not in cassette {self.path}; "
-                "re-record with --search-record",
+                f"replay: query {query[:80]!r} (k={k}) not in cassette {self.path}; re-record with --search-record",
                 backend_id="replay",
                 step="search",
             ) from None
@@ -165,9 +160,7 @@ class ReplaySearch:
         return f"ReplaySearch({str(self.path)!r})"
 
 
-def wrap_search(
-    search: WebSearch | None, record: Path | None = None, replay: Path | None = None
-) -> WebSearch:
+def wrap_search(search: WebSearch | None, record: Path | None = None, replay: Path | None = None) -> WebSearch:
     """What the engine uses for ``--search-record FILE`` / ``--search-replay FILE``.
 
     ``replay`` ignores ``search`` (it may be ``None``); ``record`` wraps it; neither returns

@@ -7,24 +7,20 @@ No key is needed: the instance is yours.
 
 from __future__ import annotations
 
-import html
-import math
-import re
 from typing import Any
 
 import httpx
 
 from crag.errors import SearchError
-from crag.http import request_json
 from crag.registry import SEARCHES
+from crag.search._http import HttpSearch, check_query, finite_score, plain_text
 from crag.types import WebResult
 
 DEFAULT_URL = "http://127.0.0.1:8888"
 SNIPPET_CHARS = 300
-_TAG = re.compile(r"<[^>]+>")
 
 
-class SearxngSearch:
+class SearxngSearch(HttpSearch):
     """``GET {base_url}/search?q=..&format=json`` normalised into :class:`~crag.types.WebResult`.
 
     ### Usage example
@@ -50,32 +46,20 @@ class SearxngSearch:
         language: str = "",
         client: httpx.Client | None = None,
     ) -> None:
-        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
-        self.timeout = timeout
-        self.retries = retries
+        super().__init__(base_url=base_url or DEFAULT_URL, timeout=timeout, retries=retries, client=client)
         self.language = language
-        self._client = client
-        self._owns_client = client is None
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
         """Up to ``k`` results with non-empty content, in SearXNG's order (best first)."""
-        if k < 1:
-            raise ValueError("k must be >= 1")
-        if not query.strip():
+        if not check_query(query, k):
             return []
         params = {"q": query, "format": "json"}
         if self.language:
             params["language"] = self.language
         try:
-            payload = request_json(
-                self._http(),
+            payload = self._call(
                 "GET",
-                f"{self.base_url}/search",
-                error=SearchError,
-                backend_id="searxng",
-                step="search",
-                retries=self.retries,
-                timeout=self.timeout,
+                "/search",
                 params=params,
                 headers={"Accept": "application/json"},
             )
@@ -91,20 +75,6 @@ class SearxngSearch:
             raise
         return _parse(payload)[:k]
 
-    def close(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        if self._client is not None and self._owns_client:
-            self._client.close()
-            self._client = None
-
-    def __repr__(self) -> str:
-        return f"SearxngSearch(base_url={self.base_url!r})"
-
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client()
-        return self._client
-
 
 def _malformed(what: str) -> SearchError:
     return SearchError(
@@ -119,7 +89,7 @@ def _text(value: Any, field: str) -> str:
         return ""
     if not isinstance(value, str):
         raise _malformed(f"{field} must be a string")
-    return " ".join(html.unescape(_TAG.sub("", value)).split())
+    return plain_text(value)
 
 
 def _parse(payload: Any) -> list[WebResult]:
@@ -144,18 +114,11 @@ def _parse(payload: Any) -> list[WebResult]:
                 content=content,
                 snippet=content[:SNIPPET_CHARS],
                 published=published if isinstance(published, str) else "",
-                score=_score(item.get("score")),
+                score=finite_score(item.get("score")),
                 provider="searxng",
             )
         )
     return out
-
-
-def _score(value: Any) -> float | None:
-    # bool is an int subclass; a true/false "score" is not a relevance.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 @SEARCHES.register("searxng")

@@ -6,7 +6,6 @@ goes in the ``Authorization`` header, never in the body, logs or error messages.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import httpx
@@ -14,15 +13,15 @@ from pydantic import SecretStr
 
 from crag.config import secret_from_env
 from crag.errors import SearchError
-from crag.http import request_json
 from crag.registry import SEARCHES
+from crag.search._http import HttpSearch, as_secret, check_query, finite_score
 from crag.types import WebResult
 
 DEFAULT_URL = "https://api.tavily.com"
 SNIPPET_CHARS = 300
 
 
-class TavilySearch:
+class TavilySearch(HttpSearch):
     """``POST {base_url}/search`` and normalise the hits into :class:`~crag.types.WebResult`.
 
     ### Usage example
@@ -49,21 +48,13 @@ class TavilySearch:
         search_depth: str = "basic",
         client: httpx.Client | None = None,
     ) -> None:
-        self._api_key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
-        if not self._api_key.get_secret_value().strip():
-            raise ValueError("api_key must not be empty")
-        self.base_url = (base_url or DEFAULT_URL).rstrip("/")
-        self.timeout = timeout
-        self.retries = retries
+        super().__init__(base_url=base_url or DEFAULT_URL, timeout=timeout, retries=retries, client=client)
+        self._api_key = as_secret(api_key)
         self.search_depth = search_depth
-        self._client = client
-        self._owns_client = client is None
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
         """Up to ``k`` results with non-empty content, in Tavily's order (best first)."""
-        if k < 1:
-            raise ValueError("k must be >= 1")
-        if not query.strip():
+        if not check_query(query, k):
             return []
         body = {
             "query": query,
@@ -73,33 +64,13 @@ class TavilySearch:
             "include_raw_content": False,
             "include_images": False,
         }
-        payload = request_json(
-            self._http(),
+        payload = self._call(
             "POST",
-            f"{self.base_url}/search",
-            error=SearchError,
-            backend_id="tavily",
-            step="search",
-            retries=self.retries,
-            timeout=self.timeout,
+            "/search",
             json=body,
             headers={"Authorization": f"Bearer {self._api_key.get_secret_value()}"},
         )
         return _parse(payload)[:k]
-
-    def close(self) -> None:
-        """Close the HTTP client if this provider created it."""
-        if self._client is not None and self._owns_client:
-            self._client.close()
-            self._client = None
-
-    def __repr__(self) -> str:  # the key stays out of reprs and traces
-        return f"TavilySearch(base_url={self.base_url!r})"
-
-    def _http(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client()
-        return self._client
 
 
 def _malformed(what: str) -> SearchError:
@@ -136,18 +107,11 @@ def _parse(payload: Any) -> list[WebResult]:
                 content=content,
                 snippet=content[:SNIPPET_CHARS],
                 published=published if isinstance(published, str) else "",
-                score=_score(item.get("score")),
+                score=finite_score(item.get("score")),
                 provider="tavily",
             )
         )
     return out
-
-
-def _score(value: Any) -> float | None:
-    # bool is an int subclass; a true/false "score" is not a relevance.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 @SEARCHES.register("tavily")
