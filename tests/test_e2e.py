@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-from llm_fixtures import project_cache_dir
 
 from crag import CRAG
 from crag.types import Action
+from llm_fixtures import project_cache_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
