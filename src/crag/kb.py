@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,7 @@ class KnowledgeBase:
         self._check_embedder()
         self.vectors = make_vector_store(store_uri, self.path)
         self.keyword = BM25Index(self.path / "bm25")
+        self._keyword_lock = threading.Lock()
         self._reconcile()
 
     @classmethod
@@ -221,6 +223,10 @@ class KnowledgeBase:
 
     # -- search ------------------------------------------------------------------------
     def _keyword_index(self) -> BM25Index:
+        with self._keyword_lock:  # concurrent first queries must not build it twice at once
+            return self._fresh_keyword_index()
+
+    def _fresh_keyword_index(self) -> BM25Index:
         gen = self.manifest.generation
         if self.keyword.generation != gen:
             self.keyword.load()

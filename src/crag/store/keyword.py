@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,21 +63,30 @@ class BM25Index:
         self._save()
 
     def _save(self) -> None:
-        # Write into a temp folder and swap, so a crash never leaves a half-written index.
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        if self._model is not None:
-            self._model.save(str(tmp))
-        (tmp / "crag_meta.json").write_text(
-            json.dumps({"generation": self.generation, "ids": self._ids}), "utf-8"
-        )
-        old = self.path.with_name(self.path.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if self.path.exists():
-            os.replace(self.path, old)
-        os.replace(tmp, self.path)
-        shutil.rmtree(old, ignore_errors=True)
+        # Build in a private temp folder and swap it in, so a crash never leaves a half-written
+        # index and two processes (server workers) saving at once cannot trample each other.
+        parent = self.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{self.path.name}.tmp-", dir=parent))
+        old = Path(tempfile.mkdtemp(prefix=f"{self.path.name}.old-", dir=parent))
+        try:
+            if self._model is not None:
+                self._model.save(str(tmp))
+            (tmp / "crag_meta.json").write_text(
+                json.dumps({"generation": self.generation, "ids": self._ids}), "utf-8"
+            )
+            old.rmdir()  # only its unique name is needed
+            try:
+                os.replace(self.path, old)
+            except FileNotFoundError:
+                pass
+            try:
+                os.replace(tmp, self.path)
+            except OSError:
+                pass  # another process installed an index meanwhile; ours stays in memory
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Best ``k`` (id, BM25 score) with score > 0."""
