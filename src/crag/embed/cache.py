@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from crag._sqlite import set_wal
 from crag.errors import EmbedderError
 from crag.paths import cache_dir
 from crag.protocols import Embedder, EmbedKind
@@ -135,18 +136,25 @@ class CachedEmbedder:
             return None
         if self._conn is None:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                # check_same_thread=False: the server embeds from worker threads; _lock serialises.
-                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
-                conn.execute("PRAGMA synchronous=NORMAL")  # a lost cache row is only recomputed
-                conn.execute(_SCHEMA)
-                conn.commit()
-                self._conn = conn
+                self._conn = self._open()
             except (sqlite3.Error, OSError) as exc:
                 self._disable(exc)
                 return None
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # check_same_thread=False: the server embeds from worker threads; _lock serialises.
+        conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+        try:
+            set_wal(conn)  # readers never block the writer
+            conn.execute("PRAGMA synchronous=NORMAL")  # a lost cache row is only recomputed
+            conn.execute(_SCHEMA)
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _lookup(self, kind: str, keys: set[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -160,8 +168,7 @@ class CachedEmbedder:
                     chunk = ordered[i : i + _MAX_IN]
                     marks = ",".join("?" * len(chunk))
                     rows = conn.execute(
-                        "SELECT key, dim, vec FROM vectors"
-                        f" WHERE model = ? AND kind = ? AND key IN ({marks})",
+                        f"SELECT key, dim, vec FROM vectors WHERE model = ? AND kind = ? AND key IN ({marks})",
                         (self.model_id, kind, *chunk),
                     ).fetchall()
                     for key, dim, blob in rows:

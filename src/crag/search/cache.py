@@ -27,6 +27,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from crag._sqlite import set_wal
 from crag.types import WebResult
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class _Store:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")  # readers in other processes do not block writers
+            set_wal(db)  # readers in other processes do not block writers
             db.execute(_SCHEMA)
             self._db = db
         return self._db

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from crag._sqlite import set_wal
 from crag.errors import KnowledgeBaseError
 from crag.types import Chunk
 
@@ -39,7 +40,7 @@ class Manifest:
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            set_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:

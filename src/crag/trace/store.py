@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from crag._sqlite import set_wal
 from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
 from crag.trace.spans import env_secrets, redact
 
@@ -102,7 +103,7 @@ class TraceStore:
         # Serialises writers inside this process; SQLite's busy timeout covers other processes.
         self._write_lock = threading.Lock()
         with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            set_wal(db)
             self.applied = apply_migrations(db, self._migrations)
 
     @contextmanager
