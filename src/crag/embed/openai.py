@@ -7,7 +7,6 @@ required only for non-local hosts, so a server on 127.0.0.1 works without one.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -17,27 +16,14 @@ import numpy as np
 from pydantic import SecretStr
 
 from crag.config import secret_from_env
+from crag.embed import embed_inputs
 from crag.errors import EmbedderError
-from crag.http import request_json
+from crag.http import is_local_url, request_json
 from crag.protocols import EmbedKind
 from crag.registry import EMBEDDERS
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "text-embedding-3-small"
-
-
-def is_local_url(url: str) -> bool:
-    """True for loopback hosts (``localhost``, 127.0.0.0/8, ``::1``), where no key is needed."""
-    try:
-        host = httpx.URL(url).host
-    except Exception:
-        return False
-    if host in ("localhost", "0.0.0.0") or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class OpenAIEmbedder:
@@ -105,17 +91,10 @@ class OpenAIEmbedder:
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
         """Embed ``texts``; returns float32 ``(len(texts), dim)`` with unit-length rows."""
-        if kind not in ("query", "passage"):
-            raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not a single string")
-        items = list(texts)
+        items = embed_inputs(texts, kind)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [
-            self._request(items[i : i + self.batch_size], kind)
-            for i in range(0, len(items), self.batch_size)
-        ]
+        parts = [self._request(items[i : i + self.batch_size], kind) for i in range(0, len(items), self.batch_size)]
         out = np.concatenate(parts, axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)

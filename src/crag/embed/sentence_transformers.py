@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from crag.embed import embed_inputs
 from crag.errors import ConfigError, EmbedderError
 from crag.protocols import EmbedKind
 from crag.registry import EMBEDDERS
@@ -162,9 +163,7 @@ class SentenceTransformerEmbedder:
             is_path = Path(target).exists()
             try:
                 with _quiet_progress():
-                    model = SentenceTransformer(
-                        target, device=self.device, local_files_only=_offline() or is_path
-                    )
+                    model = SentenceTransformer(target, device=self.device, local_files_only=_offline() or is_path)
             except Exception as exc:  # OSError, HF hub errors, bad config: all mean "no usable weights"
                 raise EmbedderError(
                     f"sentence-transformers: cannot load model {self.model_name!r} "
@@ -182,11 +181,7 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
         """Embed ``texts`` with the family's prefix for ``kind``; float32 ``(n, dim)``."""
-        if kind not in ("query", "passage"):
-            raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not a single string")
-        items = list(texts)
+        items = embed_inputs(texts, kind)
         self.warm_up()
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)

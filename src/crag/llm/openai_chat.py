@@ -13,7 +13,6 @@ never appears in ``repr`` or error messages.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from pydantic import SecretStr
 
 from crag.config import secret_from_env
 from crag.errors import LLMError, LLMUnavailableError
-from crag.http import request_json
+from crag.http import is_local_url, request_json
 from crag.protocols import Completion
 from crag.registry import LLMS
 
@@ -34,24 +33,6 @@ if TYPE_CHECKING:
 BACKEND_ID = "openai"
 # Hosts known to accept {"type": "json_schema", ...}; others get the portable json_object.
 _JSON_SCHEMA_HOSTS = frozenset({"api.openai.com"})
-
-
-def is_local_url(url: str) -> bool:
-    """True for loopback hosts (``localhost``, 127.0.0.0/8, ``::1``), which need no API key.
-
-    >>> is_local_url("http://127.0.0.1:8080/v1"), is_local_url("https://api.deepseek.com")
-    (True, False)
-    """
-    try:
-        host = httpx.URL(url).host
-    except Exception:
-        return False
-    if host in ("localhost", "0.0.0.0") or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class OpenAIChatLLM:
@@ -165,9 +146,7 @@ class OpenAIChatLLM:
         # request_json says "failed after N attempt(s)" only when every attempt hit a
         # transport failure, a timeout or a retryable status: the endpoint is unavailable.
         if "failed after" in msg:
-            return LLMUnavailableError(
-                f"{msg} (llm.base_url = {self.base_url})", backend_id=BACKEND_ID, step=exc.step
-            )
+            return LLMUnavailableError(f"{msg} (llm.base_url = {self.base_url})", backend_id=BACKEND_ID, step=exc.step)
         if "check the API key" in msg and self._api_key_env:
             return LLMError(
                 f"{msg} in the environment variable {self._api_key_env}",
