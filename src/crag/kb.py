@@ -241,14 +241,18 @@ class KnowledgeBase:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
         cfg = self.retrieval
         k = k or cfg.top_k
-        if self.manifest.counts()[1] == 0:
+        if not self.manifest.has_chunks():
             raise KnowledgeBaseError(
                 f"knowledge base {self.path} is empty; add documents with `crag ingest PATH --kb {self.path}`"
             )
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
-        known = self.manifest.chunk_ids()
-        dense = [(i, s, v) for i, s, v in self.vectors.query(qv, cfg.candidates) if i in known]
-        sparse = [(i, s) for i, s in self._keyword_index().search(query, cfg.candidates) if i in known]
+        dense_all = self.vectors.query(qv, cfg.candidates)
+        sparse_all = self._keyword_index().search(query, cfg.candidates)
+        # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
+        # manifest about these candidates alone, never load every id of a large KB per query.
+        known = self.manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
+        dense = [(i, s, v) for i, s, v in dense_all if i in known]
+        sparse = [(i, s) for i, s in sparse_all if i in known]
 
         dense_score = {i: s for i, s, _ in dense}
         vec = {i: v for i, _, v in dense if v is not None}

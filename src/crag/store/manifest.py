@@ -92,6 +92,22 @@ class Manifest:
                 rows = self._db.execute("SELECT id FROM chunks WHERE file=?", (file,))
             return {r[0] for r in rows}
 
+    def known(self, ids: Iterable[str]) -> set[str]:
+        """The subset of ``ids`` the manifest holds (a query's candidates, not the whole KB)."""
+        ids = list(ids)
+        out: set[str] = set()
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                marks = ",".join("?" * len(part))
+                out |= {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)}
+        return out
+
+    def has_chunks(self) -> bool:
+        # COUNT(*) scans the table; at a million chunks that alone costs tens of ms per query.
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
+
     def replace_file(self, file: str, sha: str, chunks: Sequence[Chunk], when: str) -> set[str]:
         """Atomically make ``chunks`` the chunks of ``file``; return the ids that were dropped."""
         new_ids = {c.id for c in chunks}
