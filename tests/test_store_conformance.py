@@ -79,6 +79,17 @@ def test_factory_picks_backend(tmp_path: Path) -> None:
         make_vector_store("faiss://nope", tmp_path)
 
 
+def test_ef_search_reaches_both_engines(tmp_path: Path) -> None:
+    assert make_vector_store("vectors.db", tmp_path, ef_search=333).ef == 333
+    first = ChromaVectorStore(tmp_path / "chroma", ef_search=120)
+    first.upsert(["a"], unit_rows(1), [meta()])
+    assert first.col.configuration["hnsw"]["ef_search"] == 120
+    # Reopening with another setting changes an existing collection (before its first query).
+    again = make_vector_store(None, tmp_path, ef_search=240)
+    assert again.col.configuration["hnsw"]["ef_search"] == 240
+    assert [h[0] for h in again.query(unit_rows(1)[0], 3)] == ["a"]
+
+
 def test_extra_metadata_is_stored_and_filterable(tmp_path: Path) -> None:
     s = milvus.MilvusVectorStore(tmp_path / "m.db")
     x = unit_rows(2)

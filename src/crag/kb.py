@@ -88,7 +88,7 @@ class KnowledgeBase:
         self.path.mkdir(parents=True, exist_ok=True)
         self.manifest = Manifest(self.path / "manifest.sqlite")
         self._check_embedder()
-        self.vectors = make_vector_store(store_uri, self.path)
+        self.vectors = make_vector_store(store_uri, self.path, ef_search=self.retrieval.ef_search)
         self.keyword = BM25Index(self.path / "bm25")
         self._keyword_lock = threading.Lock()
         self._reconcile()

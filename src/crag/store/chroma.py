@@ -28,9 +28,12 @@ _BATCH = 1000  # Chroma caps the rows of one call; stay well below it
 class ChromaVectorStore:
     """Embedded Chroma collection with cosine distance; similarity = 1 - distance."""
 
-    def __init__(self, path: str | Path, *, dim: int | None = None) -> None:
+    def __init__(self, path: str | Path, *, dim: int | None = None, ef_search: int = 200) -> None:
         self.path = Path(path)
         self.dim = dim
+        # Chroma's default (100) measured recall@10 0.95 at 10^6 chunks; 200 gave 0.98 at the same
+        # ~1.5 ms per query (benchmarks/vector_store_scale.py).
+        self.ef_search = ef_search
         self._col: Any = None
 
     def warm_up(self) -> None:
@@ -43,9 +46,16 @@ class ChromaVectorStore:
             client = chromadb.PersistentClient(
                 path=str(self.path), settings=Settings(anonymized_telemetry=False)
             )
-            self._col = client.get_or_create_collection(
-                COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+            col = client.get_or_create_collection(
+                COLLECTION,
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine", "ef_search": self.ef_search}},
             )
+            # An existing collection keeps the ef_search it was created with; apply the setting
+            # before the first query, which is when Chroma builds its index reader.
+            if (col.configuration.get("hnsw") or {}).get("ef_search") != self.ef_search:
+                col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
+            self._col = col
         except Exception as exc:  # chromadb raises many types; one line for the user
             raise StoreError(
                 f"cannot open the vector store at {self.path}: {exc}; "

@@ -32,13 +32,16 @@ from crag.errors import ConfigError
 from crag.protocols import VectorStore
 
 
-def make_vector_store(uri: str | None, kb_path: Path) -> VectorStore:
-    """Build (lazily: nothing connects until first use) the store named by ``uri``."""
+def make_vector_store(uri: str | None, kb_path: Path, *, ef_search: int = 200) -> VectorStore:
+    """Build (lazily: nothing connects until first use) the store named by ``uri``.
+
+    ``ef_search`` is the HNSW search breadth either engine uses (recall vs latency).
+    """
     from crag.store.chroma import ChromaVectorStore
 
     raw = (uri or "").strip()
     if raw in ("", "chroma"):
-        return ChromaVectorStore(Path(kb_path) / "chroma")
+        return ChromaVectorStore(Path(kb_path) / "chroma", ef_search=ef_search)
 
     from crag.store.milvus import DEFAULT_COLLECTION, MilvusVectorStore
 
@@ -46,15 +49,16 @@ def make_vector_store(uri: str | None, kb_path: Path) -> VectorStore:
     collection = parse_qs(query).get("collection", [DEFAULT_COLLECTION])[0]
     scheme = urlsplit(base).scheme.lower() if "://" in base else ""
     if scheme == "milvus":
-        return MilvusVectorStore("http://" + base.split("://", 1)[1], collection=collection)
+        return MilvusVectorStore("http://" + base.split("://", 1)[1], collection=collection, ef=ef_search)
     if scheme == "milvus+https":
-        return MilvusVectorStore("https://" + base.split("://", 1)[1], collection=collection)
+        return MilvusVectorStore("https://" + base.split("://", 1)[1], collection=collection, ef=ef_search)
     if scheme in ("http", "https"):
-        return MilvusVectorStore(base, collection=collection)
+        return MilvusVectorStore(base, collection=collection, ef=ef_search)
     if scheme in ("", "file") and base.endswith(".db"):
         path = Path(base.removeprefix("file://")).expanduser()
         # A relative file lives inside the KB folder, so the KB stays one movable folder.
-        return MilvusVectorStore(path if path.is_absolute() else Path(kb_path) / path, collection=collection)
+        path = path if path.is_absolute() else Path(kb_path) / path
+        return MilvusVectorStore(path, collection=collection, ef=ef_search)
     raise ConfigError(
         f"invalid setting kb.store_uri: {raw!r} is not a known vector store; use 'chroma', a Milvus Lite "
         "file ending in .db, or milvus://host:19530"
