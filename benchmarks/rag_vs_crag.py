@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=40, help="questions, balanced over lang x expected action")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--judge", choices=("llm", "none"), default="none")
+    ap.add_argument("--judge-mode", choices=("auto", "json", "logprob"), default="auto")
     ap.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "rag_vs_crag"))
     ap.add_argument(
         "--report-only", action="store_true", help="report the results so far without answering (marked PARTIAL)"
@@ -54,7 +55,7 @@ def main() -> None:
         rag.ingest([SAMPLE / "internal"])  # idempotent: unchanged files are skipped
     everything = load_dataset(SAMPLE / "questions.jsonl")
     items = balanced_sample(everything, args.limit, seed=args.seed, keys=("lang", "expected_action"))
-    judge = LLMJudge(rag.llm, seed=args.seed) if args.judge == "llm" else None
+    judge = LLMJudge(rag.llm, seed=args.seed, mode=args.judge_mode) if args.judge == "llm" else None
 
     t0 = time.perf_counter()
 
@@ -80,7 +81,7 @@ def main() -> None:
         f"Model `{args.model}` (embedded llama.cpp), evaluator `{rag.settings.evaluator.backend}`, "
         f"external source: corpus `data/sample/external`; {len(items)} of {len(everything)} questions, "
         f"balanced over language × expected action (seed {args.seed}); judge: {args.judge} "
-        "(the same model as the generator when llm).",
+        f"(the same model as the generator when llm; mode {judge.mode if judge else '—'}).",
     ]
     paths = write_report(run, args.output, title="RAG vs CRAG on the bilingual sample", notes=notes)
     ids = [it.id for it in run.items]

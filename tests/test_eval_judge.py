@@ -70,3 +70,47 @@ def test_failures_are_recorded_not_scored() -> None:
     assert v.scores == {} and "server down" in (v.error or "")
     bad = LLMJudge(ScriptedLLM(['{"answer_1": {"accuracy": 0}}'])).judge("q", ["a"], ANSWERS)
     assert bad.scores == {} and bad.error and bad.raw
+
+
+class DigitLLM(ScriptedLLM):
+    """Offers digit probabilities: confident 5 when the prompt's answer holds "1816", else 1."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.seen: list[str] = []
+
+    def choice_probabilities(self, messages: list[dict[str, str]], choices: list[str]) -> list[float]:
+        user = messages[-1]["content"]
+        self.seen.append(user)
+        good = "1816" in user.split("The system's answer:")[1]
+        return [0.0, 0.0, 0.0, 0.2, 0.8] if good else [0.7, 0.3, 0.0, 0.0, 0.0]
+
+
+def test_auto_mode_uses_digit_probabilities_per_answer_and_criterion() -> None:
+    llm = DigitLLM()
+    judge = LLMJudge(llm, seed=0)
+    answers = {"rag": ("I could not find it.", ["ctx one"]), "crag": ("Founded in 1816 [1].", ["ctx two"])}
+    v = judge.judge("When was it founded?", ["1816"], answers)
+    assert judge.mode == "logprob" and judge.label.endswith("(logprob)") and v.error is None
+    assert v.scores["crag"] == dict.fromkeys(CRITERIA, 4.8) and v.scores["rag"] == dict.fromkeys(CRITERIA, 1.3)
+    assert len(llm.seen) == 2 * len(CRITERIA) and not llm.prompts  # no JSON call
+    # Each prompt shows one answer, never a mode name; the criterion comes last (prefix cache).
+    assert all(("I could not" in u) != ("1816 [1]" in u) and "crag" not in u.lower() for u in llm.seen)
+    assert all(u.rstrip().endswith("Score (1-5):") for u in llm.seen)
+
+
+def test_logprob_mode_is_refused_for_a_model_without_probabilities() -> None:
+    from crag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="json"):
+        LLMJudge(ScriptedLLM([]), mode="logprob")
+    assert LLMJudge(ScriptedLLM([]), mode="auto").mode == "json"
+
+
+def test_failed_probability_call_is_a_recorded_failure_not_a_score() -> None:
+    class Broken(DigitLLM):
+        def choice_probabilities(self, messages: list[dict[str, str]], choices: list[str]) -> list[float]:
+            raise LLMError("llama-cpp: model crashed")
+
+    v = LLMJudge(Broken()).judge("Q?", ["a"], ANSWERS)
+    assert v.error and "model crashed" in v.error and v.scores == {}

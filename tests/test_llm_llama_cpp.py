@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crag.config import CragSettings
@@ -129,6 +130,17 @@ def test_yes_probability_is_stable_across_prefix_reuse(llm: LlamaCppLLM) -> None
     first = llm.yes_probability(a)
     llm.yes_probability(b)  # shares the instructions: only the tail is re-evaluated
     assert llm.yes_probability(a) == pytest.approx(first, abs=0.02)
+
+
+def test_choice_probabilities_read_the_digit_distribution(llm: LlamaCppLLM) -> None:
+    digits = [str(d) for d in range(1, 10)]
+    ask = [{"role": "user", "content": "What is 2 + 3? Reply with one digit only."}]
+    dist = llm.choice_probabilities(ask, digits)
+    assert sum(dist) == pytest.approx(1.0) and digits[int(np.argmax(dist))] == "5"
+    zh = [{"role": "user", "content": "3 加 4 等于几？只回答一个数字。"}]
+    assert digits[int(np.argmax(llm.choice_probabilities(zh, digits)))] == "7"
+    with pytest.raises(LLMError, match="single token"):
+        llm.choice_probabilities(ask, ["1", "antidisestablishmentarianism"])
 
 
 def test_model_is_loaded_once_and_shared(llm: LlamaCppLLM) -> None:

@@ -63,6 +63,13 @@ def eval_command(
     judge_config: Annotated[
         Path | None, typer.Option(help="TOML config whose [llm] is the judge (default: the engine's LLM).")
     ] = None,
+    judge_mode: Annotated[
+        str,
+        typer.Option(
+            help="auto: digit probabilities when the model offers them (embedded llama.cpp), else JSON; "
+            "logprob; json (one call per question, best with a strong hosted judge)."
+        ),
+    ] = "auto",
     output: Annotated[Path, typer.Option(help="Folder for results.jsonl and the report.")] = Path("eval-out"),
     limit: Annotated[
         int | None, typer.Option(help="At most N questions, balanced over language, type and expected action.")
@@ -88,6 +95,8 @@ def eval_command(
 
     if judge not in ("llm", "none"):
         raise InputError(f"unknown --judge {judge!r}; use llm or none")
+    if judge_mode not in ("auto", "json", "logprob"):
+        raise InputError(f"unknown --judge-mode {judge_mode!r}; use auto, json or logprob")
     options = EvalOptions(
         modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
         seed=seed,
@@ -109,7 +118,7 @@ def eval_command(
     grader = None
     if judge == "llm":
         llm = CRAG.from_config(judge_config).llm if judge_config else engine.llm
-        grader = LLMJudge(llm, seed=seed)
+        grader = LLMJudge(llm, seed=seed, mode=judge_mode)  # type: ignore[arg-type]
 
     with Progress(
         TextColumn("[bold]eval"),

@@ -7,9 +7,19 @@ order shuffled with a seeded RNG; the mode names never reach the prompt. Each an
 shown with the context it was generated from, so faithfulness (are its claims supported
 by that context?) is judged per answer.
 
-Replies are requested as JSON through ``json_schema`` and parsed tolerantly (code
-fences, prose around the object, numbers as strings). A reply that still cannot be read
-is recorded as a failure with its reason, never as a score.
+Two ways of asking, chosen by ``mode`` (``auto`` picks the first the model supports):
+
+- ``logprob``: each answer alone, one prompt per criterion ending in "reply with one digit";
+  the score is the expectation of the model's distribution over the digits 1-5
+  (``LLM.choice_probabilities``, the embedded llama.cpp backend). Small local models print the
+  same digit for everything when asked for JSON (the 1.5B default gave "all 1" for 19 of 24
+  questions); their digit distribution still ranks answers. The four prompts of one answer
+  share everything up to the criterion, so llama.cpp's prefix cache evaluates it once.
+- ``json``: one call per question, every answer in shuffled order, requested as JSON through
+  ``json_schema`` and parsed tolerantly (code fences, prose around the object, numbers as
+  strings) — the right mode for a strong hosted judge.
+
+A reply that cannot be read is recorded as a failure with its reason, never as a score.
 
 >>> from crag.testing.fakes import ScriptedLLM
 >>> reply = '{"answer_1": {"accuracy": 5, "completeness": 4, "clarity": 5, "faithfulness": 5}}'
@@ -26,9 +36,9 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from crag.errors import CragError
+from crag.errors import ConfigError, CragError
 from crag.protocols import LLM
 from crag.text import detect_language
 
@@ -48,6 +58,22 @@ SYSTEM = (
 )
 
 
+RUBRIC = {
+    "accuracy": "does the answer state the gold answer (or an equivalent) correctly? A refusal scores 1.",
+    "completeness": "does it give everything the question asks for? A refusal scores 1.",
+    "clarity": "is it direct, well formed and easy to read?",
+    "faithfulness": "is every claim in the answer supported by the context it was given?",
+}
+SINGLE_SYSTEM = (
+    "You are a strict, impartial grader of a question-answering system. You will see a question, "
+    "its gold answer, the context the system was given and the system's answer, then one "
+    "criterion. Rate the answer on that criterion from 1 (very poor) to 5 (excellent). "
+    "Reply with one digit only."
+)
+DIGITS = ("1", "2", "3", "4", "5")
+JudgeMode = Literal["auto", "json", "logprob"]
+
+
 @dataclass
 class JudgeVerdict:
     """The judge's scores for one question: ``scores[mode][criterion]`` in 1..5.
@@ -56,7 +82,7 @@ class JudgeVerdict:
     unreadable; ``order`` is the shuffled mode order the judge saw.
     """
 
-    scores: dict[str, dict[str, int]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     error: str | None = None
     raw: str = ""
@@ -77,12 +103,34 @@ class LLMJudge:
     (['crag', 'rag'], 3)
     """
 
-    def __init__(self, llm: LLM, *, seed: int = 0, context_chars: int = 700, max_tokens: int = 200) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        seed: int = 0,
+        context_chars: int = 700,
+        max_tokens: int = 200,
+        mode: JudgeMode = "auto",
+    ) -> None:
         self.llm = llm
         self.seed = seed
+        has_probs = callable(getattr(llm, "choice_probabilities", None))
+        if mode == "logprob" and not has_probs:
+            raise ConfigError(
+                f"judge mode 'logprob' needs token probabilities, which {llm.model_id} does not offer; "
+                "use the embedded llama-cpp backend or judge mode 'json'"
+            )
+        if mode == "auto":
+            mode = "logprob" if has_probs else "json"
+        self.mode: Literal["json", "logprob"] = mode
         # Contexts are truncated so two answers with their sources fit a 4k-token window.
         self.context_chars = context_chars
         self.max_tokens = max_tokens
+
+    @property
+    def label(self) -> str:
+        """Model and mode, recorded with a run: verdicts of another judge are not comparable."""
+        return f"{self.llm.model_id} ({self.mode})"
 
     def judge(
         self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]]
@@ -92,6 +140,8 @@ class LLMJudge:
         # Seeded per question, so a resumed run shows the judge the same order again.
         rng = random.Random(f"{self.seed}\x00{question}")
         rng.shuffle(modes)
+        if self.mode == "logprob":
+            return self._judge_by_probabilities(question, gold, answers, modes)
         messages = self._messages(question, gold, [answers[m] for m in modes])
         try:
             reply = self.llm.complete(
@@ -103,6 +153,37 @@ class LLMJudge:
         if parsed is None:
             return JudgeVerdict(order=modes, error=problem, raw=reply.text[:500])
         return JudgeVerdict({m: parsed[i] for i, m in enumerate(modes)}, modes, None, reply.text[:500])
+
+    def _judge_by_probabilities(
+        self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]
+    ) -> JudgeVerdict:
+        probs = self.llm.choice_probabilities  # type: ignore[attr-defined]
+        scores: dict[str, dict[str, float]] = {}
+        for m in modes:  # each answer alone: no answer label or mode name can leak
+            answer, context = answers[m]
+            head = self._single_prompt(question, gold, answer, context)
+            scores[m] = {}
+            for c in CRITERIA:
+                messages = [
+                    {"role": "system", "content": SINGLE_SYSTEM},
+                    {"role": "user", "content": f"{head}\n\nCriterion: {c} - {RUBRIC[c]}\nScore (1-5):"},
+                ]
+                try:
+                    dist = probs(messages, DIGITS)
+                except CragError as exc:
+                    return JudgeVerdict(order=modes, error=f"judge call failed: {exc}")
+                scores[m][c] = round(sum((i + 1) * p for i, p in enumerate(dist)), 3)
+        return JudgeVerdict(scores, modes, None, "expected score over the digits 1-5")
+
+    def _single_prompt(self, question: str, gold: Sequence[str], answer: str, context: Sequence[str]) -> str:
+        ctx = "\n".join(context)
+        if len(ctx) > self.context_chars:
+            ctx = ctx[: self.context_chars] + " …"
+        lang = " (The question is in Chinese.)" if detect_language(question) == "zh" else ""
+        return (
+            f"Question: {question}{lang}\nGold answer(s): {' | '.join(gold)}\n"
+            f"Context given to the system:\n{ctx or '(none)'}\nThe system's answer: {answer}"
+        )
 
     def _messages(
         self, question: str, gold: Sequence[str], shown: Sequence[tuple[str, Sequence[str]]]

@@ -203,7 +203,7 @@ def run_eval(
     meta = {
         "dataset": dataset_fingerprint(dataset_items if dataset_items is not None else items),
         "engine": engine_signature(engine),
-        "judge": getattr(getattr(judge, "llm", None), "model_id", None) if judge else None,
+        "judge": judge.label if judge else None,
     }
     _check_meta(out, meta)
     records, judgements = load_results(out / RESULTS)

@@ -144,6 +144,36 @@ class LlamaCppLLM:
         The prompt should ask for a yes/no answer.
         """
         loaded = self._ready()
+        logits = self._first_answer_logits(loaded, messages, "yes_probability")
+        assert loaded.yes_ids is not None and loaded.no_ids is not None
+        # log-sum-exp keeps this finite when both answers are very unlikely.
+        ly = _logsumexp(logits[loaded.yes_ids])
+        ln = _logsumexp(logits[loaded.no_ids])
+        return float(1.0 / (1.0 + np.exp(np.clip(ln - ly, -700.0, 700.0))))
+
+    def choice_probabilities(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> list[float]:
+        """The model's distribution over ``choices`` for its first answer token, summing to 1.
+
+        Each choice must be one token (with or without a leading space), e.g. the digits
+        "1".."5" of a rating: reading the distribution instead of sampling one digit gives
+        a graded score even from a small model that would print the same digit every time.
+        """
+        loaded = self._ready()
+        logits = self._first_answer_logits(loaded, messages, "choice_probabilities")
+        llama = loaded.llama
+        ids = [_single_token_ids(llama, [c]) for c in choices]
+        missing = [c for c, i in zip(choices, ids, strict=True) if not len(i)]
+        if missing:
+            raise LLMError(
+                f"{BACKEND_ID}: {self.model_id} has no single token for {missing}; use one-token choices",
+                backend_id=BACKEND_ID,
+                step="choice_probabilities",
+            )
+        lp = np.array([_logsumexp(logits[i]) for i in ids])
+        p = np.exp(lp - lp.max())
+        return [float(x) for x in p / p.sum()]
+
+    def _first_answer_logits(self, loaded: _Loaded, messages: Sequence[dict[str, str]], step: str) -> np.ndarray:
         with loaded.lock:
             try:
                 self._prepare_yes_no(loaded)
@@ -151,17 +181,10 @@ class LlamaCppLLM:
                 prompt = loaded.formatter(messages=[dict(m) for m in messages]).prompt
                 tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
                 if len(tokens) >= llama.n_ctx():
-                    raise ValueError(
-                        f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}"
-                    )
-                logits = self._next_token_logits(llama, tokens)
+                    raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
+                return self._next_token_logits(llama, tokens)
             except Exception as exc:
-                raise self._call_error(exc, "yes_probability") from exc
-        assert loaded.yes_ids is not None and loaded.no_ids is not None
-        # log-sum-exp keeps this finite when both answers are very unlikely.
-        ly = _logsumexp(logits[loaded.yes_ids])
-        ln = _logsumexp(logits[loaded.no_ids])
-        return float(1.0 / (1.0 + np.exp(np.clip(ln - ly, -700.0, 700.0))))
+                raise self._call_error(exc, step) from exc
 
     # -- internals ---------------------------------------------------------------------------
 
