@@ -174,6 +174,9 @@ def test_judge_is_blind_and_report_has_every_section(kb_path: Path, tmp_path: Pa
     # Judged on 2 of 3 questions: the failed verdict is not scored as a number.
     judge_acc = next(t for t in summary["paired"] if t["metric"] == "judge_accuracy")
     assert judge_acc["n"] == 2
+    # Both modes gave the same answer; the scripted judge scored slot 1 high and slot 2 low
+    # whatever the answer, so it cannot tell right from wrong: AUROC 0.5.
+    assert summary["judge_agreement_auroc"] == 0.5 and "How far to trust the judge" in md
 
 
 def test_report_from_records_only(tmp_path: Path) -> None:

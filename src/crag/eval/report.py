@@ -152,7 +152,7 @@ def _answered(run: EvalRun, mode: str, ids: Sequence[str]) -> list[dict[str, Any
     return out
 
 
-def _judge_scores(run: EvalRun, qid: str, mode: str) -> dict[str, int] | None:
+def _judge_scores(run: EvalRun, qid: str, mode: str) -> dict[str, float] | None:
     j = run.judgements.get(qid)
     if not j or j.get("error"):
         return None
@@ -177,6 +177,22 @@ def row_stats(run: EvalRun, mode: str, ids: Sequence[str]) -> dict[str, Any]:
         stats[f"judge_{c}"] = float(np.mean([s[c] for s in judged])) if judged else float("nan")
     stats["judged"] = len(judged)
     return stats
+
+
+def judge_agreement(run: EvalRun, ids: Sequence[str]) -> float | None:
+    """AUROC of judge accuracy vs gold-answer match over judged answers (None if one class)."""
+    from crag.evaluate.metrics import auroc
+
+    labels, scores = [], []
+    for m in run.modes:
+        for r in _answered(run, m, ids):
+            s = _judge_scores(run, r["id"], m)
+            if s:
+                labels.append(int(r["metrics"]["accuracy"] > 0))
+                scores.append(float(s["accuracy"]))
+    if len(set(labels)) < 2:
+        return None
+    return round(float(auroc(labels, scores)), 3)
 
 
 def _metric_value(run: EvalRun, rec: dict[str, Any], metric: str) -> float | None:
@@ -285,6 +301,20 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
                         group_rows.append([f"{label} = {g}", LABELS[t.metric], *_test_cells(t)])
             blocks.append(Block("h3", "By group (accuracy and F1)"))
             blocks.append(Block("table", headers=["group", "metric", *_TEST_HEADERS], rows=group_rows))
+
+    if judged:
+        agreement = judge_agreement(run, ids)
+        summary["judge_agreement_auroc"] = agreement
+        if agreement is not None:
+            blocks.append(Block("h3", "How far to trust the judge"))
+            blocks.append(
+                Block(
+                    "p",
+                    f"AUROC of the judge's accuracy score for telling answers that contain a gold answer "
+                    f"from those that do not: **{agreement:.2f}** (1.0 = the judge ranks every correct "
+                    "answer above every wrong one; 0.5 = no better than chance).",
+                )
+            )
 
     if "crag" in run.modes and any("expected_action" in it.extra for it in run.items):
         blocks += _confusion(run)
