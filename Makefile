@@ -20,7 +20,7 @@ $(VENV)/.llama: | $(BIN)/python
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.llama
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[local,model,model-small,st,web,server,otel,langchain,llamaindex,eval,milvus,dev]"
+	$(BIN)/pip install -q -e ".[local,model,model-small,st,web,server,otel,langchain,llamaindex,eval,milvus,milvus-server,dev]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -97,3 +99,38 @@ def test_extra_metadata_is_stored_and_filterable(tmp_path: Path) -> None:
     assert [h[0] for h in s.query(x[0], 2, where={"lang": "en"})] == ["b"]
     assert np.allclose(s.vectors(["a", "zz"])["a"], x[0], atol=1e-5)
     s.close()
+
+
+# -- a real Milvus server (standalone binary from the `milvus` package) -----------------
+@pytest.fixture(scope="module")
+def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from crag.testing.milvus_server import available, local_milvus_server
+
+    if not available():
+        pytest.skip("optional extra crag[milvus-server] (the Milvus server package) not installed")
+    with local_milvus_server(tmp_path_factory.mktemp("milvus-server")) as uri:
+        yield uri
+
+
+class TestMilvusServer(VectorStoreConformance):
+    """The same suite against a Milvus server over gRPC, as a cluster deployment uses it."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, milvus_server_uri: str) -> None:
+        self.uri = milvus_server_uri
+
+    def make_store(self, path: Path) -> milvus.MilvusVectorStore:
+        # One collection per test folder; the same folder reopens the same collection.
+        name = "t_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+        port = self.uri.rsplit(":", 1)[1]
+        store = make_vector_store(f"milvus://127.0.0.1:{port}?collection={name}", path)
+        assert isinstance(store, milvus.MilvusVectorStore) and not store.is_lite
+        return store
+
+
+def test_server_dimension_mismatch_names_both(milvus_server_uri: str, tmp_path: Path) -> None:
+    s = milvus.MilvusVectorStore(milvus_server_uri, collection="dims384")
+    s.upsert(["a"], unit_rows(1, dim=384), [meta()])
+    s.close()
+    with pytest.raises(StoreError, match="has dimension 384 but the embedder produces 768"):
+        milvus.MilvusVectorStore(milvus_server_uri, collection="dims384", dim=768).warm_up()

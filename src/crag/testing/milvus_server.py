@@ -1,0 +1,134 @@
+"""A real Milvus standalone server on loopback, for tests and benchmarks.
+
+Milvus Lite is an embedded engine; a deployment talks to a Milvus *server* over gRPC. The
+``milvus`` package on PyPI (Apache-2.0, "milvus-server") carries a standalone Milvus binary
+with its embedded etcd and local storage, so the server path of
+:class:`crag.store.milvus.MilvusVectorStore` can be exercised on a machine without Docker or
+internet. The server runs in its own process group (its launcher changes directory and
+forks the binary), bound to free ports, and is killed on exit.
+
+### Usage example
+>>> from crag.testing.milvus_server import local_milvus_server        # doctest: +SKIP
+>>> with local_milvus_server("/tmp/milvus-data") as uri:              # doctest: +SKIP
+...     store = MilvusVectorStore(uri, collection="kb_test")
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from crag.errors import StoreError
+
+# Runs in the child: start the server on the given port and stay alive until killed.
+_LAUNCH = """
+import sys, time
+from milvus import MilvusServer
+server = MilvusServer(wait_for_started=True)
+server.show_startup_banner = False
+server.set_base_dir(sys.argv[1])
+server.listen_port = int(sys.argv[2])
+server.start()
+print("ready", flush=True)
+while server.running:
+    time.sleep(1)
+"""
+
+
+def available() -> bool:
+    """True when the ``milvus`` server package is installed (``pip install 'crag[milvus-server]'``)."""
+    return importlib.util.find_spec("milvus") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def local_milvus_server(data_dir: str | Path, *, timeout: float = 240.0) -> Iterator[str]:
+    """Start a standalone Milvus server storing under ``data_dir``; yield its ``http://`` URI."""
+    if not available():
+        raise StoreError(
+            "the Milvus server package is not installed: pip install 'crag[milvus-server]'",
+            backend_id="milvus",
+            step="start",
+        )
+    data = Path(data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = (data / "launcher.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCH, str(data), str(port)],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        start_new_session=True,  # one process group: the launcher and the milvus binary
+    )
+    try:
+        _wait_ready(proc, port, timeout, data / "launcher.log")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _kill_group(proc)
+        log.close()
+
+
+def _wait_ready(proc: subprocess.Popen[str], port: int, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    # The launcher prints "ready" once Milvus's own (bounded) health check passes; a banner may
+    # come first. EOF means it died.
+    line = proc.stdout.readline()
+    while line and line.strip() != "ready":
+        line = proc.stdout.readline()
+    if line.strip() != "ready":
+        tail = log.read_text("utf-8", "replace")[-400:] if log.exists() else ""
+        raise StoreError(
+            f"Milvus server did not start (exit {proc.poll()}; logs in {log.parent / 'logs'}): "
+            f"{' '.join(tail.split())}",
+            backend_id="milvus",
+            step="start",
+        )
+    while time.monotonic() < deadline:  # bounded: the gRPC port must also accept connections
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise StoreError(f"Milvus server port {port} not open after {timeout:.0f}s", backend_id="milvus", step="start")
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    # SIGTERM lets Milvus shut down cleanly, but the launcher dies first and the binary may
+    # linger in its shutdown: wait (bounded) for the whole group to go, then SIGKILL it.
+    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _group_alive(proc.pid):
+            proc.poll()  # reap the launcher: a zombie still counts as a group member
+            time.sleep(0.2)
+        if not _group_alive(proc.pid):
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
