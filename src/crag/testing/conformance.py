@@ -18,10 +18,9 @@ Filtering (``query(vector, k, where={...})``) is not part of the ``VectorStore``
 yet; ``test_filter_by_metadata`` runs for backends whose ``query`` accepts ``where`` and is
 skipped, with the reason, for the others.
 
-The KnowledgeBase test swaps ``kb.vectors`` for the backend under test after the KB is built,
-because ``KnowledgeBase`` still constructs Chroma itself. That swap is temporary: once
-``KBSettings.store_uri`` is wired through ``crag.store.factory.make_vector_store`` the test
-can pass the URI instead.
+The KnowledgeBase test puts the store from ``make_store`` into ``kb.vectors`` rather than
+passing a ``kb.store_uri``: a plugin backend need not have a URI form, and the suite must
+test exactly the object the subclass built.
 """
 
 from __future__ import annotations
@@ -168,8 +167,7 @@ class VectorStoreConformance:
 
         def open_kb() -> KnowledgeBase:
             kb = KnowledgeBase(tmp_path / "kb", emb)
-            # Temporary: KnowledgeBase builds Chroma itself until kb.store_uri is wired.
-            kb.vectors = self.make_store(store_path)
+            kb.vectors = self.make_store(store_path)  # exactly the backend under test
             kb._reconcile()
             return kb
 
