@@ -139,7 +139,9 @@ def wait_for_index(store: Any, rows: int, budget: float) -> float | None:
     from pymilvus import connections, utility
 
     alias = f"bench-{id(store)}"
-    connections.connect(alias, uri=store.uri)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ORM-style API, see below
+        connections.connect(alias, uri=store.uri)
     t0 = time.perf_counter()
     try:
         while time.perf_counter() - t0 < budget:
