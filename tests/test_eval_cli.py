@@ -92,3 +92,18 @@ def test_bad_dataset_is_one_line_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     text = " ".join(proc.stderr.split())
     assert text.startswith("error:") and "bad.jsonl:2" in text and 'missing "answers"' in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--judge", "gpt"], "unknown --judge 'gpt'"),
+        (["--judge", "llm", "--judge-mode", "vote"], "unknown --judge-mode"),
+    ],
+)
+def test_bad_judge_options_are_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "x?", "answers": ["a"]}\n', "utf-8")
+    proc = crag("eval", "--dataset", str(data), "--output", str(tmp_path / "o"), *args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message in " ".join(proc.stderr.split())
