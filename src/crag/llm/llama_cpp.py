@@ -11,6 +11,7 @@ backend never needs the optional dependency.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from collections.abc import Sequence
@@ -46,6 +47,19 @@ class _Loaded:
 
 _LOADED: dict[tuple[str, int], _Loaded] = {}
 _LOADED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_loaded() -> None:
+    # Free models while llama_cpp still exists: left to the garbage collector at interpreter
+    # shutdown, Llama.__del__ runs after its module is torn down and prints a traceback.
+    with _LOADED_LOCK:
+        for loaded in _LOADED.values():
+            try:
+                loaded.llama.close()
+            except Exception:  # shutting down anyway; nothing useful to report
+                pass
+        _LOADED.clear()
 
 
 class LlamaCppLLM:
