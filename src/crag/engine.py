@@ -137,12 +137,22 @@ class CRAG:
 
     # -- operations ------------------------------------------------------------------------
     def ingest(
-        self, paths: Sequence[str | Path], *, prune: bool = False, progress: Progress | None = None
+        self,
+        paths: Sequence[str | Path],
+        *,
+        prune: bool = False,
+        progress: Progress | None = None,
+        workers: int = 1,
     ) -> IngestReport:
-        """Add files and folders to the knowledge base (created if needed)."""
+        """Add files and folders to the knowledge base (created if needed).
+
+        ``workers > 1`` embeds in that many processes (worth it on many-core machines).
+        """
         if not paths:
             raise InputError("no paths given to ingest; pass files or folders")
-        return self.knowledge_base(create=True).ingest(paths, prune=prune, progress=progress)
+        if workers < 1:
+            raise InputError(f"workers must be at least 1, got {workers}")
+        return self.knowledge_base(create=True).ingest(paths, prune=prune, progress=progress, workers=workers)
 
     def remove(self, paths: Sequence[str | Path]) -> list[Any]:
         """Remove files (or everything under folders) from the knowledge base."""

