@@ -84,6 +84,18 @@ def test_eval_with_real_model_then_resume(setup: tuple[Path, Path], tmp_path: Pa
     assert again.returncode == 0, again.stderr
     assert (out / "results.jsonl").read_text("utf-8").splitlines() == lines
 
+    # Then with the judge: the answers are reused, only the blind verdicts are added.
+    judged = crag(*args, "--judge", "llm")
+    assert judged.returncode == 0, judged.stderr
+    recs = [json.loads(x) for x in (out / "results.jsonl").read_text("utf-8").splitlines()]
+    verdicts = [r for r in recs if r.get("kind") == "judge"]
+    assert [r for r in recs if r.get("kind") != "judge"] == [json.loads(x) for x in lines]
+    assert len(verdicts) == 2 and all(v["error"] is None for v in verdicts)
+    assert all(1 <= x <= 5 for v in verdicts for s in v["scores"].values() for x in s.values())
+    meta = json.loads((out / "run.json").read_text("utf-8"))
+    assert meta["judge"] == "qwen2.5-coder-0.5b (logprob)"
+    assert "judge accuracy" in (out / "report.md").read_text("utf-8")
+
 
 def test_bad_dataset_is_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
