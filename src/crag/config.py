@@ -41,6 +41,12 @@ class KBSettings(_Section):
         "(relative = inside the KB), milvus://host:19530[?collection=NAME] or http(s)://host:port for a Milvus "
         "cluster (token from $MILVUS_TOKEN).",
     )
+    keyword_index: Literal["local", "store"] = Field(
+        "local",
+        description="Keyword (BM25) side of hybrid search: local = crag's bm25s index in the KB folder; store = "
+        "BM25 inside Milvus (needs a Milvus store_uri and Milvus >= 2.5 or Milvus Lite; jieba analyzer for "
+        "Chinese and English), so keyword search scales with the cluster and needs no rebuild after ingest.",
+    )
 
 
 class ChunkSettings(_Section):

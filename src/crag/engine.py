@@ -66,6 +66,7 @@ class CRAG:
                     "chunking": self.settings.chunking,
                     "retrieval": self.settings.retrieval,
                     "store_uri": self.settings.kb.store_uri,
+                    "keyword_index": self.settings.kb.keyword_index,
                 }
                 path = self.settings.kb.path
                 self._kb = (

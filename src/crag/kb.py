@@ -82,6 +82,7 @@ class KnowledgeBase:
         chunking: ChunkSettings | None = None,
         retrieval: RetrievalSettings | None = None,
         store_uri: str | None = None,
+        keyword_index: str = "local",
     ) -> None:
         self.path = Path(path)
         self.embedder = embedder
@@ -90,7 +91,11 @@ class KnowledgeBase:
         self.path.mkdir(parents=True, exist_ok=True)
         self.manifest = Manifest(self.path / "manifest.sqlite")
         self._check_embedder()
-        self.vectors = make_vector_store(store_uri, self.path, ef_search=self.retrieval.ef_search)
+        # "store": BM25 runs inside Milvus on the chunk text we send with each vector.
+        self.keyword_in_store = keyword_index == "store"
+        self.vectors = make_vector_store(
+            store_uri, self.path, ef_search=self.retrieval.ef_search, full_text=self.keyword_in_store
+        )
         self.keyword = BM25Index(self.path / "bm25")
         self._keyword_lock = threading.Lock()
         self._reconcile()
@@ -194,7 +199,8 @@ class KnowledgeBase:
                             vecs = np.stack([next(pending) for _ in batch])
                         else:
                             vecs = self.embedder.embed([c.text for c in batch], kind="passage")
-                        self.vectors.upsert([c.id for c in batch], vecs, [_meta(c) for c in batch])
+                        metas = [_meta(c) | ({"text": c.text} if self.keyword_in_store else {}) for c in batch]
+                        self.vectors.upsert([c.id for c in batch], vecs, metas)
                         done += len(batch)
                         if progress:
                             progress(done, total, key)
@@ -219,7 +225,8 @@ class KnowledgeBase:
     def _finish_write(self) -> None:
         self.manifest.set_meta(DIRTY, "0")
         # Rebuild the keyword index now, so the next question does not pay for it.
-        self._keyword_index()
+        if not self.keyword_in_store:
+            self._keyword_index()
 
     def _embed_pool(self, workers: int, report: IngestReport) -> EmbedPool | None:
         if workers <= 1:
@@ -296,7 +303,10 @@ class KnowledgeBase:
             )
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
         dense_all = self.vectors.query(qv, cfg.candidates)
-        sparse_all = self._keyword_index().search(query, cfg.candidates)
+        if self.keyword_in_store:
+            sparse_all = self.vectors.query_text(query, cfg.candidates)  # type: ignore[attr-defined]
+        else:
+            sparse_all = self._keyword_index().search(query, cfg.candidates)
         # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
         # manifest about these candidates alone, never load every id of a large KB per query.
         known = self.manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])

@@ -181,7 +181,14 @@ class MilvusVectorStore:
         # where FLAT is a full scan; M=16/efConstruction=200 is the usual recall ≥ 0.95 setting.
         index.add_index("vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200})
         if self.full_text:
-            schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_LEN, enable_analyzer=True)
+            # jieba segments Chinese and splits English on words, so one analyzer serves both.
+            schema.add_field(
+                "text",
+                DataType.VARCHAR,
+                max_length=_TEXT_LEN,
+                enable_analyzer=True,
+                analyzer_params={"tokenizer": "jieba", "filter": ["lowercase"]},
+            )
             schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
             schema.add_function(
                 Function(
@@ -308,7 +315,9 @@ class MilvusVectorStore:
         """
         if not self.full_text:
             raise StoreError(
-                f"collection {self.collection} has no full-text field; create it with full_text=True",
+                f"collection {self.collection} has no full-text field; it was created without server-side "
+                "BM25: use a new collection (kb.store_uri ?collection=NAME) with kb.keyword_index = 'store' "
+                "and re-ingest",
                 backend_id="milvus",
                 step="query_text",
             )
