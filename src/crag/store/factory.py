@@ -14,7 +14,6 @@ A ``?collection=NAME`` query suffix picks the Milvus collection (default ``crag_
 
 ### Usage example
 >>> from pathlib import Path
-from typing import Any
 >>> type(make_vector_store(None, Path("kb"))).__name__
 'ChromaVectorStore'
 >>> s = make_vector_store("milvus://db.internal:19530?collection=kb_prod", Path("kb"))
