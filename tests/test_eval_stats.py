@@ -48,3 +48,12 @@ def test_bootstrap_ci_of_constant_and_mean_ci() -> None:
     assert bootstrap_ci([0.5] * 10) == (0.5, 0.5)
     mean, low, high = mean_ci([0, 1, 0, 1, 1, 1, 0, 1], seed=0)
     assert mean == 0.625 and 0.2 < low < mean < high <= 1.0
+
+
+def test_differences_equal_up_to_rounding_give_no_test() -> None:
+    from crag.eval.stats import t_test_rel
+
+    a = np.array([0.1, 0.2])
+    b = a + np.array([0.0008, 0.0008 + 1e-19])  # what two equal timing gaps look like in floats
+    assert t_test_rel(a, b) == (None, None)
+    assert t_test_rel(np.array([0.0, 0.0, 0.0]), np.array([1.0, 1.2, 0.9]))[1] is not None

@@ -97,8 +97,9 @@ def t_test_rel(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None
     """Two-sided paired t-test; (None, None) when undefined (n < 2 or zero variance)."""
     d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
     n = len(d)
-    if n < 2 or float(np.std(d, ddof=1)) == 0.0:
-        # Identical differences: the statistic is ±inf or NaN; report "no test" instead.
+    # Identical differences (up to float rounding, e.g. two equal latency gaps): the statistic is
+    # ±inf or NaN, and scipy warns of catastrophic cancellation; report "no test" instead.
+    if n < 2 or float(np.std(d, ddof=1)) <= 1e-9 * max(1.0, float(np.max(np.abs(d)))):
         return None, None
     try:
         from scipy import stats
