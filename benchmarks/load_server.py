@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from crag.testing.net import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ENV = "CRAG_LOADBENCH_CONFIG"  # hands the run's settings to every worker process
@@ -105,11 +106,6 @@ def build_kb(root: Path) -> Path:
 
 
 # -- client side ----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and its descendants (psutil if installed, else /proc)."""

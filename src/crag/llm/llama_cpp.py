@@ -43,6 +43,7 @@ class _Loaded:
     formatter: Any = None
     yes_ids: np.ndarray | None = None
     no_ids: np.ndarray | None = None
+    choice_ids: dict[str, np.ndarray] = field(default_factory=dict)  # by choice, for choice_probabilities
 
 
 _LOADED: dict[tuple[str, int], _Loaded] = {}
@@ -174,8 +175,10 @@ class LlamaCppLLM:
         """
         loaded = self._ready()
         logits = self._first_answer_logits(loaded, messages, "choice_probabilities")
-        llama = loaded.llama
-        ids = [_single_token_ids(llama, [c]) for c in choices]
+        for c in choices:  # a judge asks the same digits again and again: tokenise them once
+            if c not in loaded.choice_ids:
+                loaded.choice_ids[c] = _single_token_ids(loaded.llama, [c])
+        ids = [loaded.choice_ids[c] for c in choices]
         missing = [c for c, i in zip(choices, ids, strict=True) if not len(i)]
         if missing:
             raise LLMError(

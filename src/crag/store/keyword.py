@@ -6,10 +6,12 @@ Each chunk's tokens are also kept in ``<name>_tokens.sqlite`` (``TokenCache``), 
 after an ingest tokenises only the new chunks: jieba is most of the build time, about seven
 minutes for a million chunks on two cores.
 
->>> idx = BM25Index("/tmp/kb-doc/bm25")                  # doctest: +SKIP
->>> idx.build(["a", "b"], ["北京是中国的首都", "Paris is in France"], generation=1)  # doctest: +SKIP
->>> idx.search("中国的首都", k=1)                           # doctest: +SKIP
-[('a', 0.52)]
+>>> import tempfile, pathlib
+>>> idx = BM25Index(pathlib.Path(tempfile.mkdtemp()) / "bm25")
+>>> texts = {"a": "北京是中国的首都", "b": "Paris is in France"}
+>>> idx.rebuild(list(texts), lambda ids: {i: texts[i] for i in ids}, generation=1)
+>>> [hit_id for hit_id, _ in idx.search("中国的首都", k=1)]
+['a']
 """
 
 from __future__ import annotations
@@ -55,22 +57,6 @@ class BM25Index:
         except Exception:  # derived data: a damaged copy is rebuilt from the manifest
             self.generation, self._ids, self._model = -1, [], None
 
-    def build(self, ids: Sequence[str], texts: Sequence[str], *, generation: int) -> None:
-        """Build over ``texts`` (tokenising all of them) and persist."""
-        self._install(ids, (tokenize(t) or ["_empty_"] for t in texts), generation)
-
-    def _install(self, ids: Sequence[str], tokens: Iterable[list[str]], generation: int) -> None:
-        import bm25s
-
-        self._ids = list(ids)
-        self.generation = generation
-        self._model = None
-        if self._ids:
-            model = bm25s.BM25()
-            model.index(_as_tokenized(tokens), show_progress=False)
-            self._model = model
-        self._save()
-
     def rebuild(
         self, ids: Sequence[str], texts_for: Callable[[Sequence[str]], dict[str, str]], *, generation: int
     ) -> None:
@@ -89,8 +75,18 @@ class BM25Index:
                 cache.retain(set(ids))
         finally:
             cache.close()
-        # A generator: each document's strings become vocabulary ids at once (see _as_tokenized).
-        self._install(ids, (fresh[i] if i in fresh else known[i].split(_SEP) for i in ids), generation)
+        self._ids = list(ids)
+        self.generation = generation
+        self._model = None
+        if self._ids:
+            import bm25s
+
+            # A generator: each document's strings become vocabulary ids at once (see _as_tokenized).
+            tokens = (fresh[i] if i in fresh else known[i].split(_SEP) for i in self._ids)
+            model = bm25s.BM25()
+            model.index(_as_tokenized(tokens), show_progress=False)
+            self._model = model
+        self._save()
 
     def _save(self) -> None:
         # Build in a private temp folder and swap it in, so a crash never leaves a half-written

@@ -94,14 +94,7 @@ class Manifest:
 
     def known(self, ids: Iterable[str]) -> set[str]:
         """The subset of ``ids`` the manifest holds (a query's candidates, not the whole KB)."""
-        ids = list(ids)
-        out: set[str] = set()
-        with self._lock:
-            for i in range(0, len(ids), 500):
-                part = ids[i : i + 500]
-                marks = ",".join("?" * len(part))
-                out |= {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)}
-        return out
+        return {r[0] for r in self._select_in("id", list(ids))}
 
     def ordered_ids(self) -> list[str]:
         """Every chunk id in stable (file, position) order."""
@@ -110,13 +103,7 @@ class Manifest:
 
     def texts(self, ids: Sequence[str]) -> dict[str, str]:
         """Chunk texts by id (unknown ids are absent)."""
-        out: dict[str, str] = {}
-        with self._lock:
-            for i in range(0, len(ids), 500):
-                part = list(ids[i : i + 500])
-                marks = ",".join("?" * len(part))
-                out.update(self._db.execute(f"SELECT id, text FROM chunks WHERE id IN ({marks})", part))
-        return out
+        return dict(self._select_in("id, text", ids))
 
     def has_chunks(self) -> bool:
         # COUNT(*) scans the table; at a million chunks that alone costs tens of ms per query.
@@ -169,24 +156,28 @@ class Manifest:
 
     def chunks(self, ids: Sequence[str] | None = None) -> list[Chunk]:
         """Chunks by id (input order; unknown ids skipped) or all chunks (stable order)."""
-        with self._lock:
-            if ids is None:
-                rows = self._db.execute(
-                    "SELECT id, source, title, url, text, metadata FROM chunks ORDER BY file, seq"
-                ).fetchall()
-            else:
-                rows = []
-                for i in range(0, len(ids), 500):
-                    part = list(ids[i : i + 500])
-                    marks = ",".join("?" * len(part))
-                    q = f"SELECT id, source, title, url, text, metadata FROM chunks WHERE id IN ({marks})"
-                    rows += self._db.execute(q, part).fetchall()
-                order = {cid: n for n, cid in enumerate(ids)}
-                rows.sort(key=lambda r: order[r[0]])
+        cols = "id, source, title, url, text, metadata"
+        if ids is None:
+            with self._lock:
+                rows = self._db.execute(f"SELECT {cols} FROM chunks ORDER BY file, seq").fetchall()
+        else:
+            rows = self._select_in(cols, ids)
+            order = {cid: n for n, cid in enumerate(ids)}
+            rows.sort(key=lambda r: order[r[0]])
         return [
             Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5]))
             for r in rows
         ]
+
+    def _select_in(self, columns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``SELECT columns FROM chunks WHERE id IN ids``, in batches under SQLite's variable limit."""
+        rows: list[tuple[Any, ...]] = []
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                part = list(ids[i : i + 500])
+                marks = ",".join("?" * len(part))
+                rows += self._db.execute(f"SELECT {columns} FROM chunks WHERE id IN ({marks})", part).fetchall()
+        return rows
 
     def counts(self) -> tuple[int, int]:
         with self._lock:

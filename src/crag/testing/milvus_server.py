@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from crag.errors import StoreError
+from crag.testing.net import free_port
 
 # Runs in the child: start the server on the given port and stay alive until killed.
 _LAUNCH = """
@@ -46,12 +47,6 @@ while server.running:
 def available() -> bool:
     """True when the ``milvus`` server package is installed (``pip install 'crag[milvus-server]'``)."""
     return importlib.util.find_spec("milvus") is not None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
