@@ -20,7 +20,7 @@ from typing import Any
 
 from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
-from crag.errors import CragError, InputError, KnowledgeBaseError
+from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -174,10 +174,7 @@ class CRAG:
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
         kb = self.knowledge_base()
-        if kb.stats()["chunks"] == 0:
-            raise KnowledgeBaseError(
-                f"knowledge base {kb.path} is empty; add documents with `crag ingest PATH --kb {kb.path}`"
-            )
+        kb.require_chunks()
         deps = Deps(
             kb=kb,
             evaluator=self.evaluator,

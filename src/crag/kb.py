@@ -291,16 +291,20 @@ class KnowledgeBase:
             self.keyword.rebuild(self.manifest.ordered_ids(), self.manifest.texts, generation=gen)
         return self.keyword
 
+    def require_chunks(self) -> None:
+        """Raise the "empty knowledge base" error, with the command that fixes it."""
+        if not self.manifest.has_chunks():
+            raise KnowledgeBaseError(
+                f"knowledge base {self.path} is empty; add documents with `crag ingest PATH --kb {self.path}`"
+            )
+
     def search(
         self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
     ) -> list[Hit]:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
         cfg = self.retrieval
         k = k or cfg.top_k
-        if not self.manifest.has_chunks():
-            raise KnowledgeBaseError(
-                f"knowledge base {self.path} is empty; add documents with `crag ingest PATH --kb {self.path}`"
-            )
+        self.require_chunks()
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
         dense_all = self.vectors.query(qv, cfg.candidates)
         if self.keyword_in_store:
