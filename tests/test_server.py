@@ -249,6 +249,7 @@ def test_ask_returns_answer_dict(client: TestClient) -> None:
         "mode",
         "queries",
         "degradations",
+        "refused",
     }
     assert body["answer"] == ANSWER and body["action"] in ("correct", "ambiguous", "incorrect")
     assert body["citations"][0]["id"] == 1 and r.headers["x-trace-id"] == body["trace_id"]

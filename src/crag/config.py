@@ -275,6 +275,13 @@ class LLMSettings(_Section):
 
 class GenerationSettings(_Section):
     max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
+    max_sources: int = Field(
+        4,
+        ge=1,
+        le=20,
+        description="Most context strips the generator sees, best-graded first: small models read the first "
+        "few sources and lose an answer buried further down (raise it for large hosted models).",
+    )
 
 
 class TraceSettings(_Section):
