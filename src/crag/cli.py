@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from crag.errors import CragError
+from crag.redact import redact, redact_text
 
 app = typer.Typer(
     help="Corrective Retrieval-Augmented Generation.", no_args_is_help=True, add_completion=False
@@ -27,8 +28,32 @@ app = typer.Typer(
 trace_app = typer.Typer(help="Inspect the decision path of past questions.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 
-out = Console()
-err = Console(stderr=True)
+
+class RedactingStream:
+    """``sys.stdout`` or ``sys.stderr``, looked up at each write, with secrets redacted.
+
+    Looked up late so test runners that swap ``sys.stdout`` still capture the output; every
+    console of the CLI writes through one of these (see :mod:`crag.redact`).
+
+    >>> n = RedactingStream("stdout").write("key=sk-proj-0123456789abcdefghij")
+    key=***
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        return getattr(sys, self._name).write(redact_text(text))  # type: ignore[no-any-return]
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "rich_proxied_file":  # rich would unwrap to the raw stream and skip redaction
+            raise AttributeError(attr)
+        return getattr(getattr(sys, self._name), attr)
+
+
+stdout = RedactingStream("stdout")
+out = Console(file=stdout)  # type: ignore[arg-type]
+err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -169,7 +194,7 @@ def ask(
     }
     if as_json:
         answer = rag.ask(question, **kw)
-        sys.stdout.write(json.dumps(answer.to_dict(), ensure_ascii=False) + "\n")
+        stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
         return
     with err.status("thinking…"):
         answer = rag.ask(question, **kw)
@@ -184,14 +209,14 @@ def print_answer(answer: Any) -> None:
     if answer.queries:
         out.print("[dim]searched:[/] " + "; ".join(escape(q) for q in answer.queries))
     out.print()
-    out.print(escape(answer.answer))
+    out.print(escape(redact_text(answer.answer)))  # whole, before rich wraps it into lines
     if answer.citations:
         out.print()
         for c in answer.citations:
             where = c.url or c.source
             out.print(f"  [bold][{c.id}][/] {escape(c.title or '')} [dim]{escape(where)}[/]")
     for d in answer.degradations:
-        err.print(f"[yellow]degraded:[/] {escape(d)}")
+        err.print(f"[yellow]degraded:[/] {escape(redact_text(d))}")
     t = answer.timings
     stages = "  ".join(f"{k} {v:.2f}s" for k, v in t.items() if k != "total")
     out.print(f"\n[dim]{stages}  total {t.get('total', 0):.2f}s[/]")
@@ -245,7 +270,7 @@ def trace_show(
     rag = _engine(config, kb)
     data = rag.traces.get(trace_id)
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        stdout.write(json.dumps(redact(data), ensure_ascii=False, indent=2) + "\n")
     else:
         out.print(render_trace(data))
 

@@ -24,6 +24,7 @@ from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
+from crag.redact import install_log_redaction, register_env
 from crag.registry import EVALUATORS, LLMS, SEARCHES
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer, use_tracer
@@ -38,6 +39,15 @@ class CRAG:
 
     def __init__(self, settings: CragSettings) -> None:
         self.settings = settings
+        # Secrets may sit in variables of any name the settings point at; logs of this
+        # process (ours, uvicorn's, httpx's) are redacted from here on.
+        register_env(
+            settings.llm.api_key_env,
+            settings.embedder.api_key_env,
+            settings.search.tavily_api_key_env,
+            settings.search.brave_api_key_env,
+        )
+        install_log_redaction()
         self._lock = threading.RLock()
         self._embedder: Embedder | None = None
         self._kb: KnowledgeBase | None = None

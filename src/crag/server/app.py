@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from crag import __version__
 from crag.config import CragSettings
@@ -50,6 +50,7 @@ from crag.errors import (
     UnsupportedFileError,
 )
 from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.redact import install_log_redaction, redact, redact_text, register
 from crag.server import ui
 from crag.server.auth import (
     Authenticator,
@@ -60,7 +61,7 @@ from crag.server.auth import (
     keys_from_env,
 )
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
-from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, error_response
+from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.types import Answer
 
 __all__ = ["ApiError", "create_app", "serve"]
@@ -116,8 +117,17 @@ def create_app(
     caps each key (429 with ``Retry-After``).
     """
     keys = list(api_keys) if api_keys is not None else keys_from_env()
-    # No /docs: Swagger UI loads from a CDN, and the service must work offline.
-    app = FastAPI(title="crag", version=__version__, docs_url=None, redoc_url=None)
+    register(keys)  # keys handed over in code are secrets too
+    install_log_redaction()
+    # No /docs: Swagger UI loads from a CDN, and the service must work offline. Every JSON
+    # body leaves through RedactedJSONResponse (crag.redact, the one redaction point).
+    app = FastAPI(
+        title="crag",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=RedactedJSONResponse,
+    )
     metrics = Metrics()
     app.state.engine = engine
     app.state.metrics = metrics
@@ -155,7 +165,7 @@ def create_app(
         if req.stream:
             return SSEResponse(_ask_events(engine, metrics, req))
         answer = await _answer(engine, metrics, req.question, req.mode, req.search)
-        return JSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
+        return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -176,7 +186,7 @@ def create_app(
             return SSEResponse(
                 _chat_chunks(answer, req.model, usage if include_usage else None), headers=headers
             )
-        return JSONResponse(_chat_completion(answer, req.model, usage), headers=headers)
+        return RedactedJSONResponse(_chat_completion(answer, req.model, usage), headers=headers)
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
@@ -320,7 +330,7 @@ async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncI
         answer = task.result()
     except CragError as exc:
         status, type_ = crag_error_status(exc)
-        yield sse("error", {"status": status, "error": {"type": type_, "message": _redacted(str(exc))}})
+        yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
         return
     except Exception:
         log.exception("ask failed")
@@ -329,7 +339,8 @@ async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncI
     trace = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
     for name, data in stage_events(answer, trace):
         yield sse(name, data)
-    for piece in chunk_text(answer.answer, ANSWER_CHUNK_CHARS):
+    # Redacted whole before it is cut: a key split across two events would pass each check.
+    for piece in chunk_text(redact_text(answer.answer), ANSWER_CHUNK_CHARS):
         yield sse("answer", {"delta": piece})
     yield sse("done", answer.to_dict())
 
@@ -378,8 +389,8 @@ def chunk_text(text: str, size: int) -> list[str]:
 
 
 def sse(event: str, data: Any) -> bytes:
-    """One server-sent event; JSON data on one line so any SSE parser reads it."""
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    """One server-sent event; JSON data on one line so any SSE parser reads it (secrets redacted)."""
+    return f"event: {event}\ndata: {json.dumps(redact(data), ensure_ascii=False)}\n\n".encode()
 
 
 class SSEResponse(StreamingResponse):
@@ -442,10 +453,11 @@ async def _chat_chunks(answer: Answer, model: str, usage: dict[str, int] | None)
             | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
             | extra
         )
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+        return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
 
     yield chunk({"role": "assistant", "content": ""})
-    for piece in chunk_text(with_sources(answer), ANSWER_CHUNK_CHARS):
+    # Redacted whole before it is cut, as in _ask_events.
+    for piece in chunk_text(redact_text(with_sources(answer)), ANSWER_CHUNK_CHARS):
         yield chunk({"content": piece})
     yield chunk({}, "stop", crag=_crag_meta(answer))
     if usage is not None:
@@ -560,12 +572,6 @@ def describe_errors(errors: Iterable[Any]) -> str:
     return "; ".join(parts)
 
 
-def _redacted(message: str) -> str:
-    from crag.trace.spans import env_secrets, redact
-
-    return str(redact(message, env_secrets()))
-
-
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:
@@ -575,7 +581,7 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def crag_error(_: Request, exc: CragError) -> Response:
         status, type_ = crag_error_status(exc)
         if status >= 500:
-            log.warning("%s: %s", type(exc).__name__, _redacted(str(exc)))
+            log.warning("%s: %s", type(exc).__name__, redact_text(str(exc)))
         return error_response(status, type_, str(exc))  # type: ignore[no-any-return]
 
     @app.exception_handler(RequestValidationError)
