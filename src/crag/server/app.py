@@ -19,15 +19,14 @@ import os
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -60,27 +59,18 @@ from crag.server.auth import (
     is_loopback,
     keys_from_env,
 )
+from crag.server.body import ApiError, describe_errors, document_bodies, parse_body
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.types import Answer
 
-__all__ = ["ApiError", "create_app", "serve"]
+__all__ = ["ApiError", "create_app", "parse_body", "serve"]
 
 log = logging.getLogger("crag.server")
-M = TypeVar("M", bound=BaseModel)
 
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while the engine works (proxies drop idle streams)
 ANSWER_CHUNK_CHARS = 24  # the pipeline returns the whole answer; streamed in pieces of this size
 SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker processes
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": {"type", "message"}}`` with ``status``."""
-
-    def __init__(self, status: int, type_: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type_
 
 
 def crag_error_status(exc: CragError) -> tuple[int, str]:
@@ -149,6 +139,14 @@ def create_app(
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app, metrics)
     ui.install(app)
+    document_bodies(
+        app,
+        {
+            ("/v1/ask", "post"): AskRequest,
+            ("/v1/chat/completions", "post"): ChatRequest,
+            ("/v1/ingest", "post"): IngestRequest,
+        },
+    )
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -534,44 +532,6 @@ def _ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
 
 
 # -- parsing and errors -------------------------------------------------------------------
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-async def parse_body(request: Request, model: type[M]) -> M:
-    """Decode, parse and validate a JSON body, answering 400 (bytes/JSON) or 422 (shape)."""
-    body = await request.body()
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ApiError(400, "invalid_utf8", f"request body is not valid UTF-8 (byte {exc.start})") from None
-    if not text.strip():
-        raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
-    try:
-        data = json.loads(text, parse_constant=_no_constants)
-        # Lone surrogate escapes ("\ud800") parse but cannot be stored or echoed back.
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise ApiError(400, "invalid_utf8", "request body holds an unpaired surrogate escape") from None
-    except ValueError as exc:
-        raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ApiError(422, "validation_error", "request body must be a JSON object")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(422, "validation_error", describe_errors(exc.errors())) from None
-
-
-def describe_errors(errors: Iterable[Any]) -> str:
-    """Pydantic errors as one line: ``question: Input should be a valid string; ...``."""
-    parts = []
-    for e in list(errors)[:5]:
-        loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
-    return "; ".join(parts)
-
-
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:

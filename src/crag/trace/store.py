@@ -20,6 +20,7 @@ from typing import Any
 
 from crag._sqlite import set_wal
 from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
+from crag.paths import make_folder
 from crag.redact import redact
 
 __all__ = ["MIGRATIONS", "MIN_PREFIX", "TraceStore", "apply_migrations", "migration"]
@@ -98,7 +99,7 @@ class TraceStore:
 
     def __init__(self, path: Path | str, *, migrations: Sequence[Migration] | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent, "trace database")
         self._migrations = list(MIGRATIONS if migrations is None else migrations)
         # Serialises writers inside this process; SQLite's busy timeout covers other processes.
         self._write_lock = threading.Lock()
