@@ -13,6 +13,7 @@ health checks, trace browsing and streaming keep-alives.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -488,7 +489,11 @@ async def _save_uploads(request: Request, uploads: Path) -> list[Path]:
                 raise ApiError(
                     415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}"
                 )
-            saved.append(await run_in_threadpool(_write_file, uploads / name, await f.read()))
+            data = await f.read()
+            # A folder per content: two clients uploading "notes.md" never overwrite each other,
+            # and the same bytes uploaded again land on the same path (ingest says "unchanged").
+            folder = uploads / hashlib.sha256(data).hexdigest()[:16]
+            saved.append(await run_in_threadpool(_write_file, folder / name, data))
         return saved
     finally:
         await form.close()
