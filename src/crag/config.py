@@ -357,7 +357,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> CragSetti
 def secret_from_env(var: str, *, what: str) -> SecretStr:
     """Read a secret from the environment or raise ``MissingAPIKeyError`` naming the variable."""
     from crag.errors import MissingAPIKeyError
+    from crag.redact import register_env
 
+    register_env(var)  # whatever the variable is called, its value never leaves the process
     value = os.environ.get(var, "").strip()
     if not value:
         raise MissingAPIKeyError(f"{what} needs an API key: set the environment variable {var}")
