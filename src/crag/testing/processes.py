@@ -28,7 +28,9 @@ import httpx
 from crag.testing.net import free_port
 
 
-def crag_cli(*args: str, env: Mapping[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def crag_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run ``crag ARGS`` in a new interpreter (the current ``sys.executable``) and wait."""
     return subprocess.run(
         [sys.executable, "-m", "crag.cli", *args],
