@@ -44,7 +44,7 @@ from crag.protocols import Embedder
 from crag.store.factory import make_vector_store
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
-from crag.store.writelock import WriteLock
+from crag.store.writelock import WriteLock, check_writable
 from crag.trace.spans import current_tracer
 from crag.types import Chunk, Hit
 
@@ -96,6 +96,7 @@ class KnowledgeBase:
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
         self.path.mkdir(parents=True, exist_ok=True)
+        check_writable(self.path)
         self.manifest = Manifest(self.path / "manifest.sqlite")
         self._check_embedder()
         # "store": BM25 runs inside Milvus on the chunk text we send with each vector.

@@ -24,6 +24,7 @@ reopening the vector store
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,6 +75,18 @@ class WriteLock:
         except OSError:
             return contextlib.nullcontext()
         return _Releasing(self._lock)
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a read-only knowledge base folder in one line (``KnowledgeBaseError``)."""
+    # Even a question writes there (SQLite journals, the keyword index, traces); unchecked, a
+    # read-only folder surfaces as "manifest unreadable", which invites deleting it.
+    for p in (path, path / "chroma", path / "bm25"):
+        if p.is_dir() and not os.access(p, os.W_OK):
+            raise KnowledgeBaseError(
+                f"knowledge base folder {p} is read-only; crag writes its journals, index and traces "
+                "there: make it writable, or copy the knowledge base to a writable --kb folder"
+            )
 
 
 class _Releasing(contextlib.AbstractContextManager[None]):

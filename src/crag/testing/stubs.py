@@ -33,6 +33,7 @@ fault                       what the client meets
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,6 +65,8 @@ class StubServer:
     def __init__(self, fault: str = "ok", *, delay: float = 60.0) -> None:
         self.fault = fault
         self.delay = delay
+        # (n, fault): after n more requests are served, switch to ``fault`` (a failure mid-run)
+        self.fault_after: tuple[int, str] | None = None
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request served
         self._stop = threading.Event()
         self._closed_port = free_port()  # nothing listens here: the "down" fault
@@ -108,18 +111,27 @@ class StubServer:
 
 
 class StubLLM(StubServer):
-    """An OpenAI-compatible chat endpoint; a healthy reply cites source [1].
+    """An OpenAI-compatible chat endpoint (a healthy reply cites source [1]) and an
+    ``/embeddings`` endpoint (deterministic hashed vectors, ``dim`` wide).
 
-    Configure crag with ``llm.backend = "openai"`` and ``llm.base_url = stub.url``.
+    Configure crag with ``llm.backend = "openai"`` and ``llm.base_url = stub.url`` (or
+    ``embedder.backend = "openai"`` and ``embedder.base_url = stub.url``).
     """
+
+    dim = 16
 
     api_path = "/v1"
     answer = "Stub answer from the sources [1]."
 
     def reply(self, method: str, path: str, body: bytes) -> Reply:
+        request = json.loads(body or b"{}")
+        if path.rstrip("/").endswith("/embeddings"):
+            texts = request.get("input") or []
+            texts = [texts] if isinstance(texts, str) else texts
+            data = [{"index": i, "embedding": _hashed(str(t), self.dim)} for i, t in enumerate(texts)]
+            return _json(200, {"data": data, "model": request.get("model", "stub")})
         if not path.rstrip("/").endswith("/chat/completions"):
             return _json(404, {"error": {"message": f"no route {path}"}})
-        request = json.loads(body or b"{}")
         wants_json = "response_format" in request
         payload = {
             "id": "stub-1",
@@ -164,6 +176,11 @@ DEFAULT_RESULTS = (
 )
 
 
+def _hashed(text: str, dim: int) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [b / 255.0 - 0.5 for b in (digest * (dim // len(digest) + 1))[:dim]]
+
+
 def _json(status: int, payload: Any) -> Reply:
     return status, "application/json", json.dumps(payload, ensure_ascii=False).encode()
 
@@ -184,6 +201,11 @@ def _handler_for(stub: StubServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self, method: str) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             stub.requests.append((method, self.path))
+            if stub.fault_after is not None:
+                n, later = stub.fault_after
+                stub.fault_after = (n - 1, later) if n > 0 else None
+                if n <= 0:
+                    stub.fault = later
             fault = stub.fault
             if fault == "slow" and stub._stop.wait(stub.delay):
                 return  # shutting down
