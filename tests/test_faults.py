@@ -79,7 +79,7 @@ def test_search_fault_still_answers_in_time(
     out = ask_under_fault(fault_engine(kb, llm, web), QUESTIONS[lang], fault=f"search:{fault}", lang=lang)
     assert out.status == "answered", out
     assert out.seconds <= LIMIT and out.recorded, out
-    assert "search" in out.detail and "tavily" in out.detail or "timed out" in out.detail, out.detail
+    assert ("search" in out.detail and "tavily" in out.detail) or "timed out" in out.detail, out.detail
 
 
 def test_healthy_stubs_answer_from_the_search_results(kb: Path, stubs: tuple[StubLLM, StubSearch]) -> None:
@@ -145,7 +145,7 @@ def test_read_only_kb_folder_is_refused_in_one_line(
 ) -> None:
     copy = tmp_path / "kb"
     shutil.copytree(kb, copy)
-    llm, web = stubs
+    llm, _ = stubs
     env = {**os.environ, "CRAG_LLM__BACKEND": "openai", "CRAG_LLM__BASE_URL": llm.url}
     prefix = read_only(copy)
     try:
@@ -159,7 +159,9 @@ def test_read_only_kb_folder_is_refused_in_one_line(
 
 
 @pytest.mark.slow
-def test_embedder_failing_mid_ingest_leaves_the_kb_consistent(tmp_path: Path, stubs: tuple[StubLLM, StubSearch]) -> None:
+def test_embedder_failing_mid_ingest_leaves_the_kb_consistent(
+    tmp_path: Path, stubs: tuple[StubLLM, StubSearch]
+) -> None:
     llm, _ = stubs
     docs = tmp_path / "docs"
     docs.mkdir()
