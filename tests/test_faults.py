@@ -32,6 +32,7 @@ from crag.testing.faults import (
     build_kb,
     fault_engine,
 )
+from crag.testing.processes import read_only_prefix
 from crag.testing.stubs import StubLLM, StubSearch
 
 pytestmark = pytest.mark.integration
@@ -127,19 +128,6 @@ def test_corrupt_trace_database_never_takes_answers_down(
     assert engine.traces.count() == 1
 
 
-def read_only(folder: Path) -> list[str]:
-    """A command prefix under which ``folder`` is read-only (root ignores permission bits,
-    so it gets a read-only bind mount in a private mount namespace)."""
-    if os.geteuid() != 0:
-        subprocess.run(["chmod", "-R", "a-w", str(folder)], check=True)
-        return []
-    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
-    if shutil.which("unshare") is None or probe.returncode != 0:
-        pytest.skip("running as root without unshare: cannot make a folder read-only")
-    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
-    return ["unshare", "-m", "sh", "-c", script, str(folder)]
-
-
 def test_read_only_kb_folder_is_refused_in_one_line(
     tmp_path: Path, kb: Path, stubs: tuple[StubLLM, StubSearch]
 ) -> None:
@@ -147,7 +135,9 @@ def test_read_only_kb_folder_is_refused_in_one_line(
     shutil.copytree(kb, copy)
     llm, _ = stubs
     env = {**os.environ, "CRAG_LLM__BACKEND": "openai", "CRAG_LLM__BASE_URL": llm.url}
-    prefix = read_only(copy)
+    prefix = read_only_prefix(copy)
+    if prefix is None:
+        pytest.skip("running as root without unshare: cannot make a folder read-only")
     try:
         for args in (["ask", QUESTIONS["zh"]], ["ask", QUESTIONS["en"], "--mode", "rag"], ["ingest", str(tmp_path)]):
             cmd = [*prefix, sys.executable, "-m", "crag.cli", *args, "--kb", str(copy)]

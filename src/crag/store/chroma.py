@@ -45,17 +45,13 @@ class ChromaVectorStore:
 
         Chroma keeps one engine per folder per process, with the HNSW index in memory; it
         never notices another process's writes (a query then fails with "Error finding id"
-        for ids its metadata table already holds). Dropping this folder's cached engine makes
-        the next client load the files and replay the write log again. The old engine stays
-        alive until the queries still running on it return, so the swap needs no pause.
+        for ids its metadata table already holds). A new engine (``_open``) loads the files and
+        replays the write log again. The old engine stays alive until the queries still
+        running on it return, so the swap needs no pause.
         Callers hold the knowledge base's write lock (``crag.store.writelock``) meanwhile.
         """
         if self._col is None:
             return
-        from chromadb.api.shared_system_client import SharedSystemClient
-
-        for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
-            cache.pop(str(self.path), None)
         col = self._open()
         self._call("refresh", col.peek, 1)  # load the index now, while the caller holds the lock
         self._col = col
@@ -63,7 +59,13 @@ class ChromaVectorStore:
     def _open(self) -> Any:
         try:
             import chromadb
+            from chromadb.api.shared_system_client import SharedSystemClient
             from chromadb.config import Settings
+
+            # Never reuse the engine another store object of this process cached for the folder:
+            # it may predate writes by other processes. A new one loads the files as they are now.
+            for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
+                cache.pop(str(self.path), None)
 
             client = chromadb.PersistentClient(
                 path=str(self.path), settings=Settings(anonymized_telemetry=False)

@@ -15,6 +15,7 @@ group so its uvicorn workers are stopped with it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,3 +98,19 @@ def stop_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace: flo
         except ProcessLookupError:
             break
         time.sleep(0.5)
+
+
+def read_only_prefix(folder: Path) -> list[str] | None:
+    """A command prefix under which ``folder`` is read-only; ``None`` when that is impossible.
+
+    Root ignores permission bits, so as root the command runs in a private mount namespace
+    with a read-only bind mount of the folder (``unshare -m``); otherwise the folder is
+    ``chmod -R a-w`` (restore it with ``chmod -R u+w`` afterwards).
+    """
+    if os.geteuid() != 0:
+        subprocess.run(["chmod", "-R", "a-w", str(folder)], check=True)
+        return []
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        return None
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return ["unshare", "-m", "sh", "-c", script, str(folder)]
