@@ -44,8 +44,9 @@ class WriteLock:
         self._lock = FileLock(str(path), thread_local=True)
 
     @contextlib.contextmanager
-    def hold(self, *, timeout: float = WRITE_TIMEOUT, what: str = "write") -> Iterator[None]:
-        """Hold the lock for a write, waiting up to ``timeout`` seconds for another writer."""
+    def hold(self, *, timeout: float | None = None, what: str = "write") -> Iterator[None]:
+        """Hold the lock for a write, waiting up to ``timeout`` (default ``WRITE_TIMEOUT``) seconds."""
+        timeout = WRITE_TIMEOUT if timeout is None else timeout
         try:
             self._lock.acquire(timeout=timeout)
         except Timeout:
