@@ -409,7 +409,6 @@ class KnowledgeBase:
             if i in chunks
         ]
 
-
     def _dense(self, qv: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
         """Vector candidates; a store that fails is reopened once, then left out (keyword only)."""
         try:
