@@ -158,7 +158,8 @@ def test_embedder_failing_mid_ingest_leaves_the_kb_consistent(
     for f in range(6):
         (docs / f"part{f}.txt").write_text(f"Document {f}. " + " ".join(f"Fact {f}-{i}." for i in range(40)), "utf-8")
     settings = {"path": tmp_path / "kb"}
-    embedder = {"backend": "openai", "base_url": llm.url, "model": "stub-embed"}
+    # No embedding cache: every chunk must really reach the (failing) embeddings server.
+    embedder = {"backend": "openai", "base_url": llm.url, "model": "stub-embed", "cache": False}
     engine = CRAG.from_config(kb=settings, embedder=embedder)
     llm.fault_after = (3, "http_500")  # three embedding calls succeed, then the server fails
     with pytest.raises(EmbedderError):
