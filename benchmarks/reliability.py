@@ -4,6 +4,9 @@
     python benchmarks/reliability.py --only faults kill9  # some of them
     python benchmarks/reliability.py --queries 200 --kills 20
 
+The hostile-input rows (fuzzing, canary secrets, orphans, CLI bad input) live in
+``reliability_input.py`` and run in this table too (``--list`` shows every name).
+
 Prints a rich table and writes ``benchmarks/results/reliability.json``. Each check is a
 function in ``CHECKS`` taking the parsed arguments and a scratch folder and returning a
 ``Row``; add rows by appending functions (see ``--list``).
@@ -337,8 +340,28 @@ def _per_file_complete(kb: Path) -> bool:
         return all(n == have for n, have in rows)
 
 
+def _part_b(name: str, check: Callable[[argparse.Namespace, Path], dict[str, Any]]) -> Check:
+    """A row of ``reliability_input.py`` (hostile input, secrets, orphans, CLI) in this table."""
+
+    def run(args: argparse.Namespace, tmp: Path) -> Row:
+        row = check(args, tmp)
+        value, target = row.pop("value"), row.pop("target")
+        return Row(row.pop("check", name), f"{value}", f"{target}", value <= target, row)
+
+    run.__name__ = name
+    return run
+
+
 CHECKS: list[Check] = [interleaved_chroma, milvus_lite_second_process, faults, kill9]
 NAMES = {"interleaved": interleaved_chroma, "milvus-lite": milvus_lite_second_process, "faults": faults, "kill9": kill9}
+try:  # part B of issue 12 (hostile input): its checks share the (args, tmp) signature
+    import reliability_input
+
+    for _name, _check in reliability_input.CHECKS:
+        NAMES[_name] = _part_b(_name, _check)
+        CHECKS.append(NAMES[_name])
+except ImportError:  # run from elsewhere than benchmarks/: part A only
+    pass
 
 
 def main() -> None:
@@ -348,6 +371,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200, help="queries in the interleaved-writes check")
     ap.add_argument("--writes", type=int, default=40, help="ingests by the second process meanwhile")
     ap.add_argument("--kills", type=int, default=20, help="kill -9 cycles")
+    ap.add_argument("--fuzz-examples", type=int, default=1700, help="schemathesis cases (fuzz_500s)")
+    ap.add_argument("--kill-cycles", type=int, default=10, help="kill -9 cycles of ingest --workers 2 (orphans)")
     args = ap.parse_args()
     if args.list:
         print("\n".join(NAMES))

@@ -35,6 +35,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from crag import CRAG, CragError
+    from crag.eval.metrics import gold_match
 
     console = Console()
     overrides: dict = {
@@ -76,8 +77,8 @@ def main() -> int:
             for mode in modes:
                 with console.status(f"[{mode}] {q['question']}"):
                     a = rag.ask(q["question"], mode=mode)
-                _show(console, q, a)
-                hit = any(g in a.answer for g in q["answers"])
+                hit = gold_match(a.answer, q["answers"])
+                _show(console, q, a, hit)
                 rows.append((q["question"], q["expected_action"], a, hit))
         _summary(console, rows)
     except CragError as exc:
@@ -98,7 +99,7 @@ def _bar(console: Console) -> Progress:
     )
 
 
-def _show(console: Console, q: dict, a: object) -> None:
+def _show(console: Console, q: dict, a: object, hit: bool) -> None:
     act = a.action.value  # type: ignore[attr-defined]
     conf = "—" if a.confidence is None else f"{a.confidence:.2f}"  # type: ignore[attr-defined]
     body = [
@@ -112,10 +113,10 @@ def _show(console: Console, q: dict, a: object) -> None:
         body.append(f"  [bold]\\[{c.id}][/] {escape(c.title)} [dim]{escape(c.url or c.source)}[/]")
     for d in a.degradations:  # type: ignore[attr-defined]
         body.append(f"[yellow]degraded: {escape(d)}[/]")
+    gold = escape(" / ".join(q["answers"]))
+    body.append(f"[green]✓ gold answer in the answer: {gold}[/]" if hit else f"[red]✗ gold answer missing: {gold}[/]")
     t = a.timings  # type: ignore[attr-defined]
-    body.append(
-        f"[dim]{'  '.join(f'{k} {v:.2f}s' for k, v in t.items())}   gold answer: {escape(' / '.join(q['answers']))}[/]"
-    )
+    body.append(f"[dim]{'  '.join(f'{k} {v:.2f}s' for k, v in t.items())}[/]")
     console.print(Panel("\n".join(body), title=escape(q["question"]), title_align="left"))
 
 
@@ -135,6 +136,8 @@ def _summary(console: Console, rows: list) -> None:
             f"{a.timings.get('total', 0):.1f}",
         )
     console.print(table)
+    hits = sum(1 for *_, hit in rows if hit)
+    console.print(f"gold answer in {hits} of {len(rows)} answers")
 
 
 if __name__ == "__main__":

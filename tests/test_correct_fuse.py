@@ -7,7 +7,8 @@ import pytest
 
 from crag.correct.contradict import CONFLICT_INSTRUCTION, Conflict, conflict_instruction, detect_conflicts
 from crag.correct.diversity import mmr, similarity_matrix
-from crag.correct.fuse import dedupe, fuse, fuse_ranked, near_duplicate, tag
+from crag.correct.fuse import dedupe, fuse, fuse_ranked, near_duplicate
+from crag.generate import tag
 from crag.testing.fakes import HashEmbedder
 from crag.types import Strip
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from crag.errors import SearchError
-from crag.search.fetch import decode, enrich, extract_text, fetch_page, is_public_address, resolve_host
+from crag.search.fetch import check_url, decode, enrich, extract_text, fetch_page, is_public_address, resolve_host
 from crag.trace.spans import Tracer, use_tracer
 from crag.types import WebResult
 
@@ -400,6 +400,18 @@ def test_non_http_urls_are_refused(url: str) -> None:
         ("fe80::1", False),
         ("fc00::1", False),
         ("::ffff:10.0.0.1", False),
+        # IPv6 that carries an IPv4 address is judged by the IPv4 inside (issue 12: the 6to4 gap).
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+        ("2002:a9fe:a9fe::1", False),  # 6to4 of 169.254.169.254 (cloud metadata)
+        ("2002:c0a8:1::1", False),  # 6to4 of 192.168.0.1
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", False),  # Teredo, client 10.0.0.1
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254
+        ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
+        ("64:ff9b:1::808:808", False),  # local-use NAT64 (RFC 8215) is never public
+        ("::ffff:169.254.169.254", False),
+        ("::127.0.0.1", False),  # IPv4-compatible (deprecated)
     ],
 )
 def test_is_public_address(address: str, public: bool) -> None:
@@ -449,3 +461,12 @@ def test_extract_falls_back_to_beautifulsoup(monkeypatch: pytest.MonkeyPatch) ->
     text = extract_text(ARTICLE)
     assert "completed on 31 March 1889" in text
     assert "do not extract me" not in text and "Copyright footer" not in text
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "url", ["http://[2002:7f00:1::1]:8080/", "http://[64:ff9b::a9fe:a9fe]/latest/meta-data", "http://[::ffff:7f00:1]/"]
+)
+def test_ipv4_embedding_literals_are_refused(url: str) -> None:
+    with pytest.raises(SearchError, match="non-public address"):
+        check_url(url)

@@ -8,6 +8,7 @@ registered through the real registries, because the HTTP layer is about control 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -249,6 +250,7 @@ def test_ask_returns_answer_dict(client: TestClient) -> None:
         "mode",
         "queries",
         "degradations",
+        "refused",
     }
     assert body["answer"] == ANSWER and body["action"] in ("correct", "ambiguous", "incorrect")
     assert body["citations"][0]["id"] == 1 and r.headers["x-trace-id"] == body["trace_id"]
@@ -437,7 +439,8 @@ def test_ingest_multipart_upload(tmp_path: Path) -> None:
         }
         r = c.post("/v1/ingest", files=files)
         assert r.status_code == 200, r.text
-        assert r.json()["added"] == 1 and r.json()["files"][0]["path"] == "uploads/notes.md"
+        path = r.json()["files"][0]["path"]
+        assert r.json()["added"] == 1 and re.fullmatch(r"uploads/[0-9a-f]{16}/notes\.md", path), path
         again = c.post("/v1/ingest", files=files).json()
         assert again["unchanged"] == 1
         assert_error(
@@ -446,8 +449,20 @@ def test_ingest_multipart_upload(tmp_path: Path) -> None:
             "unsupported_file",
         )
         assert_error(c.post("/v1/ingest", data={"field": "no file"}), 400)
-    assert (tmp_path / "kb" / "uploads" / "notes.md").is_file()
+    assert (tmp_path / "kb" / path).is_file()
     assert not (tmp_path / "etc").exists()
+
+
+def test_two_clients_uploading_the_same_name_keep_both(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path / "kb")
+    app = create_app(engine, api_keys=[KEY])
+    with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as c:
+        texts = ["# Report\n\nAlice measured 41 degrees.", "# Report\n\nBob measured 17 degrees."]
+        results = [c.post("/v1/ingest", files={"file": ("report.md", t, "text/markdown")}).json() for t in texts]
+    paths = [r["files"][0]["path"] for r in results]
+    assert [r["added"] for r in results] == [1, 1] and paths[0] != paths[1]
+    stored = sorted((tmp_path / "kb" / p).read_text("utf-8") for p in paths)
+    assert stored == sorted(texts)  # neither upload overwrote the other
 
 
 def test_safe_filename() -> None:

@@ -7,6 +7,7 @@ exits non-zero; tracebacks are for bugs only.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -19,7 +20,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crag.errors import CragError
+from crag.errors import CragError, InputError
+from crag.ingest.load import is_utf8_path, printable_path
+from crag.redact import redact, redact_text
 
 app = typer.Typer(
     help="Corrective Retrieval-Augmented Generation.", no_args_is_help=True, add_completion=False
@@ -27,8 +30,32 @@ app = typer.Typer(
 trace_app = typer.Typer(help="Inspect the decision path of past questions.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 
-out = Console()
-err = Console(stderr=True)
+
+class RedactingStream:
+    """``sys.stdout`` or ``sys.stderr``, looked up at each write, with secrets redacted.
+
+    Looked up late so test runners that swap ``sys.stdout`` still capture the output; every
+    console of the CLI writes through one of these (see :mod:`crag.redact`).
+
+    >>> n = RedactingStream("stdout").write("key=sk-proj-0123456789abcdefghij")
+    key=***
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        return getattr(sys, self._name).write(redact_text(text))  # type: ignore[no-any-return]
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "rich_proxied_file":  # rich would unwrap to the raw stream and skip redaction
+            raise AttributeError(attr)
+        return getattr(getattr(sys, self._name), attr)
+
+
+stdout = RedactingStream("stdout")
+out = Console(file=stdout)  # type: ignore[arg-type]
+err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,15 +67,23 @@ ACTION_STYLE = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "
 
 
 def friendly(fn: F) -> F:
-    """Turn crag errors into one line on stderr and a non-zero exit code."""
+    """Turn crag errors into one line on stderr and a non-zero exit code.
+
+    Operating-system and encoding errors that no step turned into a crag error yet (a
+    folder that cannot be read, a name that is not UTF-8) get the same one line.
+    """
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except CragError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2) from None
+            _fail(str(exc))
+        except OSError as exc:
+            where = f" {printable_path(exc.filename)}" if exc.filename else ""
+            _fail(f"{exc.strerror or type(exc).__name__}:{where}; check the path and its permissions")
+        except UnicodeError:
+            _fail("text that is not valid UTF-8 (a file name, question or setting); check the terminal encoding")
         except KeyboardInterrupt:
             err.print(
                 "[yellow]interrupted[/]: the knowledge base is consistent; run the command again to finish"
@@ -56,6 +91,11 @@ def friendly(fn: F) -> F:
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
+    raise typer.Exit(2) from None
 
 
 def _engine(config: Path | None, kb: Path | None, **extra: Any) -> Any:
@@ -80,6 +120,8 @@ def ingest(
     ] = 1,
 ) -> None:
     """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
+    # pypdf logs its own parse complaints ("EOF marker not found"); the skipped table says it once.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     rag = _engine(config, kb)
     with Progress(
         TextColumn("[bold]embedding"),
@@ -89,6 +131,7 @@ def ingest(
         TimeRemainingColumn(),
         console=err,
         transient=True,
+        disable=not err.is_terminal,  # piped or captured stderr gets the one-line result only
     ) as bar:
         task = bar.add_task("ingest", total=None)
 
@@ -116,6 +159,20 @@ def ingest(
         err.print(f"[yellow]warning:[/] {escape(w)}")
     stats = rag.knowledge_base().stats()
     out.print(f"knowledge base: {stats['files']} files, {stats['chunks']} chunks")
+    if not any(report.count(s) for s in ("added", "updated", "unchanged", "removed")):
+        raise InputError(_nothing_ingested(report, paths))
+
+
+def _nothing_ingested(report: Any, paths: list[Path]) -> str:
+    """Why an ingest run stored nothing, in one line (scripts see a non-zero exit)."""
+    skipped = report.skipped
+    if not skipped:
+        where = ", ".join(printable_path(p) for p in paths[:3])
+        return f"nothing ingested: no supported files in {where}; supported: .txt .md .html .pdf .docx .jsonl"
+    first = skipped[0].reason if skipped[0].path in skipped[0].reason else f"{skipped[0].path}: {skipped[0].reason}"
+    if len(skipped) == 1:
+        return f"nothing ingested: {first}"
+    return f"nothing ingested: all {len(skipped)} files were skipped (first: {first})"
 
 
 @app.command()
@@ -156,6 +213,8 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Answer a question from the knowledge base, correcting retrieval when needed."""
+    if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
+        raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
     extra: dict[str, Any] = {}
     if evaluator:
         extra["evaluator"] = {"backend": evaluator}
@@ -169,7 +228,7 @@ def ask(
     }
     if as_json:
         answer = rag.ask(question, **kw)
-        sys.stdout.write(json.dumps(answer.to_dict(), ensure_ascii=False) + "\n")
+        stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
         return
     with err.status("thinking…"):
         answer = rag.ask(question, **kw)
@@ -184,14 +243,14 @@ def print_answer(answer: Any) -> None:
     if answer.queries:
         out.print("[dim]searched:[/] " + "; ".join(escape(q) for q in answer.queries))
     out.print()
-    out.print(escape(answer.answer))
+    out.print(escape(redact_text(answer.answer)))  # whole, before rich wraps it into lines
     if answer.citations:
         out.print()
         for c in answer.citations:
             where = c.url or c.source
             out.print(f"  [bold][{c.id}][/] {escape(c.title or '')} [dim]{escape(where)}[/]")
     for d in answer.degradations:
-        err.print(f"[yellow]degraded:[/] {escape(d)}")
+        err.print(f"[yellow]degraded:[/] {escape(redact_text(d))}")
     t = answer.timings
     stages = "  ".join(f"{k} {v:.2f}s" for k, v in t.items() if k != "total")
     out.print(f"\n[dim]{stages}  total {t.get('total', 0):.2f}s[/]")
@@ -245,7 +304,7 @@ def trace_show(
     rag = _engine(config, kb)
     data = rag.traces.get(trace_id)
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        stdout.write(json.dumps(redact(data), ensure_ascii=False, indent=2) + "\n")
     else:
         out.print(render_trace(data))
 

@@ -276,6 +276,13 @@ class LLMSettings(_Section):
 
 class GenerationSettings(_Section):
     max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
+    max_sources: int = Field(
+        4,
+        ge=1,
+        le=20,
+        description="Most context strips the generator sees, best-graded first: small models read the first "
+        "few sources and lose an answer buried further down (raise it for large hosted models).",
+    )
 
 
 class TraceSettings(_Section):
@@ -351,7 +358,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> CragSetti
 def secret_from_env(var: str, *, what: str) -> SecretStr:
     """Read a secret from the environment or raise ``MissingAPIKeyError`` naming the variable."""
     from crag.errors import MissingAPIKeyError
+    from crag.redact import register_env
 
+    register_env(var)  # whatever the variable is called, its value never leaves the process
     value = os.environ.get(var, "").strip()
     if not value:
         raise MissingAPIKeyError(f"{what} needs an API key: set the environment variable {var}")

@@ -26,7 +26,9 @@ from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
+from crag.redact import install_log_redaction, register_env
 from crag.registry import EVALUATORS, LLMS, SEARCHES
+from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer, use_tracer
 from crag.trace.store import TraceStore
@@ -41,6 +43,15 @@ class CRAG:
 
     def __init__(self, settings: CragSettings) -> None:
         self.settings = settings
+        # Secrets may sit in variables of any name the settings point at; logs of this
+        # process (ours, uvicorn's, httpx's) are redacted from here on.
+        register_env(
+            settings.llm.api_key_env,
+            settings.embedder.api_key_env,
+            settings.search.tavily_api_key_env,
+            settings.search.brave_api_key_env,
+        )
+        install_log_redaction()
         self._lock = threading.RLock()
         self._embedder: Embedder | None = None
         self._kb: KnowledgeBase | None = None
@@ -236,7 +247,10 @@ class CRAG:
 def _check_question(question: str) -> str:
     if not isinstance(question, str) or not question.strip():
         raise InputError('the question is empty; ask something, e.g. crag ask "What is CRAG?"')
-    q = question.strip()
+    # Lone surrogates cannot be encoded (embedder, SQLite, output); keep the rest of the text.
+    q = scrub_surrogates(question).strip()
+    if not q.replace("\ufffd", "").strip():
+        raise InputError("the question has no readable text (only undecodable characters); pass UTF-8 text")
     if len(q) > MAX_QUESTION_CHARS:
         raise InputError(
             f"the question is {len(q):,} characters; the limit is {MAX_QUESTION_CHARS:,}: shorten it "

@@ -19,13 +19,20 @@
     └── UnknownBackendError         unknown registry name (also a KeyError)
 
 Messages are one line, name the input, and say what to do: the CLI prints them as they are.
+Secrets are redacted from a message when the error is created (a provider's error body
+may echo the key it was sent), so no later path can leak them.
 """
 
 from __future__ import annotations
 
+from crag.redact import redact_text
+
 
 class CragError(Exception):
     """Root of every error raised by crag."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(CragError):

@@ -40,6 +40,7 @@ from crag.errors import CragError, KnowledgeBaseError, StoreError
 from crag.ingest.chunk import chunk_id, chunk_text
 from crag.ingest.load import discover, load_file
 from crag.ingest.parallel import EmbedPool
+from crag.paths import make_folder
 from crag.protocols import Embedder
 from crag.store.factory import make_vector_store
 from crag.store.keyword import BM25Index
@@ -95,7 +96,7 @@ class KnowledgeBase:
         self.embedder = embedder
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path, "knowledge base")
         check_writable(self.path)
         self.manifest = Manifest(self.path / "manifest.sqlite")
         self._check_embedder()

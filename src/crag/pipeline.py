@@ -15,16 +15,17 @@ from dataclasses import asdict, dataclass
 
 from crag.config import CragSettings
 from crag.correct.budget import Budget, BudgetedLLM, BudgetedSearch, compress
-from crag.correct.contradict import conflict_instruction
+from crag.correct.contradict import conflict_instruction, detect_conflicts
 from crag.correct.decompose import decompose, search_parallel
 from crag.correct.fuse import fuse_ranked
+from crag.correct.injection import flag_instructions
 from crag.correct.refine import Doc, refine
 from crag.correct.rewrite import keyword_queries, llm_queries
 from crag.correct.rounds import RoundsResult, abstain_text, correct_until_confident
 from crag.errors import CragError, LLMError
 from crag.evaluate.classify import query_thresholds
 from crag.evaluate.decide import decide
-from crag.generate import generate
+from crag.generate import Generation, generate, order_sources
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.search.cache import CachedSearch
@@ -129,17 +130,27 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
                 rounds = _more_rounds(question, internal + external, deps, search, cfg, tracer, deadline, th)
             external = [s for s in rounds.strips if s.origin == "web"]
     tracer.record("strips", [_strip_record(s, s in internal or s in external) for s in graded])
+    # Retrieved text is data: strips that address the assistant are flagged and ranked lower.
+    suspicious = flag_instructions(internal + external)
+    if suspicious:
+        tracer.record("instruction_like_strips", suspicious)
 
     # Fuse: dedupe, rank by grade and cross-source support, diversify, fit the budget.
     budget_tokens = fix.context_tokens or cfg.generation.max_context_chars // 2
     with tracer.span("fuse"):
         fused = fuse_ranked(
-            [internal, external], max_tokens=budget_tokens, diversity=fix.diversity, mmr_lambda=fix.mmr_lambda
+            [internal, external],
+            max_tokens=budget_tokens,
+            diversity=fix.diversity,
+            mmr_lambda=fix.mmr_lambda,
+            detect_contradictions=False,
         )
-    context = fused.context
+    # What the generator will see: best first, capped; conflicts are numbered as it sees them.
+    context = order_sources(fused.context, cfg.generation.max_sources)
+    conflicts = detect_conflicts(context)
     tracer.record("duplicates_removed", fused.duplicates)
     tracer.record("support", fused.support)
-    tracer.record("conflicts", [c._asdict() for c in fused.conflicts])
+    tracer.record("conflicts", [c._asdict() for c in conflicts])
     if action is Action.CORRECT and fix.compress_with_llm:
         with tracer.span("compress"):
             context = compress(question, context, llm, budget_tokens)
@@ -150,9 +161,10 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
         tracer.record("abstained", True)
         return _abstain(question, context, action, evaluation.confidence, tracer, lang)
 
-    # 5. Generate from the corrected context, citing it (and told about any conflict).
-    extra = conflict_instruction(fused.conflicts, lang)
-    return _generate(question, context, action, evaluation.confidence, llm, cfg, tracer, lang, extra)
+    # 5. Generate from the corrected context, citing it (and told about any conflict);
+    #    a refusal despite a source graded >= tau_high is asked again once.
+    extra = conflict_instruction(conflicts, lang)
+    return _generate(question, context, action, evaluation.confidence, llm, cfg, tracer, lang, extra, th.upper)
 
 
 @_traced
@@ -306,33 +318,56 @@ def _generate(
     tracer: Tracer,
     lang: str,
     extra_instruction: str = "",
+    reask_above: float | None = None,
 ) -> Answer:
-    tracer.record("context", [_context_record(s) for s in context])
     with tracer.span("generate", model=llm.model_id, context_items=len(context)) as span:
-        text, citations, completion = generate(
+        gen = generate(
             question,
             context,
             llm,
+            lang=lang,
             max_tokens=cfg.llm.max_tokens,
             temperature=cfg.llm.temperature,
             extra_instruction=extra_instruction,
+            max_sources=cfg.generation.max_sources,
+            reask_above=reask_above,
         )
-        if completion is not None:
-            span.tags.update(prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
-            if completion.text.strip() != text:
-                tracer.record("citations_inferred", True)  # the model gave none; matched by overlap
-    return _answer(question, text, citations, context, action, confidence, tracer, lang)
+        span.tags.update(
+            prompt_tokens=sum(c.prompt_tokens for c in gen.completions),
+            completion_tokens=sum(c.completion_tokens for c in gen.completions),
+            llm_calls=len(gen.completions),
+        )
+    _record_generation(gen, extra_instruction, tracer)
+    return _answer(question, gen.text, gen.citations, gen.sources, action, confidence, tracer, lang, gen.refused)
+
+
+def _record_generation(gen: Generation, extra_instruction: str, tracer: Tracer) -> None:
+    tracer.record("context", [_context_record(s) for s in gen.sources])
+    if extra_instruction:
+        tracer.record("generator_instruction", extra_instruction)
+    if gen.citations_inferred:
+        tracer.record("citations_inferred", True)  # the model gave none; matched by overlap
+    if gen.refusal_overridden:
+        tracer.record("refusal_overridden", True)
+    if len(gen.completions) > 1 or gen.unsupported:
+        tracer.record("first_reply", gen.completions[0].text)
+    if gen.unsupported:  # the reply's new words that no source contains: not shown as an answer
+        tracer.record("unsupported_terms", gen.unsupported)
 
 
 def _abstain(
     question: str, context: list[Strip], action: Action, confidence: float | None, tracer: Tracer, lang: str
 ) -> Answer:
-    """No guess: say so, and list what was found with its sources."""
+    """No guess: say so, and list what was found by title and link.
+
+    Titles and links only: quoting raw retrieved text back to the user would also
+    repeat whatever instructions a page planted in it.
+    """
     shown = context[:3]
     tracer.record("context", [_context_record(s) for s in shown])
-    lines = [abstain_text(lang)] + [f"[{n}] {s.title or s.source}: {s.text[:160]}" for n, s in enumerate(shown, 1)]
+    lines = [abstain_text(lang)] + [f"[{n}] {s.title or s.source} {s.url}".rstrip() for n, s in enumerate(shown, 1)]
     citations = [Citation(n, s.source, s.title, s.url, s.text) for n, s in enumerate(shown, 1)]
-    return _answer(question, "\n".join(lines), citations, shown, action, confidence, tracer, lang)
+    return _answer(question, "\n".join(lines), citations, shown, action, confidence, tracer, lang, True)
 
 
 def _answer(
@@ -344,8 +379,10 @@ def _answer(
     confidence: float | None,
     tracer: Tracer,
     lang: str,
+    refused: bool = False,
 ) -> Answer:
     tracer.record("answer", text)
+    tracer.record("refused", refused)
     tracer.record("citations", [asdict(c) for c in citations])
     tracer.record("language", lang)
     return Answer(
@@ -360,6 +397,7 @@ def _answer(
         mode="rag" if action is Action.RAG else "crag",
         degradations=list(tracer.events.get("degradations", [])),
         queries=list(tracer.events.get("queries", [])),
+        refused=refused,
     )
 
 

@@ -16,6 +16,7 @@ import logging
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
@@ -108,6 +109,27 @@ def join_sentences(parts: Sequence[str]) -> str:
         sep = "" if not out or ord(out[-1]) > 0x2E80 or ord(p[0]) > 0x2E80 else " "
         out += sep + p
     return out
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """Replace lone surrogates (from ``"\\ud800"`` JSON escapes or undecodable argv bytes) with U+FFFD.
+
+    They cannot be encoded as UTF-8, so the embedder, SQLite and every output would fail on
+    them. Walks dicts and lists; other values pass through.
+
+    >>> scrub_surrogates({"q": "a\\ud800b", "n": [1, "\\udcff"]})
+    {'q': 'a�b', 'n': [1, '�']}
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_surrogates(v) for v in value]
+    return value
 
 
 def approx_tokens(text: str) -> int:

@@ -124,6 +124,7 @@ class Answer:
     mode: str = "crag"
     degradations: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
+    refused: bool = False  # no answer given: the sources found do not hold one
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``crag ask --json``."""
@@ -141,4 +142,5 @@ class Answer:
             "mode": self.mode,
             "queries": self.queries,
             "degradations": self.degradations,
+            "refused": self.refused,
         }

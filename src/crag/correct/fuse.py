@@ -32,10 +32,6 @@ from crag.correct.contradict import Conflict, detect_conflicts
 from crag.search.trust import domain_of, support_counts
 from crag.types import Strip
 
-TAGS = {
-    "zh": {"internal": "[内部知识库]", "web": "[网络搜索]"},
-    "en": {"internal": "[internal]", "web": "[web]"},
-}
 SUPPORT_BONUS = 0.05  # score added per extra independent source (capped below)
 MAX_SUPPORT_BONUS = 0.15  # so support reorders close grades but never lifts an irrelevant strip
 DUPLICATE_COSINE = 0.95
@@ -174,7 +170,3 @@ def fuse_ranked(
     conflicts = detect_conflicts(context) if detect_contradictions else []
     return FuseResult(context, dupes, [support[i] for i in picked], [ranked[i] for i in picked], conflicts)
 
-
-def tag(strip: Strip, lang: str) -> str:
-    """The source tag the generator sees, in the question's language."""
-    return TAGS.get(lang, TAGS["en"]).get(strip.origin, f"[{strip.origin}]")

@@ -7,11 +7,14 @@ documents do not contain. With an LLM (opt-in), the model reads the question and
 was retrieved and proposes queries for what is missing.
 
 >>> keyword_queries("Who designed the Eiffel Tower?", ["The tower in Paris is 330 metres tall."])
-['designed eiffel tower', 'tower eiffel']
+['designed eiffel tower', 'eiffel tower']
 
 The second query anchors the missing entity ("eiffel") on a term the documents do
 share ("tower"), so it searches for what the first retrieval lacked. Generic words
-("came", "year", "example") never make a gap query on their own.
+("came", "year", "example") never make a gap query on their own. Words that carry the
+relation the question asks about (after, first, largest, 之后, 第一 …), numbers and
+quoted names are always kept, in the question's order: without them "What dynasty came
+after the Yuan?" searches for the Yuan itself.
 """
 
 from __future__ import annotations
@@ -55,6 +58,21 @@ _GENERIC = frozenset(
     year years time times place places people person reason result number amount area country city""".split()
 )
 _EN_WEAK_SUFFIX = ("ly", "ed", "ing")
+# Words that carry the relation a question asks about. Stop-word lists drop most of them
+# ("after", "first"), yet they are what separates the answer from the entity it is about.
+_RELATION_EN = frozenset(
+    """after before first last next previous preceded preceding succeeded succeeding successor
+    predecessor following followed earliest latest oldest newest youngest largest biggest smallest
+    highest lowest longest shortest most least second third fourth fifth final former later
+    earlier until since""".split()
+)
+_RELATION_ZH = (
+    "之后 以后 之前 以前 此前 后来 第一 第二 第三 首个 首位 首次 最早 最晚 最后 最大 最小 最高 最低 "
+    "最长 最短 最多 最少 最新 继任 前任 接替 取代 下一 上一"
+).split()
+# A quoted name is one term: its words alone would match every text that uses them.
+_QUOTED = re.compile(r'"([^"]{2,80})"|“([^”]{2,80})”|「([^」]{1,80})」|『([^』]{1,80})』|《([^》]{1,80})》')
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # jieba POS tags of entity-like words: nouns (person, place, organisation, other proper),
 # time words, Latin words and numerals.
 _ZH_ENTITY_POS = ("n", "t", "eng", "m")
@@ -68,16 +86,49 @@ def keyword_queries(question: str, docs: Sequence[str], *, max_queries: int = 2)
     anchored on the most specific term the documents do contain.
 
     >>> keyword_queries("What dynasty came after the Yuan?", ["The Yuan dynasty was founded by Kublai Khan."])
-    ['dynasty yuan']
+    ['dynasty after yuan']
+    >>> keyword_queries('Who was the first editor of "The Economist"?', [])
+    ['first editor "The Economist"']
     """
     words = keywords(question, limit=8)
-    content = [w for w in words if w.lower() not in _FILLER] or words or [question.strip()]
+    content = [w for w in words if w.lower() not in _FILLER or w.lower() in _RELATION_EN]
+    content = _with_anchors(question, content) or words or [question.strip()]
     queries = [" ".join(content)]
     if max_queries > 1 and docs:
         gap_query = _gap_query(question, content, docs)
         if gap_query:
             queries.append(gap_query)
     return _dedupe(queries)[:max_queries]
+
+
+def _with_anchors(question: str, words: list[str]) -> list[str]:
+    """``words`` plus the question's relation words, numbers and quoted names, in question order."""
+    low = question.lower()
+    terms: dict[str, int] = {}
+    quoted = []
+    for m in _QUOTED.finditer(question):
+        inner = next(g for g in m.groups() if g)
+        quoted.append(inner.lower())
+        terms[m.group(0) if m.group(0)[0] in "《「『" else f'"{inner}"'] = m.start()
+    for w in words:
+        if not any(w.lower() in q for q in quoted):  # already inside a quoted name
+            terms.setdefault(w, _position(low, w.lower()))
+    for m in re.finditer(r"[a-z]+", low):
+        if m.group(0) in _RELATION_EN:
+            terms.setdefault(m.group(0), m.start())
+    for rel in _RELATION_ZH:
+        at = question.find(rel)
+        if at >= 0 and not any(rel in t for t in terms):
+            terms[rel] = at
+    for m in _NUMBER.finditer(question):
+        if not any(m.group(0) in t for t in terms):
+            terms[m.group(0)] = m.start()
+    return sorted(terms, key=lambda t: terms[t])
+
+
+def _position(low: str, word: str) -> int:
+    at = low.find(word)
+    return at if at >= 0 else len(low)
 
 
 def gap_terms(question: str, docs: Sequence[str]) -> list[str]:
@@ -101,7 +152,8 @@ def _gap_query(question: str, words: list[str], docs: Sequence[str]) -> str:
         return ""
     # Anchor on the most specific shared term, so the gap terms are searched in context.
     anchor = max(known, key=lambda w: (_meaningful(w, question), len(w)))
-    return " ".join([anchor, *gap])
+    relation = [t for t in _with_anchors(question, []) if t not in (anchor, *gap)]
+    return " ".join(sorted([anchor, *gap, *relation], key=lambda t: _position(question.lower(), t.lower())))
 
 
 def _meaningful(word: str, question: str) -> bool:

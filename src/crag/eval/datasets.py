@@ -1,8 +1,11 @@
 """Evaluation datasets: one JSON object per line, checked line by line.
 
 Each line is ``{"question": str, "answers": [str, ...], "id"?: str, "type"?: str,
-"lang"?: "zh"|"en", ...}``; any other field (``expected_action``, ``gold_location`` …)
-is kept in :attr:`EvalItem.extra` and can be used to group the report. A bad line
+"lang"?: "zh"|"en", "answerable"?: bool, ...}``; ``"answerable": false`` marks a question
+whose answer is in no source (``answers`` may then be empty): the right reply is a
+refusal, and the report counts those apart from the gold-answer metrics. Any other
+field (``expected_action``, ``gold_location`` …) is kept in :attr:`EvalItem.extra` and
+can be used to group the report. A bad line
 stops the load with one :class:`~crag.errors.InputError` naming the file and line.
 
 >>> from crag.eval.datasets import parse_lines
@@ -44,6 +47,7 @@ class EvalItem:
     lang: str
     type: str = "unknown"
     extra: dict[str, Any] = field(default_factory=dict)
+    answerable: bool = True
 
     def group(self, key: str) -> str:
         """The value of a grouping key (``lang``, ``type`` or any extra field) as text."""
@@ -120,9 +124,15 @@ def _item(obj: Any, where: str) -> EvalItem:
     if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
         raise InputError(f'{where}: "answers" must be a list of strings')
     answers = [a.strip() for a in answers if a.strip()]
-    if not answers:
-        # Unanswerable questions would score every system 0 on the gold-match metrics.
-        raise InputError(f'{where}: "answers" is empty; give at least one gold answer')
+    answerable = obj.get("answerable", True)
+    if not isinstance(answerable, bool):
+        raise InputError(f'{where}: "answerable" must be true or false')
+    if not answers and answerable:
+        # An answerable question without gold answers would score every system 0.
+        raise InputError(
+            f'{where}: "answers" is empty; give at least one gold answer, or mark a question that no '
+            'source answers with "answerable": false'
+        )
     qid = obj.get("id", where)
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
         raise InputError(f'{where}: "id" must be a string or an integer')
@@ -134,8 +144,8 @@ def _item(obj: Any, where: str) -> EvalItem:
         lang = detect_language(q)
     elif lang not in _LANGS:
         raise InputError(f'{where}: "lang" must be one of {", ".join(_LANGS)} (got {lang!r})')
-    extra = {k: v for k, v in obj.items() if k not in ("id", "question", "answers", "type", "lang")}
-    return EvalItem(str(qid), q.strip(), answers, lang, qtype or "unknown", extra)
+    extra = {k: v for k, v in obj.items() if k not in ("id", "question", "answers", "type", "lang", "answerable")}
+    return EvalItem(str(qid), q.strip(), answers, lang, qtype or "unknown", extra, answerable)
 
 
 def balanced_sample(
@@ -175,5 +185,8 @@ def dataset_fingerprint(items: Sequence[EvalItem]) -> str:
     """A short hash of the questions and answers, so a resumed run can check its dataset."""
     h = hashlib.sha256()
     for it in items:
-        h.update(json.dumps([it.id, it.question, it.answers], ensure_ascii=False).encode("utf-8"))
+        key: list[Any] = [it.id, it.question, it.answers]
+        if not it.answerable:  # only then, so fingerprints of older datasets stay the same
+            key.append(False)
+        h.update(json.dumps(key, ensure_ascii=False).encode("utf-8"))
     return h.hexdigest()[:16]

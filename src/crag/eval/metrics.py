@@ -112,8 +112,8 @@ class AnswerMetrics:
     """Gold-answer metrics of one answer (booleans are stored as 0/1 for averaging).
 
     >>> m = score_answer("Paris [1].", ["Paris"], ["Paris is the capital of France."])
-    >>> m.accuracy, m.exact_match, m.context_recall, m.success
-    (1.0, 1.0, 1.0, 1.0)
+    >>> m.accuracy, m.exact_match, m.context_recall, m.success, m.refused
+    (1.0, 1.0, 1.0, 1.0, 0.0)
     """
 
     accuracy: float  # a gold answer is contained in the prediction
@@ -122,20 +122,29 @@ class AnswerMetrics:
     context_recall: float
     context_tokens: int
     success: float  # a non-refusal answer was produced
+    refused: float = 0.0  # the answer says the sources do not hold the answer
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def score_answer(prediction: str, answers: Sequence[str], context: Sequence[str]) -> AnswerMetrics:
-    """All answer and context metrics of one prediction."""
+def score_answer(
+    prediction: str, answers: Sequence[str], context: Sequence[str], *, refusal: bool | None = None
+) -> AnswerMetrics:
+    """All answer and context metrics of one prediction.
+
+    ``refusal`` is the engine's own verdict (:attr:`crag.types.Answer.refused`); without
+    it the text is checked for the refusal phrases.
+    """
+    no = refused(prediction) if refusal is None else refusal
     return AnswerMetrics(
         accuracy=float(gold_match(prediction, answers)),
         exact_match=float(exact_match(prediction, answers)),
         f1=round(token_f1(prediction, answers), 4),
         context_recall=float(context_recall(context, answers)),
         context_tokens=sum(approx_tokens(t) for t in context),
-        success=float(bool(prediction.strip()) and not refused(prediction)),
+        success=float(bool(prediction.strip()) and not no),
+        refused=float(no),
     )
 
 

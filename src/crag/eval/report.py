@@ -34,6 +34,8 @@ __all__ = ["REPORT_FILES", "Report", "build_report", "paired_results", "percenti
 
 REPORT_FILES = ("report.md", "report.html", "summary.json")
 RATE_METRICS = ("accuracy", "exact_match", "f1", "context_recall", "success")
+# Rates over a subset: answerable questions whose context holds gold, unanswerable ones.
+SUBSET_RATES = ("false_refusal", "answer_given_context", "abstention")
 ACTIONS = ("correct", "ambiguous", "incorrect", "rag")
 LABELS = {
     "accuracy": "accuracy (gold in answer)",
@@ -41,6 +43,9 @@ LABELS = {
     "f1": "token F1",
     "context_recall": "context recall",
     "success": "success (non-refusal)",
+    "false_refusal": "false refusal (context held gold)",
+    "answer_given_context": "gold in answer | gold in context",
+    "abstention": "refused | unanswerable",
     "context_tokens": "context tokens",
     "latency": "latency s",
     "llm_calls": "LLM calls",
@@ -161,22 +166,55 @@ def _judge_scores(run: EvalRun, qid: str, mode: str) -> dict[str, float] | None:
 
 
 def row_stats(run: EvalRun, mode: str, ids: Sequence[str]) -> dict[str, Any]:
+    """Means of one mode over ``ids``.
+
+    Gold-answer rates cover the answerable questions only. ``false_refusal`` is the share
+    of refusals among answerable questions whose final context holds a gold answer, and
+    ``answer_given_context`` the share of gold answers among them: together they say how
+    often generation loses an answer that retrieval and correction found. ``abstention``
+    is the share of refusals among unanswerable questions (the right reply there).
+    """
     recs = _answered(run, mode, ids)
-    stats: dict[str, Any] = {"n": len(recs), "asked": len(ids)}
+    answerable = _answerable_ids(run)
+    ans = [r for r in recs if r["id"] in answerable]
+    unans = [r for r in recs if r["id"] not in answerable]
+    stats: dict[str, Any] = {"n": len(recs), "asked": len(ids), "answerable": len(ans)}
     for m in RATE_METRICS:
-        stats[m] = float(np.mean([r["metrics"][m] for r in recs])) if recs else float("nan")
-    stats["context_tokens"] = float(np.mean([r["metrics"]["context_tokens"] for r in recs])) if recs else float("nan")
+        stats[m] = _mean([_rate(r, m) for r in ans])
+    with_gold = [r for r in ans if r["metrics"]["context_recall"] > 0]
+    stats["context_holds_gold"] = len(with_gold)
+    stats["false_refusal"] = _mean([_rate(r, "refused") for r in with_gold])
+    stats["answer_given_context"] = _mean([_rate(r, "accuracy") for r in with_gold])
+    stats["unanswerable"] = len(unans)
+    stats["abstention"] = _mean([_rate(r, "refused") for r in unans])
+    stats["context_tokens"] = _mean([r["metrics"]["context_tokens"] for r in recs])
     lat = [float(r.get("latency") or 0.0) for r in recs]
     stats["latency_p50"], stats["latency_p90"] = percentile(lat, 50), percentile(lat, 90)
+    stats["latency_mean"] = _mean(lat)
     calls = [r["llm_calls"] for r in recs if r.get("llm_calls") is not None]
-    stats["llm_calls"] = float(np.mean(calls)) if calls else float("nan")
-    stats["searches"] = float(np.mean([r.get("searches", 0) for r in recs])) if recs else float("nan")
+    stats["llm_calls"] = _mean(calls)
+    stats["searches"] = _mean([r.get("searches", 0) for r in recs])
     stats["actions"] = dict(Counter(r.get("action", "?") for r in recs))
     judged = [s for s in (_judge_scores(run, r["id"], mode) for r in recs) if s]
     for c in CRITERIA:
         stats[f"judge_{c}"] = float(np.mean([s[c] for s in judged])) if judged else float("nan")
     stats["judged"] = len(judged)
     return stats
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def _rate(rec: dict[str, Any], metric: str) -> float:
+    m = rec["metrics"]
+    if metric == "refused" and "refused" not in m:  # records written before the field existed
+        return 1.0 - float(m["success"])
+    return float(m[metric])
+
+
+def _answerable_ids(run: EvalRun) -> set[str]:
+    return {it.id for it in run.items if it.answerable}
 
 
 def judge_agreement(run: EvalRun, ids: Sequence[str]) -> float | None:
@@ -196,7 +234,10 @@ def judge_agreement(run: EvalRun, ids: Sequence[str]) -> float | None:
 
 
 def _metric_value(run: EvalRun, rec: dict[str, Any], metric: str) -> float | None:
-    if metric in RATE_METRICS or metric == "context_tokens":
+    if metric in RATE_METRICS:
+        # Gold-answer rates mean nothing for a question no source answers.
+        return _rate(rec, metric) if rec["id"] in _answerable_ids(run) else None
+    if metric == "context_tokens":
         return float(rec["metrics"][metric])
     if metric.startswith("judge_"):
         s = _judge_scores(run, rec["id"], rec["mode"])
@@ -276,6 +317,21 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
                 rows.append(([g, m], st))
         blocks.append(_stats_table([label, "mode"], rows, judged))
 
+    # By the action each mode actually took (rag always "rag"): where answers are lost.
+    blocks.append(Block("h2", "By action taken"))
+    rows = []
+    for m in run.modes:
+        taken: dict[str, list[str]] = {}
+        for i in ids:
+            rec = run.records.get((i, m))
+            if rec is not None and not rec.get("error"):
+                taken.setdefault(str(rec.get("action", "?")), []).append(i)
+        for a in sorted(taken, key=lambda a: ACTIONS.index(a) if a in ACTIONS else len(ACTIONS)):
+            st = row_stats(run, m, taken[a])
+            summary["groups"].setdefault("action", {}).setdefault(a, {})[m] = st
+            rows.append(([a, m], st))
+    blocks.append(_stats_table(["action taken", "mode"], rows, judged))
+
     if "rag" in run.modes and "crag" in run.modes:
         metrics = [*RATE_METRICS, "context_tokens", "latency", "llm_calls", "searches"]
         if judged:
@@ -345,6 +401,9 @@ def _stats_table(keys: Sequence[str], rows: Sequence[tuple[list[str], dict[str, 
         "ctx recall",
         "ctx tokens",
         "success",
+        "false refusal",
+        "ans | ctx",
+        "abstain | unans.",
         "latency p50 s",
         "latency p90 s",
         "LLM calls",
@@ -365,6 +424,9 @@ def _stats_table(keys: Sequence[str], rows: Sequence[tuple[list[str], dict[str, 
             _fmt(st["context_recall"]),
             _fmt(st["context_tokens"], 0),
             _fmt(st["success"]),
+            _rate_cell(st["false_refusal"], st["context_holds_gold"]),
+            _fmt(st["answer_given_context"]),
+            _rate_cell(st["abstention"], st["unanswerable"]),
             _fmt(st["latency_p50"], 2),
             _fmt(st["latency_p90"], 2),
             _fmt(st["llm_calls"], 2),
@@ -375,6 +437,11 @@ def _stats_table(keys: Sequence[str], rows: Sequence[tuple[list[str], dict[str, 
             row += [_fmt(st[f"judge_{c}"], 2) for c in CRITERIA]
         out.append(row)
     return Block("table", headers=headers, rows=out)
+
+
+def _rate_cell(rate: float, n: int) -> str:
+    """A rate with its denominator, so 0.000 of 3 is not mistaken for 0.000 of 100."""
+    return "—" if not n else f"{_fmt(rate)} ({round(rate * n)}/{n})"
 
 
 _TEST_HEADERS = ["n", "RAG", "CRAG", "CRAG − RAG", "95% CI", "t", "p"]

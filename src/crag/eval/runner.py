@@ -256,7 +256,7 @@ def _answer_record(
         # One bad question (an LLM hiccup, a refused input) must not sink the whole run.
         return base | {"error": f"{type(exc).__name__}: {exc}"}
     context = [s.text for s in answer.context]
-    metrics = score_answer(answer.answer, it.answers, context)
+    metrics = score_answer(answer.answer, it.answers, context, refusal=getattr(answer, "refused", None))
     return base | {
         "answer": answer.answer,
         "action": answer.action.value,

@@ -24,6 +24,7 @@ from typing import Any
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import normalize_whitespace
+from crag.text import scrub_surrogates
 
 __all__ = ["SUPPORTED_SUFFIXES", "SourceDoc", "decode_text", "discover", "load_file"]
 
@@ -75,6 +76,9 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, s
     seen: set[Path] = set()
 
     def consider(path: Path) -> None:
+        if not is_utf8_path(path):  # SQLite and every output need text; the name cannot become text
+            skipped.append((printable_path(path), "file name is not valid UTF-8; rename the file"))
+            return
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
             kind = f"'{path.suffix}'" if path.suffix else "without a suffix"
             skipped.append((str(path), f"unsupported file type {kind}; supported: {_SUPPORTED}"))
@@ -96,8 +100,22 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, s
         elif path.is_file():
             consider(path)
         else:
-            skipped.append((str(path), "not found; check the path"))
+            skipped.append((printable_path(path), "not found; check the path"))
     return files, skipped
+
+
+def is_utf8_path(path: str | Path) -> bool:
+    """False for names holding bytes that are not UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_path(path: str | Path) -> str:
+    """``path`` as text that can be printed and stored: undecodable bytes become U+FFFD."""
+    return os.fsencode(path).decode("utf-8", "replace")
 
 
 def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
@@ -339,9 +357,11 @@ def _load_jsonl(path: Path, source: str, data: bytes) -> tuple[list[SourceDoc], 
 def _jsonl_doc(line: str, default_source: str, source: str) -> tuple[str, SourceDoc | None]:
     """Parse one JSONL line into (problem, doc); exactly one of them is meaningful."""
     try:
-        obj = json.loads(line)
+        obj = scrub_surrogates(json.loads(line))
     except json.JSONDecodeError as exc:
         return f"invalid JSON ({exc.msg} at column {exc.colno})", None
+    except RecursionError:  # the decoder recurses once per nesting level
+        return "JSON nested too deeply", None
     if not isinstance(obj, dict):
         return "not a JSON object", None
     text = obj.get("text")

@@ -76,15 +76,47 @@ def resolve_host(host: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052 well-known prefix: the last 32 bits are IPv4
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215 local-use: a private network's NAT64
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated ::a.b.c.d
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries and routes to (mapped, 6to4, Teredo, NAT64).
+
+    >>> embedded_ipv4(ipaddress.IPv6Address("2002:7f00:1::1"))
+    [IPv4Address('127.0.0.1')]
+    """
+    if ip.ipv4_mapped is not None:
+        return [ip.ipv4_mapped]
+    if ip.sixtofour is not None:
+        return [ip.sixtofour]
+    if ip.teredo is not None:
+        return list(ip.teredo)  # (server, client); the client is de-obfuscated by ipaddress
+    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):
+        return [ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)]
+    return []
+
+
 def is_public_address(address: str) -> bool:
     """False for private, loopback, link-local, reserved, multicast and unspecified addresses.
 
+    IPv6 addresses that embed an IPv4 address (``::ffff:10.0.0.1``, 6to4 ``2002::/16``, Teredo
+    ``2001::/32``, NAT64 ``64:ff9b::/96``) are judged by the IPv4 addresses inside them, which
+    is where a relay or translator delivers the request; local-use NAT64 is never public.
+
     >>> is_public_address("93.184.216.34"), is_public_address("169.254.169.254"), is_public_address("::1")
     (True, False, False)
+    >>> is_public_address("2002:a9fe:a9fe::1")   # 6to4 wrapping 169.254.169.254
+    False
     """
     ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback in disguise
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _NAT64_LOCAL:
+            return False
+        inner = embedded_ipv4(ip)
+        if inner:
+            return all(is_public_address(str(v4)) for v4 in inner)
     return ip.is_global and not (
         ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast or ip.is_unspecified
     )

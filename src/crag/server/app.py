@@ -13,26 +13,26 @@ health checks, trace browsing and streaming keep-alives.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from crag import __version__
 from crag.config import CragSettings
@@ -50,6 +50,7 @@ from crag.errors import (
     UnsupportedFileError,
 )
 from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.redact import install_log_redaction, redact, redact_text, register
 from crag.server import ui
 from crag.server.auth import (
     Authenticator,
@@ -59,27 +60,18 @@ from crag.server.auth import (
     is_loopback,
     keys_from_env,
 )
+from crag.server.body import ApiError, describe_errors, document_bodies, parse_body
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
-from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, error_response
+from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.types import Answer
 
-__all__ = ["ApiError", "create_app", "serve"]
+__all__ = ["ApiError", "create_app", "parse_body", "serve"]
 
 log = logging.getLogger("crag.server")
-M = TypeVar("M", bound=BaseModel)
 
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while the engine works (proxies drop idle streams)
 ANSWER_CHUNK_CHARS = 24  # the pipeline returns the whole answer; streamed in pieces of this size
 SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker processes
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": {"type", "message"}}`` with ``status``."""
-
-    def __init__(self, status: int, type_: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type_
 
 
 def crag_error_status(exc: CragError) -> tuple[int, str]:
@@ -116,8 +108,17 @@ def create_app(
     caps each key (429 with ``Retry-After``).
     """
     keys = list(api_keys) if api_keys is not None else keys_from_env()
-    # No /docs: Swagger UI loads from a CDN, and the service must work offline.
-    app = FastAPI(title="crag", version=__version__, docs_url=None, redoc_url=None)
+    register(keys)  # keys handed over in code are secrets too
+    install_log_redaction()
+    # No /docs: Swagger UI loads from a CDN, and the service must work offline. Every JSON
+    # body leaves through RedactedJSONResponse (crag.redact, the one redaction point).
+    app = FastAPI(
+        title="crag",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=RedactedJSONResponse,
+    )
     metrics = Metrics()
     app.state.engine = engine
     app.state.metrics = metrics
@@ -139,6 +140,14 @@ def create_app(
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app, metrics)
     ui.install(app)
+    document_bodies(
+        app,
+        {
+            ("/v1/ask", "post"): AskRequest,
+            ("/v1/chat/completions", "post"): ChatRequest,
+            ("/v1/ingest", "post"): IngestRequest,
+        },
+    )
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -155,7 +164,7 @@ def create_app(
         if req.stream:
             return SSEResponse(_ask_events(engine, metrics, req))
         answer = await _answer(engine, metrics, req.question, req.mode, req.search)
-        return JSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
+        return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -176,7 +185,7 @@ def create_app(
             return SSEResponse(
                 _chat_chunks(answer, req.model, usage if include_usage else None), headers=headers
             )
-        return JSONResponse(_chat_completion(answer, req.model, usage), headers=headers)
+        return RedactedJSONResponse(_chat_completion(answer, req.model, usage), headers=headers)
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
@@ -320,7 +329,7 @@ async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncI
         answer = task.result()
     except CragError as exc:
         status, type_ = crag_error_status(exc)
-        yield sse("error", {"status": status, "error": {"type": type_, "message": _redacted(str(exc))}})
+        yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
         return
     except Exception:
         log.exception("ask failed")
@@ -329,7 +338,8 @@ async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncI
     trace = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
     for name, data in stage_events(answer, trace):
         yield sse(name, data)
-    for piece in chunk_text(answer.answer, ANSWER_CHUNK_CHARS):
+    # Redacted whole before it is cut: a key split across two events would pass each check.
+    for piece in chunk_text(redact_text(answer.answer), ANSWER_CHUNK_CHARS):
         yield sse("answer", {"delta": piece})
     yield sse("done", answer.to_dict())
 
@@ -378,8 +388,8 @@ def chunk_text(text: str, size: int) -> list[str]:
 
 
 def sse(event: str, data: Any) -> bytes:
-    """One server-sent event; JSON data on one line so any SSE parser reads it."""
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    """One server-sent event; JSON data on one line so any SSE parser reads it (secrets redacted)."""
+    return f"event: {event}\ndata: {json.dumps(redact(data), ensure_ascii=False)}\n\n".encode()
 
 
 class SSEResponse(StreamingResponse):
@@ -442,10 +452,11 @@ async def _chat_chunks(answer: Answer, model: str, usage: dict[str, int] | None)
             | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
             | extra
         )
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+        return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
 
     yield chunk({"role": "assistant", "content": ""})
-    for piece in chunk_text(with_sources(answer), ANSWER_CHUNK_CHARS):
+    # Redacted whole before it is cut, as in _ask_events.
+    for piece in chunk_text(redact_text(with_sources(answer)), ANSWER_CHUNK_CHARS):
         yield chunk({"content": piece})
     yield chunk({}, "stop", crag=_crag_meta(answer))
     if usage is not None:
@@ -478,7 +489,11 @@ async def _save_uploads(request: Request, uploads: Path) -> list[Path]:
                 raise ApiError(
                     415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}"
                 )
-            saved.append(await run_in_threadpool(_write_file, uploads / name, await f.read()))
+            data = await f.read()
+            # A folder per content: two clients uploading "notes.md" never overwrite each other,
+            # and the same bytes uploaded again land on the same path (ingest says "unchanged").
+            folder = uploads / hashlib.sha256(data).hexdigest()[:16]
+            saved.append(await run_in_threadpool(_write_file, folder / name, data))
         return saved
     finally:
         await form.close()
@@ -522,50 +537,6 @@ def _ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
 
 
 # -- parsing and errors -------------------------------------------------------------------
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-async def parse_body(request: Request, model: type[M]) -> M:
-    """Decode, parse and validate a JSON body, answering 400 (bytes/JSON) or 422 (shape)."""
-    body = await request.body()
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ApiError(400, "invalid_utf8", f"request body is not valid UTF-8 (byte {exc.start})") from None
-    if not text.strip():
-        raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
-    try:
-        data = json.loads(text, parse_constant=_no_constants)
-        # Lone surrogate escapes ("\ud800") parse but cannot be stored or echoed back.
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise ApiError(400, "invalid_utf8", "request body holds an unpaired surrogate escape") from None
-    except ValueError as exc:
-        raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ApiError(422, "validation_error", "request body must be a JSON object")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(422, "validation_error", describe_errors(exc.errors())) from None
-
-
-def describe_errors(errors: Iterable[Any]) -> str:
-    """Pydantic errors as one line: ``question: Input should be a valid string; ...``."""
-    parts = []
-    for e in list(errors)[:5]:
-        loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
-    return "; ".join(parts)
-
-
-def _redacted(message: str) -> str:
-    from crag.trace.spans import env_secrets, redact
-
-    return str(redact(message, env_secrets()))
-
-
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:
@@ -575,7 +546,7 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def crag_error(_: Request, exc: CragError) -> Response:
         status, type_ = crag_error_status(exc)
         if status >= 500:
-            log.warning("%s: %s", type(exc).__name__, _redacted(str(exc)))
+            log.warning("%s: %s", type(exc).__name__, redact_text(str(exc)))
         return error_response(status, type_, str(exc))  # type: ignore[no-any-return]
 
     @app.exception_handler(RequestValidationError)

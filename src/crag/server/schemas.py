@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from starlette.responses import JSONResponse
+
+from crag.redact import redact
 
 __all__ = [
     "AskRequest",
@@ -17,6 +20,7 @@ __all__ = [
     "ContentPart",
     "IngestDocument",
     "IngestRequest",
+    "RedactedJSONResponse",
     "error_response",
 ]
 
@@ -102,12 +106,19 @@ class IngestRequest(_Strict):
 def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> Any:
     """The one error shape of the API: ``{"error": {"type", "message"}}`` (OpenAI-compatible).
 
-    Messages pass through :func:`crag.trace.spans.redact` so an exception that quotes a
+    Messages pass through :func:`crag.redact.redact_text` so an exception that quotes a
     URL with a key in it never sends the key to a client.
     """
-    from starlette.responses import JSONResponse
+    body = {"error": {"type": type_, "message": str(message)}}
+    return RedactedJSONResponse(body, status_code=status, headers=headers)
 
-    from crag.trace.spans import env_secrets, redact
 
-    body = {"error": {"type": type_, "message": redact(str(message), env_secrets())}}
-    return JSONResponse(body, status_code=status, headers=headers)
+class RedactedJSONResponse(JSONResponse):
+    """The JSON response of every route: content passes through :func:`crag.redact.redact` first.
+
+    >>> RedactedJSONResponse({"e": "Authorization: Bearer abc123def456"}).body
+    b'{"e":"Authorization: ***"}'
+    """
+
+    def render(self, content: Any) -> bytes:
+        return super().render(redact(content))

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from crag.errors import StoreError
+from crag.redact import register_env
 
 DEFAULT_COLLECTION = "crag_chunks"
 _BATCH = 2000  # rows per insert: 2000 × 384 floats ≈ 3 MB, far below gRPC's 64 MB message cap
@@ -114,6 +115,7 @@ class MilvusVectorStore:
         uri = self.uri.removeprefix("file://")
         if self.is_lite:
             Path(uri).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        register_env(self.token_env)
         token = os.environ.get(self.token_env, "") if self.token_env else ""
         try:
             self._client = MilvusClient(uri=uri, token=token, timeout=self.timeout)

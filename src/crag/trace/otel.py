@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from crag.errors import ConfigError
-from crag.trace.spans import env_secrets, redact
+from crag.redact import redact
 
 if TYPE_CHECKING:  # the SDK is an optional extra; imported lazily at run time
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -97,7 +97,7 @@ def export_trace(trace: Mapping[str, Any], exporter: SpanExporter | None = None)
     exactly as :class:`~crag.trace.store.TraceStore` does before writing.
     """
     if exporter is not None:
-        spans = to_spans(redact(trace, env_secrets()))
+        spans = to_spans(redact(trace))
         exporter.export(spans)
         return len(spans)
     endpoint = configured_endpoint()
@@ -105,7 +105,7 @@ def export_trace(trace: Mapping[str, Any], exporter: SpanExporter | None = None)
         return 0
     try:
         processor = _env_processor(endpoint)
-        spans = to_spans(redact(trace, env_secrets()))
+        spans = to_spans(redact(trace))
     except Exception as exc:  # see docstring: telemetry never fails the request
         _warn_once(f"OpenTelemetry export to {endpoint} skipped: {exc}")
         return 0

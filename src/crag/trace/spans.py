@@ -11,8 +11,6 @@ context variable, like datasette's ``tracer.py``, instead of having it passed do
 from __future__ import annotations
 
 import contextvars
-import os
-import re
 import secrets
 import threading
 import time
@@ -21,6 +19,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+
+from crag.redact import known_secrets
+from crag.redact import redact as _redact
 
 __all__ = [
     "NullTracer",
@@ -33,9 +34,6 @@ __all__ = [
     "use_tracer",
 ]
 
-REDACTED = "***"
-MIN_SECRET_LEN = 6  # shorter values ("1", "true") would shred ordinary text
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 
 def new_trace_id() -> str:
@@ -219,37 +217,16 @@ def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
 
 
 def env_secrets() -> list[str]:
-    """Values of environment variables whose name contains KEY, TOKEN, SECRET or PASSWORD."""
-    return [v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN]
+    """Every secret value known to :mod:`crag.redact` (environment and registered keys)."""
+    return known_secrets()
 
 
-def redact(obj: Any, secrets: Iterable[str]) -> Any:
-    """Return a copy of ``obj`` with every secret (≥ 6 chars) inside strings replaced by ``***``.
+def redact(obj: Any, secrets: Iterable[str] | None = None) -> Any:
+    """Return a copy of ``obj`` with secrets (≥ 6 chars) and key-shaped strings replaced by ``***``.
 
-    Walks dicts (keys and values), lists and tuples; other values pass through.
+    Kept here for callers of the tracer; the one implementation is :func:`crag.redact.redact`.
 
     >>> redact({"url": "https://x/?key=sk-abcdef123"}, ["sk-abcdef123"])
     {'url': 'https://x/?key=***'}
     """
-    # Longest first: if one secret contains another, the whole of it must go.
-    found = sorted(
-        {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True
-    )
-    if not found:
-        return obj
-    return _redact(obj, found)
-
-
-def _redact(obj: Any, found: list[str]) -> Any:
-    if isinstance(obj, str):
-        for s in found:
-            if s in obj:
-                obj = obj.replace(s, REDACTED)
-        return obj
-    if isinstance(obj, dict):
-        return {_redact(k, found): _redact(v, found) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_redact(v, found) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_redact(v, found) for v in obj)
-    return obj
+    return _redact(obj, secrets)

@@ -22,7 +22,8 @@ from typing import Any
 
 from crag._sqlite import set_wal
 from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
-from crag.trace.spans import env_secrets, redact
+from crag.paths import make_folder
+from crag.redact import redact
 
 __all__ = ["MIGRATIONS", "MIN_PREFIX", "TraceStore", "apply_migrations", "migration"]
 
@@ -101,7 +102,7 @@ class TraceStore:
 
     def __init__(self, path: Path | str, *, migrations: Sequence[Migration] | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent, "trace database")
         self._migrations = list(MIGRATIONS if migrations is None else migrations)
         # Serialises writers inside this process; SQLite's busy timeout covers other processes.
         self._write_lock = threading.Lock()
@@ -168,7 +169,7 @@ class TraceStore:
             raise InputError("a trace must be a dict with an 'id'")
         # Round-trip through JSON so dataclasses/enums/numpy become plain values that
         # redact() can see into.
-        clean: dict[str, Any] = redact(json.loads(json.dumps(data, default=_json_default)), env_secrets())
+        clean: dict[str, Any] = redact(json.loads(json.dumps(data, default=_json_default)))
         trace_id = str(clean["id"])
         timings = clean.get("timings") if isinstance(clean.get("timings"), dict) else {}
         total = _float(timings.get("total"))

@@ -1,0 +1,135 @@
+"""Write the answer from the corrected context: best sources first, one call, one re-ask at most.
+
+Refusal is decided from the evidence, not from a sentence the model copies:
+
+1. the sources are ordered best-first and capped (a small model reads the first few);
+2. the model answers from them, citing ``[n]``;
+3. a reply is no answer when it says the sources lack one (:mod:`~crag.generate.refusal`)
+   or when its new content is not in the sources (:mod:`~crag.generate.grounding`: an
+   invented figure or name);
+4. if so although the evaluator graded a source at or above τ_high, the model is asked
+   once more, pointed at that source (``refusal_overridden`` when that yields an answer);
+5. otherwise the answer is a refusal (``refused``): the model's own words when it
+   declined, a plain statement when its answer was unsupported. An empty context is a
+   refusal too. Honest abstention when correction found nothing reliable happens before
+   generation, in the pipeline.
+
+>>> from crag.testing.fakes import ScriptedLLM
+>>> from crag.types import Strip
+>>> ctx = [Strip("Corser was an Australian politician.", "a.txt", "web", score=0.9)]
+>>> g = generate("What was Corser's job?", ctx, ScriptedLLM(["The sources do not say.", "A politician [1]."]),
+...              reask_above=0.8)
+>>> g.text, g.refused, g.refusal_overridden, len(g.completions)
+('A politician [1].', False, True, 2)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from crag.generate.citations import CITE, attach_citations, citations_for
+from crag.generate.grounding import grounded, unsupported_terms
+from crag.generate.prompts import build_messages
+from crag.generate.refusal import NO_CONTEXT, is_refusal
+from crag.protocols import LLM, Completion
+from crag.text import detect_language
+from crag.types import Citation, Strip
+
+DEFAULT_MAX_SOURCES = 4
+_CONTENT = re.compile(r"\w")
+# Said instead of an answer whose content the sources do not contain.
+NOT_IN_SOURCES = {
+    "en": "The sources found do not answer this question.",
+    "zh": "找到的资料没有回答这个问题。",
+}
+
+
+@dataclass
+class Generation:
+    """What generation produced: the text, its citations, and how it got there."""
+
+    text: str
+    citations: list[Citation]
+    sources: list[Strip]  # exactly what the model was shown, in its order ([n] = sources[n-1])
+    refused: bool = False
+    refusal_overridden: bool = False  # the model refused, was re-asked, and answered
+    citations_inferred: bool = False  # the model cited nothing; markers were matched by overlap
+    completions: list[Completion] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)  # new words of a rejected reply no source has
+
+
+def order_sources(context: Sequence[Strip], max_sources: int = DEFAULT_MAX_SOURCES) -> list[Strip]:
+    """Best-graded first (stable for ties), at most ``max_sources``."""
+    ranked = sorted(range(len(context)), key=lambda i: (-context[i].score, i))
+    return [context[i] for i in ranked[: max(1, max_sources)]]
+
+
+def generate(
+    question: str,
+    context: Sequence[Strip],
+    llm: LLM,
+    *,
+    lang: str | None = None,
+    max_tokens: int = 384,
+    temperature: float = 0.0,
+    extra_instruction: str = "",
+    max_sources: int = DEFAULT_MAX_SOURCES,
+    reask_above: float | None = None,
+) -> Generation:
+    """Answer ``question`` from ``context``; see the module docstring for the refusal rule.
+
+    ``reask_above`` is τ_high on the Correct/Ambiguous/Incorrect paths (strip scores are
+    evaluator grades there); leave it ``None`` when scores are not grades (plain RAG).
+    """
+    lang = lang or detect_language(question)
+    sources = order_sources(context, max_sources) if context else []
+    if not sources:
+        return Generation(NO_CONTEXT.get(lang, NO_CONTEXT["en"]), [], [], refused=True)
+    texts = [s.text for s in sources]
+
+    def ask(directive: int | None = None) -> Completion:
+        messages = build_messages(question, sources, lang, extra_instruction, directive=directive)
+        return llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
+
+    def verdict(reply: str) -> str:
+        if not _CONTENT.search(CITE.sub("", reply)):
+            return "unsupported"  # only markers or punctuation ("[1]"): says nothing
+        if is_refusal(reply):
+            return "refused"
+        return "answer" if grounded(reply, question, texts) else "unsupported"
+
+    calls = [ask()]
+    text = calls[0].text.strip()
+    outcome = verdict(text)
+    overridden = False
+    if outcome != "answer" and reask_above is not None:
+        best = next((n for n, s in enumerate(sources, 1) if s.score >= reask_above), None)
+        if best is not None:
+            calls.append(ask(directive=best))
+            again = calls[-1].text.strip()
+            if verdict(again) == "answer":
+                text, outcome, overridden = again, "answer", True
+    unsupported: list[str] = []
+    if outcome == "unsupported":
+        unsupported = unsupported_terms(text, question, texts)
+        text = NOT_IN_SOURCES.get(lang, NOT_IN_SOURCES["en"])
+    refused = outcome != "answer"
+    inferred = False
+    if not refused and not CITE.search(text):
+        # Small models often state the fact but forget the marker: cite the source that
+        # supports each sentence best, so every answer stays traceable.
+        cited = attach_citations(text, sources)
+        inferred = cited != text
+        text = cited
+    return Generation(
+        text,
+        [] if refused else citations_for(text, sources),
+        sources,
+        refused=refused,
+        refusal_overridden=overridden,
+        citations_inferred=inferred,
+        completions=calls,
+        unsupported=unsupported,
+    )

@@ -1,0 +1,51 @@
+"""Citations: the ``[n]`` markers an answer carries, and adding them when a model forgets.
+
+>>> from crag.types import Strip
+>>> ctx = [Strip("The Ming dynasty followed the Yuan.", "a.txt", "internal")]
+>>> attach_citations("The Ming dynasty followed the Yuan.", ctx)
+'The Ming dynasty followed the Yuan[1].'
+>>> [c.id for c in citations_for("Ming [1] and [7].", ctx)]
+[1]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from crag.text import join_sentences, split_sentences
+from crag.types import Citation, Strip
+
+CITE = re.compile(r"\[(\d{1,3})\]")
+
+
+def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:
+    """Append ``[n]`` to each answer sentence whose trigrams overlap a context strip enough."""
+    grams = [_trigrams(s.text) for s in context]
+    out = []
+    for sent in split_sentences(answer) or [answer]:
+        g = _trigrams(sent)
+        best, score = 0, 0.0
+        for n, cg in enumerate(grams, 1):
+            ov = len(g & cg) / len(g) if g else 0.0
+            if ov > score:
+                best, score = n, ov
+        if best and score >= min_overlap:
+            body = sent.rstrip("。.!！?？")
+            end = sent[len(body) :]
+            sent = f"{body}[{best}]{end}" if end else f"{sent}[{best}]"
+        out.append(sent)
+    return join_sentences(out)
+
+
+def citations_for(answer: str, context: Sequence[Strip]) -> list[Citation]:
+    """Citations for the ``[n]`` markers in the answer that point at real context items."""
+    used = sorted({int(m) for m in CITE.findall(answer) if 1 <= int(m) <= len(context)})
+    return [
+        Citation(n, context[n - 1].source, context[n - 1].title, context[n - 1].url, context[n - 1].text) for n in used
+    ]
+
+
+def _trigrams(text: str) -> set[str]:
+    t = re.sub(r"\s+", " ", text.lower())
+    return {t[i : i + 3] for i in range(max(0, len(t) - 2))}

@@ -1,0 +1,93 @@
+"""Is an answer backed by its sources? The evidence check behind a refusal.
+
+An answer brings *new* content words: those not already in the question (the subject
+it restates) and not the words every answer uses ("source", "according", 资料…). When a
+model invents, they are absent from the sources: "The design life is 20 years" from
+sources that give no figure, a birthplace no source names. Such an answer is not shown:
+the engine refuses instead (:mod:`crag.generate.answer`).
+
+The check is lexical on purpose: cheap, the same for every model, in both languages
+(Chinese by substring over the sources, English by word with light stemming), and
+numbers must match exactly, since a wrong figure is the costliest hallucination.
+
+>>> src = ["Edward Corser (1852 – 1928) was an Australian politician."]
+>>> grounded("Edward Corser was an Australian politician [1].", "What was Corser's job?", src)
+True
+>>> unsupported_terms("His wife was born in Brisbane [1].", "Where was Corser's wife born?", src)
+['brisbane']
+>>> grounded("设计寿命是20年。", "鑫诺一号的设计寿命是多少年？", ["鑫诺一号于1998年发射。"])
+False
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from crag.text import EN_STOP, ZH_STOP, tokenize
+
+MIN_SUPPORT = 0.5  # share of the answer's new content words the sources must contain
+
+# Words any answer may use about its sources or as a reply; they carry no claim.
+_META = frozenset(
+    """source sources document documents text texts context passage passages according mention mentions
+    mentioned state states stated say says said provided given information answer yes no true false
+    资料 来源 根据 提到 提及 显示 表明 文中 所述 记载 答案 信息 是的 不是 没有 可以""".split()
+)
+_CITATION = re.compile(r"\[\d{1,3}\]")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
+
+
+def unsupported_terms(answer: str, question: str, sources: Sequence[str]) -> list[str]:
+    """The answer's new content words that no source contains, in answer order."""
+    new = _new_terms(answer, question)
+    corpus = _NUM_SEP.sub("", " ".join(sources)).lower()
+    words = {_stem(t) for t in tokenize(corpus, keep_stopwords=True)}
+    return [t for t in new if not _found(t, corpus, words)]
+
+
+def grounded(answer: str, question: str, sources: Sequence[str], *, min_support: float = MIN_SUPPORT) -> bool:
+    """True when at least ``min_support`` of the answer's new content words are in the sources.
+
+    An answer that adds nothing to the question (it only restates it) counts as grounded:
+    there is nothing in it to check.
+    """
+    new = _new_terms(answer, question)
+    if not new:
+        return True
+    missing = unsupported_terms(answer, question, sources)
+    return 1.0 - len(missing) / len(new) >= min_support
+
+
+def _new_terms(answer: str, question: str) -> list[str]:
+    asked = {_stem(t) for t in tokenize(_NUM_SEP.sub("", question), keep_stopwords=True)}
+    asked_text = question.lower()
+    out: list[str] = []
+    for tok in tokenize(_NUM_SEP.sub("", _CITATION.sub(" ", answer)), search_mode=False):
+        t = tok.lower()
+        if t in out or t in _META or t in EN_STOP or t in ZH_STOP or _stem(t) in asked:
+            continue
+        if _CJK.search(t) and (len(t) < 2 or t in asked_text):
+            continue  # single characters are particles; a word the question used is not new
+        if not _CJK.search(t) and len(t) < 3 and not t.isdigit():
+            continue
+        out.append(t)
+    return out
+
+
+def _found(term: str, corpus: str, words: set[str]) -> bool:
+    if _CJK.search(term):
+        return term in corpus
+    if term.isdigit():
+        return re.search(rf"(?<!\d){term}(?!\d)", corpus) is not None
+    return _stem(term) in words
+
+
+def _stem(word: str) -> str:
+    """Light English stemming, so "politicians" matches "politician" and "founded" "founding"."""
+    w = re.sub(r"['’]s$", "", word.lower())
+    for suffix in ("ies", "es", "s", "ed", "ing", "ly"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return w

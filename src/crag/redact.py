@@ -1,0 +1,184 @@
+"""The one redaction point: every outward path passes text through :func:`redact`.
+
+HTTP JSON and SSE bodies, CLI output (plain and ``--json``, stdout and stderr), log
+records, saved traces and OpenTelemetry spans all call this module, and so does every
+``CragError`` when it is created. It removes two kinds of secret:
+
+- **known values**: environment variables whose name says they hold a secret (``*KEY*``,
+  ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``, ``*AUTH*``), the variables a
+  configuration names (``llm.api_key_env = "DEEPSEEK"``, see :func:`register_env`), and
+  values handed over at run time (:func:`register`, e.g. ``create_app(api_keys=[...])``).
+  Comma-separated lists such as ``CRAG_API_KEYS=k1,k2`` count key by key.
+- **common key shapes**, so a key this process never saw (a provider echoing another
+  key, a key pasted into a document) is caught as well: ``sk-…``, ``tvly-…``,
+  ``Bearer …``, ``ghp_…``, ``AKIA…``, ``AIza…``, ``xox?-…``, ``hf_…``, ``user:pass@`` in
+  URLs, and ``api_key=…`` / ``"token": "…"`` style assignments.
+
+It imports nothing from crag, so the error tree and the tracer can both use it.
+
+### Usage example
+>>> import os
+>>> os.environ["DEMO_API_KEY"] = "canary-4242"
+>>> redact_text("provider said: bad key canary-4242")
+'provider said: bad key ***'
+>>> redact({"degradations": ["Authorization: Bearer abcdef123456789"]})
+{'degradations': ['Authorization: ***']}
+>>> del os.environ["DEMO_API_KEY"]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "MIN_SECRET_LEN",
+    "REDACTED",
+    "install_log_redaction",
+    "known_secrets",
+    "redact",
+    "redact_text",
+    "register",
+    "register_env",
+]
+
+REDACTED = "***"
+MIN_SECRET_LEN = 6  # shorter values ("1", "true") would shred ordinary text
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+# Shapes of keys and of places keys are written. Each pattern's first group (when it has
+# one) is kept, so "api_key=abc123..." becomes "api_key=***" and the reader still sees what
+# was removed.
+_PATTERNS: list[re.Pattern[str]] = [
+    re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI, Anthropic, Stripe
+    re.compile(r"(?<![A-Za-z0-9])tvly-(?:dev-|prod-)?[A-Za-z0-9_\-]{12,}"),  # Tavily
+    re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub
+    re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{30,}"),
+    re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),  # Hugging Face
+    re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),  # AWS access key id
+    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),  # Google API key
+    re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"),  # Slack
+    re.compile(r"(?i)(\b(?:authorization|proxy-authorization)\s*[:=]\s*\"?)[^\s\",}]+(?:\s+[^\s\",}]+)?"),
+    # A digit is required so English ("bearer instruments") survives; real keys have digits.
+    re.compile(r"(?i)(\bbearer\s+)(?=[A-Za-z._~+/=\-]*[0-9])[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),  # https://user:password@host
+    re.compile(
+        r"(?i)(\b[\w\-]*(?:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|secret|password|passwd"
+        r"|subscription[_\-]token|x-api-key|client[_\-]secret)[\w\-]*[\"']?\s*[:=]\s*[\"']?)"
+        # Not an already redacted value, nor an environment variable's name (tavily_api_key_env=TAVILY_API_KEY).
+        r"(?!\*\*\*)(?![A-Z][A-Z0-9]*_[A-Z0-9_]*(?![\w\-]))[^\s\"'&,;}]{4,}"
+    ),
+    re.compile(r"(?i)([?&](?:key|token|auth|sig|signature)=)[^&\s\"']{6,}"),
+]
+
+_registered: set[str] = set()
+_registered_env: set[str] = set()
+_lock = threading.Lock()
+
+
+def register(values: Iterable[str]) -> None:
+    """Treat ``values`` as secrets from now on (keys that do not come from the environment)."""
+    with _lock:
+        _registered.update(v for v in values if isinstance(v, str) and len(v.strip()) >= MIN_SECRET_LEN)
+
+
+def register_env(*names: str) -> None:
+    """Treat the values of these environment variables as secrets, whatever their names.
+
+    Settings such as ``llm.api_key_env`` may name a variable without KEY in it.
+    """
+    with _lock:
+        _registered_env.update(n for n in names if n)
+
+
+def known_secrets(environ: dict[str, str] | None = None) -> list[str]:
+    """Every secret value currently known, longest first (so a longer one wins over its part)."""
+    env = os.environ if environ is None else environ
+    with _lock:
+        values = set(_registered)
+        names = set(_registered_env)
+    raw = [v for k, v in env.items() if k in names or SECRET_NAME.search(k)]
+    for v in raw:
+        v = v.strip()
+        values.add(v)
+        # CRAG_API_KEYS=k1,k2: one key may be quoted alone.
+        if "," in v:
+            values.update(p.strip() for p in v.split(","))
+    return sorted((v for v in values if len(v) >= MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` with known secrets and key-shaped strings replaced by ``***``."""
+    if not isinstance(text, str) or not text:
+        return text
+    for s in known_secrets() if secrets is None else secrets:
+        if s in text:
+            text = text.replace(s, REDACTED)
+    for pattern in _PATTERNS:
+        text = pattern.sub(_keep_prefix, text)
+    return text
+
+
+def _keep_prefix(match: re.Match[str]) -> str:
+    return (match.group(1) if match.re.groups else "") + REDACTED
+
+
+def redact(obj: Any, secrets: Iterable[str] | None = None) -> Any:
+    """A copy of ``obj`` with every string (dict keys too) passed through :func:`redact_text`.
+
+    Walks dicts, lists and tuples; other values pass through unchanged.
+    """
+    if secrets is None:
+        found = known_secrets()
+    else:
+        found = sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+    return _walk(obj, found)
+
+
+def _walk(obj: Any, found: list[str]) -> Any:
+    if isinstance(obj, str):
+        return redact_text(obj, found)
+    if isinstance(obj, dict):
+        return {_walk(k, found): _walk(v, found) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_walk(v, found) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_walk(v, found) for v in obj)
+    return obj
+
+
+# -- logs -----------------------------------------------------------------------------------
+_factory_installed = False
+
+
+def install_log_redaction() -> None:
+    """Redact every log record of this process (ours, uvicorn's, httpx's) as it is created.
+
+    A record factory, not a handler filter: crag does not own the handlers (uvicorn, the
+    application embedding crag do), and a factory sees every record before any handler
+    formats it. Messages are formatted once here and tracebacks rendered and redacted, so
+    an exception that quotes a key is logged without it. Idempotent.
+    """
+    global _factory_installed
+    with _lock:
+        if _factory_installed:
+            return
+        _factory_installed = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string is the logger's problem, not ours
+            return record
+        record.msg, record.args = redact_text(message), None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        return record
+
+    logging.setLogRecordFactory(factory)

@@ -1,0 +1,149 @@
+"""Canary secrets and loopback stubs that try to leak them (tests and ``benchmarks/reliability_input.py``).
+
+A canary is a fake secret planted in the environment; the stubs echo every canary back the
+way careless providers do (in error bodies, headers, and search results), and a collector
+stub records what the OpenTelemetry exporter sends. A test then greps every output channel
+for the canaries with :func:`leaks`.
+
+### Usage example
+>>> with EchoProvider() as provider:                                        # doctest: +SKIP
+...     env = canary_env() | {"CRAG_SEARCH__TAVILY_URL": provider.url}
+...     # run crag with env, collect outputs, then:
+...     assert leaks(outputs) == []
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["CANARIES", "UNKNOWN_KEYS", "Collector", "EchoProvider", "canary_env", "leaks"]
+
+# Secrets the process knows: by variable name (KEY, TOKEN...) or through a setting (llm.api_key_env).
+CANARIES = {
+    "TAVILY_API_KEY": "sk-canary-123",
+    "BRAVE_API_KEY": "canary-brave-4567",
+    "OPENAI_API_KEY": "sk-canary-openai-890",
+    "CRAG_API_KEYS": "canary-api-key-one,canary-api-key-two",
+    "MILVUS_TOKEN": "root:canary-milvus-pw",
+    "CANARY_LLM_CRED_VAR": "canary-configured-llm",  # named only by CRAG_LLM__API_KEY_ENV
+}
+# Key-shaped strings no variable holds: only the pattern rules of crag.redact can catch them.
+UNKNOWN_KEYS = ("sk-proj-CanaryUnknown0123456789abcd", "tvly-dev-CanaryUnknown98765")
+
+
+def canary_env() -> dict[str, str]:
+    """Environment that plants every canary (merge it into a subprocess's or monkeypatch it)."""
+    return CANARIES | {"CRAG_LLM__API_KEY_ENV": "CANARY_LLM_CRED_VAR"}
+
+
+def _needles() -> list[str]:
+    values: list[str] = list(UNKNOWN_KEYS)
+    for v in CANARIES.values():
+        values += [p for p in v.split(",") if p]
+    return values
+
+
+def leaks(outputs: Iterable[str | bytes]) -> list[str]:
+    """Canary values found in ``outputs`` (text or raw bytes such as protobuf or SQLite files)."""
+    found: set[str] = set()
+    for out in outputs:
+        data = out if isinstance(out, bytes) else out.encode("utf-8", "surrogatepass")
+        found.update(n for n in _needles() if n.encode() in data)
+    return sorted(found)
+
+
+class _Server:
+    handler: type[http.server.BaseHTTPRequestHandler]
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        handler = type("Handler", (self.handler,), {"owner": self})
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    owner: Any
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _body(self) -> bytes:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        return gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
+
+
+class _EchoHandler(_Quiet):
+    def do_POST(self) -> None:
+        body = self._body()
+        self.owner.requests.append({"path": self.path, "auth": self.headers.get("Authorization", ""), "body": body})
+        echo = ", ".join(_needles())
+        if self.owner.mode == "error":
+            status = 400
+            payload: Any = {"detail": f"invalid api key {self.headers.get('Authorization', '')}; known: {echo}"}
+        else:
+            status = 200
+            payload = {
+                "results": [
+                    {
+                        "title": f"Leaky result {UNKNOWN_KEYS[0]}",
+                        "url": f"https://example.org/page?api_key={CANARIES['TAVILY_API_KEY']}",
+                        "content": f"The provider echoed its keys: {echo}. Atlantis has no capital.",
+                        "score": 0.9,
+                    }
+                ]
+            }
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Echo-Key", CANARIES["TAVILY_API_KEY"])
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class EchoProvider(_Server):
+    """A Tavily-compatible search API on 127.0.0.1 that echoes every canary.
+
+    ``mode = "error"`` answers 400 with the keys in the body (and a header);
+    ``mode = "results"`` answers 200 with the keys inside a search result.
+    """
+
+    handler = _EchoHandler
+
+    def __init__(self, mode: str = "error") -> None:
+        super().__init__()
+        self.mode = mode
+
+
+class _CollectorHandler(_Quiet):
+    def do_POST(self) -> None:
+        self.owner.requests.append({"path": self.path, "body": self._body()})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class Collector(_Server):
+    """An OTLP/HTTP receiver on 127.0.0.1 that keeps every raw body it is sent."""
+
+    handler = _CollectorHandler
+
+    def bodies(self) -> list[bytes]:
+        return [r["body"] for r in self.requests]
