@@ -21,10 +21,10 @@ def strip(text: str, score: float, title: str = "", origin: str = "web") -> Stri
 
 @pytest.mark.unit
 def test_sources_keep_the_callers_ranking_and_are_capped() -> None:
-    ctx = [strip("a", 0.9), strip("b", 0.5), strip("c", 0.7), strip("d", 0.1)]
-    g = generate("q?", ctx, ScriptedLLM(["a [1]."]), max_sources=2)
-    assert [s.text for s in g.sources] == ["a", "b"]  # fusion's order (grade, support, diversity)
-    assert g.citations[0].text == "a"  # [1] is the first source the model saw
+    ctx = [strip("Ann wrote it.", 0.9), strip("Bob read it.", 0.5), strip("Cy sold it.", 0.7), strip("D.", 0.1)]
+    g = generate("Who wrote it?", ctx, ScriptedLLM(["Ann [1]."]), max_sources=2)
+    assert [s.text for s in g.sources] == ["Ann wrote it.", "Bob read it."]  # fusion's order, capped
+    assert g.citations[0].text == "Ann wrote it."  # [1] is the first source the model saw
 
 
 @pytest.mark.unit
@@ -62,6 +62,16 @@ def test_no_reask_without_grades_and_a_second_refusal_stands() -> None:
     assert plain.refused and len(plain.completions) == 1 and plain.citations == []
     twice = generate("Who?", ctx, ScriptedLLM(["资料中没有提到。", "资料未提及作者。"]), reask_above=0.8)
     assert twice.refused and not twice.refusal_overridden and len(twice.completions) == 2
+
+
+@pytest.mark.unit
+def test_a_reply_that_only_restates_the_question_is_no_answer() -> None:
+    ctx = [strip("The Normans fought the Seljuk Turks in Armenia.", 0.9)]
+    llm = ScriptedLLM(["The Normans' enemy in Armenia was the enemy [1].", "The Seljuk Turks [1]."])
+    g = generate("Who was the Normans' enemy in Armenia?", ctx, llm, reask_above=0.8)
+    assert g.refusal_overridden and g.text == "The Seljuk Turks [1]."
+    yes = generate("Did the Normans fight in Armenia?", ctx, ScriptedLLM(["Yes, the Normans did [1]."]))
+    assert not yes.refused  # a yes/no question is answered in its own words
 
 
 @pytest.mark.unit

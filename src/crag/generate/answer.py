@@ -5,9 +5,9 @@ Refusal is decided from the evidence, not from a sentence the model copies:
 1. the sources come best-first (fusion's ranking, or retrieval's in plain RAG) and are
    capped: a small model reads the first few;
 2. the model answers from them, citing ``[n]``;
-3. a reply is no answer when it says the sources lack one (:mod:`~crag.generate.refusal`)
-   or when its new content is not in the sources (:mod:`~crag.generate.grounding`: an
-   invented figure or name);
+3. a reply is no answer when it says the sources lack one (:mod:`~crag.generate.refusal`),
+   when it only restates the question, or when its new content is not in the sources
+   (:mod:`~crag.generate.grounding`: an invented figure or name);
 4. if so although the evaluator graded a source at or above τ_high, the model is asked
    once more, pointed at that source (``refusal_overridden`` when that yields an answer);
 5. otherwise the answer is a refusal (``refused``): the model's own words when it
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crag.generate.citations import CITE, attach_citations, citations_for
-from crag.generate.grounding import grounded, unsupported_terms
+from crag.generate.grounding import adds_nothing, grounded, unsupported_terms
 from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT, is_refusal
 from crag.protocols import LLM, Completion
@@ -93,6 +93,8 @@ def generate(
             return "unsupported"  # only markers or punctuation ("[1]"): says nothing
         if is_refusal(reply):
             return "refused"
+        if adds_nothing(reply, question):
+            return "unsupported"  # restates the question: an answer shaped reply that says nothing
         return "answer" if grounded(reply, question, texts) else "unsupported"
 
     calls = [ask()]

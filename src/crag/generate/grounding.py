@@ -37,6 +37,13 @@ _META = frozenset(
 _CITATION = re.compile(r"\[\d{1,3}\]")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
+_ACRONYM = re.compile(r"\b[A-Z]{2}\b")
+# Questions answered by choosing: yes/no, either-or (是否…, …吗, …还是…).
+_CLOSED = re.compile(
+    r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|must)\b"
+    r"|\bor\b|是否|还是|是不是|有没有|能否|可否|吗[？?]?\s*$",
+    re.I,
+)
 
 
 def unsupported_terms(answer: str, question: str, sources: Sequence[str]) -> list[str]:
@@ -60,17 +67,37 @@ def grounded(answer: str, question: str, sources: Sequence[str], *, min_support:
     return 1.0 - len(missing) / len(new) >= min_support
 
 
+def adds_nothing(answer: str, question: str) -> bool:
+    """True when the answer only restates an open question ("Who was X's enemy?" → "X's enemy was X").
+
+    Yes/no and either-or questions are answered in their own words, so they never count.
+
+    >>> adds_nothing("The Normans' main enemy in Italy was the Byzantine Empire.",
+    ...              "Who was the Normans' main enemy in Italy, the Byzantine Empire?")
+    True
+    >>> adds_nothing("Two classes between L and P are NL and NC [2].", "What are two classes between L and P?")
+    False
+    >>> adds_nothing("Yes, it is [1].", "Is the tower taller than the bridge?")
+    False
+    """
+    return not _CLOSED.search(question) and not _new_terms(answer, question)
+
+
 def _new_terms(answer: str, question: str) -> list[str]:
     asked = {_stem(t) for t in tokenize(_NUM_SEP.sub("", question), keep_stopwords=True)}
     asked_text = question.lower()
+    text = _NUM_SEP.sub("", _CITATION.sub(" ", answer))
+    acronyms = {m.lower() for m in _ACRONYM.findall(text)}  # "NL", "NC": short but they are the answer
     out: list[str] = []
-    for tok in tokenize(_NUM_SEP.sub("", _CITATION.sub(" ", answer)), search_mode=False):
+    for tok in tokenize(text, search_mode=False):
         t = tok.lower()
-        if t in out or t in _META or t in EN_STOP or t in ZH_STOP or _stem(t) in asked:
+        if t in out or t in _META or _stem(t) in asked:
+            continue
+        if (t in EN_STOP or t in ZH_STOP) and t not in acronyms:
             continue
         if _CJK.search(t) and (len(t) < 2 or t in asked_text):
             continue  # single characters are particles; a word the question used is not new
-        if not _CJK.search(t) and len(t) < 3 and not t.isdigit():
+        if not _CJK.search(t) and len(t) < 3 and not t.isdigit() and t not in acronyms:
             continue
         out.append(t)
     return out
