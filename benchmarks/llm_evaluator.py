@@ -24,7 +24,7 @@ from rich.table import Table
 
 from crag.config import load_settings
 from crag.embed.cache import make_embedder
-from crag.evaluate.metrics import accuracy_at, auroc, best_threshold
+from crag.grade.metrics import accuracy_at, auroc, best_threshold
 from crag.registry import EVALUATORS, LLMS
 from crag.types import Passage
 

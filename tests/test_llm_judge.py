@@ -14,15 +14,15 @@ import pytest
 
 from crag.config import CragSettings
 from crag.errors import ConfigError, LLMError
-from crag.evaluate.heuristic import HeuristicEvaluator
-from crag.evaluate.llm_judge import (
+from crag.grade.heuristic import HeuristicEvaluator
+from crag.grade.llm_judge import (
     DEFAULT_CALIBRATION,
     LLMJudgeEvaluator,
     batch_messages,
     calibrate,
     yes_no_messages,
 )
-from crag.evaluate.parse import parse_batch, parse_judgement, parse_reason, parse_score, parse_yes_no
+from crag.grade.parse import parse_batch, parse_judgement, parse_reason, parse_score, parse_yes_no
 from crag.protocols import LLM, Completion, Evaluator
 from crag.registry import EVALUATORS
 from crag.types import Passage
@@ -326,7 +326,7 @@ def test_constructor_is_lazy_and_validates() -> None:
 
 @pytest.mark.unit
 def test_registry_factory_builds_fallback_and_mode() -> None:
-    import crag.evaluate.llm_judge  # noqa: F401  (registers "llm" until crag.backends lists it)
+    import crag.grade.llm_judge  # noqa: F401  (registers "llm" until crag.backends lists it)
 
     s = CragSettings(evaluator={"backend": "llm", "llm_mode": "per-doc", "llm_calibration": [1.5, 0.2]})
     ev = EVALUATORS.create("llm", s, embedder=None, llm_factory=lambda: ScriptedLLM(["0.3"]))

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from crag.errors import ConfigError
-from crag.evaluate.metrics import (
+from crag.grade.metrics import (
     accuracy_at,
     auroc,
     best_threshold,
     expected_calibration_error,
     reliability_bins,
 )
-from crag.evaluate.trained import DIM, Model, TrainedEvaluator, default_model_path
+from crag.grade.trained import DIM, Model, TrainedEvaluator, default_model_path
 from crag.protocols import EmbedKind
 from crag.registry import EVALUATORS
 from crag.types import Passage

@@ -3,7 +3,7 @@
 ``run_crag`` is the whole algorithm; ``run_rag`` is the plain baseline with the same
 components (retrieve → generate) that the article compares against. Both record every
 step on the tracer, and neither reads global state. Helpers for the individual steps
-live in ``crag.correct``, ``crag.evaluate`` and ``crag.search``; the conversions and the
+live in ``crag.correct``, ``crag.grade`` and ``crag.search``; the conversions and the
 guards around external calls (timeouts, budgets, caching) are at the bottom of this file.
 """
 
@@ -22,10 +22,10 @@ from crag.correct.injection import flag_instructions
 from crag.correct.refine import Doc, refine
 from crag.correct.rewrite import keyword_queries, llm_queries
 from crag.correct.rounds import RoundsResult, abstain_text, correct_until_confident
+from crag.decide import decide
 from crag.errors import CragError, LLMError
-from crag.evaluate.classify import query_thresholds
-from crag.evaluate.decide import decide
 from crag.generate import Generation, generate, order_sources
+from crag.grade.classify import query_thresholds
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.search.cache import CachedSearch

@@ -219,7 +219,7 @@ def _answerable_ids(run: EvalRun) -> set[str]:
 
 def judge_agreement(run: EvalRun, ids: Sequence[str]) -> float | None:
     """AUROC of judge accuracy vs gold-answer match over judged answers (None if one class)."""
-    from crag.evaluate.metrics import auroc
+    from crag.grade.metrics import auroc
 
     labels, scores = [], []
     for m in run.modes:

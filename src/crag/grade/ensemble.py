@@ -15,7 +15,7 @@ and the set confidence to ``lift = min(lower + 0.01, (lower + upper) / 2)``: jus
 says that the rule fired.
 
 ### Usage example
->>> from crag.evaluate.ensemble import EnsembleEvaluator
+>>> from crag.grade.ensemble import EnsembleEvaluator
 >>> ens = EnsembleEvaluator([trained, heuristic], thresholds=lambda q: (0.6, 0.35))  # doctest: +SKIP
 >>> ens.grade("Who wrote Hamlet?", passages).reason                                  # doctest: +SKIP
 'trained 0.91 / heuristic 0.74 → 0.83; ...'
@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from crag.decide import decide
 from crag.errors import ConfigError, CragError
-from crag.evaluate.classify import query_thresholds
-from crag.evaluate.decide import decide
-from crag.evaluate.heuristic import set_confidence
+from crag.grade.classify import query_thresholds
+from crag.grade.heuristic import set_confidence
 from crag.protocols import Evaluator
 from crag.registry import EVALUATORS
 from crag.types import Action, Evaluation, Grade, Passage
@@ -44,7 +44,7 @@ class EnsembleEvaluator:
     ``rule`` is the decision rule (``paper`` or ``set``).
 
     ### Usage example
-    >>> from crag.evaluate.heuristic import HeuristicEvaluator
+    >>> from crag.grade.heuristic import HeuristicEvaluator
     >>> from crag.types import Passage
     >>> ens = EnsembleEvaluator([HeuristicEvaluator(), HeuristicEvaluator()], weights=[2, 1])
     >>> ev = ens.grade("capital of France", [Passage("a", "Paris is the capital of France.", dense=0.9)])

@@ -4,11 +4,11 @@ This is the paper's approach (a lightweight trained retrieval evaluator) made to
 CPU in milliseconds: the features are the embedder's query and passage vectors combined
 (``q*p``, ``|q-p|``, cosine) plus lexical signals (term coverage, word and character
 overlap, length, language), and the model is a one-hidden-layer MLP trained by
-``crag.evaluate.train``. Inference is pure numpy; the default weights ship in
+``crag.grade.train``. Inference is pure numpy; the default weights ship in
 ``crag/data/evaluator-default.npz`` (see ``crag/data/EVALUATOR.md``).
 
 ### Usage example
->>> from crag.evaluate.trained import TrainedEvaluator
+>>> from crag.grade.trained import TrainedEvaluator
 >>> from crag.types import Passage
 >>> ev = TrainedEvaluator(embedder)                                    # doctest: +SKIP
 >>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).grades[0].score  # doctest: +SKIP
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from crag.errors import ConfigError
-from crag.evaluate.heuristic import set_confidence
+from crag.grade.heuristic import set_confidence
 from crag.protocols import Embedder
 from crag.registry import EVALUATORS
 from crag.text import EN_STOP, detect_language, split_sentences, tokenize
@@ -78,7 +78,7 @@ _CJK_START = re.compile(r"[\u4e00-\u9fff]")
 
 
 def _coverage(qi: QueryInfo, passage: str, tokens: set[str], low: str) -> float:
-    """``crag.evaluate.signals.coverage`` reusing the passage tokens (jieba runs once)."""
+    """``crag.grade.signals.coverage`` reusing the passage tokens (jieba runs once)."""
     total = sum(w for _, w, _ in qi.cov_terms)
     hit = sum(w for t, w, cjk in qi.cov_terms if t in tokens or (cjk and t in passage) or (len(t) > 3 and t in low))
     return hit / total if total else 0.0

@@ -4,7 +4,7 @@ This is the article's 方案三 (retrieval-score heuristics) extended with term 
 which catches the common failure of dense retrieval: a passage on the right topic that
 lacks the entity the question asks about.
 
->>> from crag.evaluate.heuristic import HeuristicEvaluator
+>>> from crag.grade.heuristic import HeuristicEvaluator
 >>> from crag.types import Passage
 >>> ev = HeuristicEvaluator(embedder)                            # doctest: +SKIP
 >>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).confidence   # doctest: +SKIP
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crag.evaluate.signals import bm25_norm, coverage, squash
+from crag.grade.signals import bm25_norm, coverage, squash
 from crag.protocols import Embedder
 from crag.registry import EVALUATORS
 from crag.types import Evaluation, Grade, Passage

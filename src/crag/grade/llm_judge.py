@@ -12,7 +12,7 @@ Three modes (``evaluator.llm_mode``):
   set score.
 * ``per-doc``: the same prompt, one call per passage.
 
-Replies are read by the tolerant parser in :mod:`crag.evaluate.parse`. A passage whose
+Replies are read by the tolerant parser in :mod:`crag.grade.parse`. A passage whose
 grade cannot be read (or an LLM call that fails) is graded by the fallback evaluator
 (``evaluator.fallback``, default ``heuristic``) and ``Evaluation.degraded`` says so: a
 judge never silently returns a neutral 0.5. ``calls`` and ``parse_failures`` count what
@@ -43,7 +43,7 @@ or the ensemble where quality matters. Other models should set
 ``evaluator.llm_calibration = [a, b]`` from their own fit (``[1, 0]`` = raw P(yes)).
 
 ### Usage example
->>> from crag.evaluate.llm_judge import LLMJudgeEvaluator
+>>> from crag.grade.llm_judge import LLMJudgeEvaluator
 >>> from crag.llm.llama_cpp import LlamaCppLLM
 >>> from crag.types import Passage
 >>> judge = LLMJudgeEvaluator(LlamaCppLLM("qwen2.5-coder-0.5b"), mode="logprob")  # doctest: +SKIP
@@ -61,8 +61,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from crag.errors import ConfigError, CragError
-from crag.evaluate.heuristic import set_confidence
-from crag.evaluate.parse import Judgement, parse_batch, parse_judgement
+from crag.grade.heuristic import set_confidence
+from crag.grade.parse import Judgement, parse_batch, parse_judgement
 from crag.protocols import LLM, Evaluator
 from crag.registry import EVALUATORS
 from crag.text import detect_language
@@ -225,7 +225,7 @@ class LLMJudgeEvaluator:
     evaluator never loads a model.
 
     ### Usage example
-    >>> from crag.evaluate.heuristic import HeuristicEvaluator
+    >>> from crag.grade.heuristic import HeuristicEvaluator
     >>> judge = LLMJudgeEvaluator(lambda: my_llm, HeuristicEvaluator(), mode="batch")  # doctest: +SKIP
     >>> ev = judge.grade("谁写了《哈姆雷特》？", passages)                              # doctest: +SKIP
     >>> ev.degraded, judge.parse_failures, judge.calls                            # doctest: +SKIP
