@@ -115,7 +115,7 @@ def eval_command(
 
 
 def _print_summary(run: Any) -> None:
-    from crag.eval.report import paired_results, row_stats
+    from crag.eval.aggregate import paired_results, row_stats
 
     ids = [it.id for it in run.items]
     table = Table(title=f"{len(ids)} questions")

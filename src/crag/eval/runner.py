@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from crag.atomic import write_atomic
 from crag.errors import (
     ConfigError,
     CragError,
@@ -35,15 +35,12 @@ from crag.errors import (
 from crag.eval.datasets import EvalItem, dataset_fingerprint
 from crag.eval.judge import LLMJudge
 from crag.eval.metrics import score_answer
+from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
 from crag.protocols import LLM, Completion
 from crag.types import Answer
 
-__all__ = ["CountingLLM", "EvalOptions", "EvalRun", "run_eval"]
+__all__ = ["CountingLLM", "EvalOptions", "run_eval"]
 
-RESULTS = "results.jsonl"
-RUN_META = "run.json"
-STATUS = "status.json"
-MODES = ("rag", "crag")
 # Errors that would fail every question the same way: stop instead of recording each.
 FATAL = (ConfigError, KnowledgeBaseError, LLMUnavailableError, ModelIntegrityError)
 
@@ -82,32 +79,6 @@ class EvalOptions:
             raise InputError(f"unknown mode(s) {', '.join(bad) or '(none)'}; use --modes rag,crag")
         if len(set(self.modes)) != len(self.modes):
             raise InputError(f"--modes lists a mode twice: {','.join(self.modes)}")
-
-
-@dataclass
-class EvalRun:
-    """Everything a report needs: the questions, the last record per pair, the verdicts."""
-
-    items: list[EvalItem]
-    modes: tuple[str, ...]
-    records: dict[tuple[str, str], dict[str, Any]]
-    judgements: dict[str, dict[str, Any]] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-
-    @property
-    def failed(self) -> list[tuple[str, str]]:
-        """Pairs with no answer (errored or never run)."""
-        return [
-            (it.id, m)
-            for it in self.items
-            for m in self.modes
-            if (it.id, m) not in self.records or self.records[(it.id, m)].get("error")
-        ]
-
-    @property
-    def complete(self) -> bool:
-        return not self.failed
 
 
 class CountingLLM:
@@ -335,8 +306,6 @@ def _prepare_output(out: Path) -> None:
             if f.read(1) != b"\n":
                 f.write(b"\n")
     # Reports from an earlier run would look final while this one is in progress.
-    from crag.eval.report import REPORT_FILES
-
     for name in REPORT_FILES:
         (out / name).unlink(missing_ok=True)
 
@@ -368,20 +337,6 @@ def _drop_judgements(results: Path) -> None:
 def _write_status(out: Path, *, complete: bool, done: int, total: int, failed: int = 0) -> None:
     status = {"complete": complete, "done": done, "total": total, "failed": failed, "updated": _now()}
     write_atomic(out / STATUS, json.dumps(status, indent=2))
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write a file so readers see the old or the new content, never half of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:
