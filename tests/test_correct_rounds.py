@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from crag.correct.rounds import ABSTAIN_TEXT, abstain_text, correct_until_confident
+from crag.deadline import Deadline
 from crag.errors import SearchError
-from crag.search.timeout import Deadline
 from crag.trace.spans import Tracer, use_tracer
 from crag.types import Strip
 

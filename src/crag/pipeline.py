@@ -22,6 +22,7 @@ from crag.correct.injection import flag_instructions
 from crag.correct.refine import Doc, refine
 from crag.correct.rewrite import keyword_queries, llm_queries
 from crag.correct.rounds import RoundsResult, abstain_text, correct_until_confident
+from crag.deadline import Deadline, with_deadline
 from crag.decide import decide
 from crag.errors import CragError, LLMError
 from crag.generate import Generation, generate, order_sources
@@ -29,7 +30,7 @@ from crag.grade.classify import query_thresholds
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.search.cache import CachedSearch
-from crag.search.timeout import Deadline, TimeoutSearch, with_deadline
+from crag.search.timeout import TimeoutSearch
 from crag.text import detect_language
 from crag.trace.spans import Tracer, use_tracer
 from crag.types import Action, Answer, Citation, Hit, Passage, Strip, WebResult

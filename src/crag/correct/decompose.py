@@ -24,9 +24,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from crag.deadline import Deadline
 from crag.errors import CragError
 from crag.protocols import LLM, WebSearch
-from crag.search.timeout import Deadline
 from crag.text import detect_language
 from crag.trace.spans import current_tracer
 from crag.types import WebResult

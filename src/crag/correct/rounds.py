@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crag.correct.rewrite import keyword_queries
+from crag.deadline import Deadline
 from crag.errors import CragError
-from crag.search.timeout import Deadline
 from crag.trace.spans import current_tracer
 from crag.types import Strip
 

@@ -35,6 +35,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response, StreamingResponse
 
 from crag import __version__
+from crag.atomic import write_atomic
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import (
@@ -493,25 +494,16 @@ async def _save_uploads(request: Request, uploads: Path) -> list[Path]:
             # A folder per content: two clients uploading "notes.md" never overwrite each other,
             # and the same bytes uploaded again land on the same path (ingest says "unchanged").
             folder = uploads / hashlib.sha256(data).hexdigest()[:16]
-            saved.append(await run_in_threadpool(_write_file, folder / name, data))
+            saved.append(await run_in_threadpool(write_atomic, folder / name, data))
         return saved
     finally:
         await form.close()
 
 
-def _write_file(path: Path, data: bytes) -> Path:
-    # Write then rename, so a concurrent reader never sees half a file.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
-
-
 def _write_jsonl(uploads: Path, req: IngestRequest) -> Path:
     lines = [json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) for d in req.documents]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
-    return _write_file(
+    return write_atomic(
         uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode()
     )
 
