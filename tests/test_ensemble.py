@@ -13,7 +13,7 @@ from crag.errors import ConfigError, CragError, LLMError
 from crag.grade.ensemble import EnsembleEvaluator
 from crag.grade.heuristic import HeuristicEvaluator, set_confidence
 from crag.protocols import Completion, Evaluator
-from crag.registry import EVALUATORS
+from crag.registry import EVALUATORS, BackendDeps
 from crag.types import Action, Evaluation, Grade, Passage
 
 pytestmark = pytest.mark.unit
@@ -155,7 +155,7 @@ def test_registry_builds_members_from_settings() -> None:
             "classify": True,
         }
     )
-    ev = EVALUATORS.create("ensemble", s, embedder=None, llm_factory=lambda: ScriptedLLM(["0.9", "0.0"]))
+    ev = EVALUATORS.create("ensemble", s, BackendDeps(embedder=None, llm_factory=lambda: ScriptedLLM(["0.9", "0.0"])))
     assert isinstance(ev, EnsembleEvaluator)
     assert [m.name for m in ev.members] == ["heuristic", "llm"] and ev.weights == [1.0, 2.0]
     assert ev.rule == "set" and ev.thresholds("How tall is it?") == (0.65, 0.35)  # factoid: stricter upper

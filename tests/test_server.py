@@ -84,9 +84,9 @@ class StaticSearch:
         ]
 
 
-LLMS.register("test-fixed")(lambda settings: FixedLLM())
-LLMS.register("test-down")(lambda settings: DownLLM())
-SEARCHES.register("test-static")(lambda settings, embedder=None: StaticSearch())
+LLMS.register("test-fixed", lambda settings, deps: FixedLLM())
+LLMS.register("test-down", lambda settings, deps: DownLLM())
+SEARCHES.register("test-static", lambda settings, deps: StaticSearch())
 
 
 def make_engine(kb: Path, llm: str = "test-fixed") -> CRAG:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,13 +36,13 @@ from crag.ingest.chunk import chunk_id, chunk_text
 from crag.ingest.load import discover, load_file
 from crag.ingest.parallel import EmbedPool
 from crag.paths import make_folder
-from crag.protocols import Embedder
+from crag.protocols import Embedder, Progress
 from crag.store.factory import make_vector_store
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
 from crag.types import Chunk, Hit
 
-Progress = Callable[[int, int, str], None]  # (chunks done, chunks total, current file)
+__all__ = ["FileResult", "IngestReport", "KnowledgeBase", "Progress", "index_corpus"]
 
 
 @dataclass
@@ -386,3 +386,29 @@ def _meta(c: Chunk) -> dict[str, object]:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def index_corpus(
+    corpus: Path,
+    progress: Progress | None = None,
+    *,
+    index_root: Path,
+    embedder: Embedder,
+    chunking: ChunkSettings | None = None,
+) -> KnowledgeBase:
+    """A knowledge base over a local corpus (folder or ``.jsonl``), brought up to date.
+
+    Indexed like any knowledge base, into ``<index_root>/<name>-<hash of its path>``, once:
+    later calls skip unchanged files (content hash) and drop files that are gone. This is
+    the :data:`~crag.protocols.CorpusIndexer` the engine hands the ``corpus`` search provider.
+    """
+    corpus = Path(corpus).resolve()
+    digest = hashlib.sha256(str(corpus).encode()).hexdigest()[:10]
+    kb = KnowledgeBase(
+        Path(index_root) / f"{corpus.stem}-{digest}",
+        embedder,
+        chunking=chunking,
+        retrieval=RetrievalSettings(top_k=10, candidates=30),
+    )
+    kb.ingest([corpus], prune=True, progress=progress)
+    return kb

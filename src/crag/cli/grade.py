@@ -126,7 +126,7 @@ def label(
     kb: KbOpt = None,
 ) -> None:
     """Have the LLM judge label (question, passage) pairs from your own knowledge base."""
-    from crag.registry import EVALUATORS
+    from crag.registry import EVALUATORS, BackendDeps
 
     rag = _make(config, kb, None)
     qs: list[str] = []
@@ -137,7 +137,7 @@ def label(
     qs = list(dict.fromkeys(q for q in qs if q.strip()))[:limit]
     if not qs:
         raise InputError("no questions to label: pass --questions FILE or ask some questions first")
-    judge = EVALUATORS.create("llm", rag.settings, embedder=rag.embedder, llm_factory=lambda: rag.llm)
+    judge = EVALUATORS.create("llm", rag.settings, BackendDeps(embedder=rag.embedder, llm_factory=lambda: rag.llm))
     kbase = rag.knowledge_base()
     rows = []
     with out.status("labelling…") as status:

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from crag.config import CragSettings
 from crag.grade.signals import bm25_norm, coverage, squash
 from crag.protocols import Embedder
-from crag.registry import EVALUATORS
+from crag.registry import BackendDeps, Registries
 from crag.types import Evaluation, Grade, Passage
 
 # multilingual-e5 cosine similarities crowd into 0.7–0.95; these centre the logistic
@@ -99,6 +100,10 @@ def _set_reason(grades: Sequence[Grade]) -> str:
     return f"best passage {best.score:.2f} ({best.reason}); {strong} of {len(grades)} passages look relevant"
 
 
-@EVALUATORS.register("heuristic")
-def _make(settings: object, *, embedder: Embedder | None = None, **_: object) -> HeuristicEvaluator:
-    return HeuristicEvaluator(embedder)
+def _make(settings: CragSettings, deps: BackendDeps) -> HeuristicEvaluator:
+    return HeuristicEvaluator(deps.embedder)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``heuristic`` evaluator."""
+    registries.evaluators.register("heuristic", _make)

@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from crag.config import CragSettings
 from crag.errors import ConfigError
 from crag.grade.heuristic import set_confidence
 from crag.protocols import Embedder
-from crag.registry import EVALUATORS
+from crag.registry import BackendDeps, Registries
 from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage
 
@@ -365,8 +366,10 @@ def _set_reason(grades: Sequence[Grade], threshold: float) -> str:
     return f"best passage {best.score:.2f} ({best.reason}); {strong} of {len(grades)} passages look relevant"
 
 
-@EVALUATORS.register("trained")
-def _make(settings: object, *, embedder: Embedder | None = None, **_: object) -> TrainedEvaluator:
-    ev_settings = getattr(settings, "evaluator", None)
-    path = getattr(ev_settings, "model_path", None)
-    return TrainedEvaluator(embedder, model_path=path)
+def _make(settings: CragSettings, deps: BackendDeps) -> TrainedEvaluator:
+    return TrainedEvaluator(deps.embedder, model_path=settings.evaluator.model_path)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``trained`` evaluator."""
+    registries.evaluators.register("trained", _make)

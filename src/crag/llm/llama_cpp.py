@@ -24,7 +24,7 @@ import numpy as np
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.protocols import Completion
-from crag.registry import LLMS
+from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
     from crag.config import CragSettings
@@ -310,6 +310,10 @@ def _logsumexp(x: np.ndarray) -> float:
     return m + float(np.log(np.sum(np.exp(x - m))))
 
 
-@LLMS.register("llama-cpp")
-def _factory(settings: CragSettings, **_: Any) -> LlamaCppLLM:
+def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:
     return LlamaCppLLM(settings.llm.model, n_ctx=settings.llm.n_ctx, n_threads=settings.llm.n_threads)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the embedded ``llama-cpp`` LLM."""
+    registries.llms.register("llama-cpp", _make)

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from crag.config import secret_from_env
+from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
-from crag.registry import SEARCHES
+from crag.registry import BackendDeps, Registries
 from crag.search._http import HttpSearch, as_secret, check_query, plain_text
 from crag.types import WebResult
 
@@ -138,13 +138,17 @@ def _published(item: dict[str, Any]) -> str:
     return ""
 
 
-@SEARCHES.register("brave")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> BraveSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> BraveSearch:
     s = settings.search
     return BraveSearch(
         api_key=secret_from_env(s.brave_api_key_env, what="search provider brave"),
         base_url=s.brave_url,
         timeout=s.timeout,
         retries=s.retries,
-        client=client,
+        client=deps.client,
     )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``brave`` search provider."""
+    registries.searches.register("brave", _make)

@@ -12,9 +12,10 @@ import html
 import re
 from typing import Any
 
+from crag.config import CragSettings
 from crag.deadline import with_deadline
 from crag.errors import SearchError
-from crag.registry import SEARCHES
+from crag.registry import BackendDeps, Registries
 from crag.types import WebResult
 
 SNIPPET_CHARS = 300
@@ -135,6 +136,10 @@ def _parse(raw: Any) -> list[WebResult]:
     return out
 
 
-@SEARCHES.register("duckduckgo", "ddg")
-def _factory(settings: Any, **_: Any) -> DuckDuckGoSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> DuckDuckGoSearch:
     return DuckDuckGoSearch(timeout=settings.search.timeout)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the keyless ``duckduckgo`` (``ddg``) search provider."""
+    registries.searches.register("duckduckgo", _make, aliases=("ddg",))

@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
+from crag.config import CragSettings
 from crag.errors import SearchError
-from crag.registry import SEARCHES
+from crag.registry import BackendDeps, Registries
 from crag.search._http import HttpSearch, check_query, finite_score, plain_text
 from crag.types import WebResult
 
@@ -121,7 +122,11 @@ def _parse(payload: Any) -> list[WebResult]:
     return out
 
 
-@SEARCHES.register("searxng")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> SearxngSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> SearxngSearch:
     s = settings.search
-    return SearxngSearch(base_url=s.searxng_url, timeout=s.timeout, retries=s.retries, client=client)
+    return SearxngSearch(base_url=s.searxng_url, timeout=s.timeout, retries=s.retries, client=deps.client)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``searxng`` search provider."""
+    registries.searches.register("searxng", _make)

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from crag.config import secret_from_env
+from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
-from crag.registry import SEARCHES
+from crag.registry import BackendDeps, Registries
 from crag.search._http import HttpSearch, as_secret, check_query, finite_score
 from crag.types import WebResult
 
@@ -114,13 +114,17 @@ def _parse(payload: Any) -> list[WebResult]:
     return out
 
 
-@SEARCHES.register("tavily")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> TavilySearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> TavilySearch:
     s = settings.search
     return TavilySearch(
         api_key=secret_from_env(s.tavily_api_key_env, what="search provider tavily"),
         base_url=s.tavily_url,
         timeout=s.timeout,
         retries=s.retries,
-        client=client,
+        client=deps.client,
     )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``tavily`` search provider."""
+    registries.searches.register("tavily", _make)

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from crag.errors import StoreError
+from crag.errors import ConfigError, StoreError
+from crag.protocols import StoreSpec
+from crag.registry import BackendDeps, Registries
 
 COLLECTION = "chunks"
 _BATCH = 1000  # Chroma caps the rows of one call; stay well below it
@@ -123,3 +125,17 @@ def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
     # Chroma accepts only scalar metadata values and rejects empty dicts.
     out = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) and v != ""}
     return out or {"_": 1}
+
+
+def _make(spec: StoreSpec, deps: BackendDeps) -> ChromaVectorStore:
+    if spec.full_text:
+        raise ConfigError(
+            "kb.keyword_index = 'store' needs a Milvus kb.store_uri (BM25 inside the database); "
+            "Chroma has no keyword search: use keyword_index = 'local'"
+        )
+    return ChromaVectorStore(spec.address or spec.kb_path / "chroma", ef_search=spec.ef_search)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``chroma`` vector store (the default)."""
+    registries.stores.register("chroma", _make)
