@@ -10,6 +10,7 @@ import pytest
 
 from crag.config import CragSettings
 from crag.correct.rewrite import gap_terms, keyword_queries, llm_queries
+from crag.errors import LLMReplyError
 from crag.testing.fakes import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +71,7 @@ def test_llm_rewrite_prompt_is_about_the_gap_in_both_languages() -> None:
     zh = ScriptedLLM(['{"queries": ["埃菲尔铁塔 设计者"]}'])
     llm_queries("谁设计了埃菲尔铁塔？", [], zh)
     assert "缺少" in zh.prompts[0][0]["content"]
-    with pytest.raises(ValueError):
+    with pytest.raises(LLMReplyError, match="no queries"):  # an LLMError: callers degrade on CragError
         llm_queries("q", [], ScriptedLLM(["no json"]))
 
 

@@ -198,7 +198,7 @@ def _rewrite(question: str, hits: Sequence[Hit], llm: LLM, cfg: CragSettings, tr
                 error=LLMError,
                 step="rewrite",
             )
-        except (CragError, ValueError) as exc:
+        except CragError as exc:
             tracer.append("degradations", f"LLM query rewrite failed ({exc}); used keyword rewrite")
     queries = queries or keyword_queries(question, docs, max_queries=fix.max_queries)
     if fix.decompose:

@@ -43,7 +43,7 @@ def read_jsonl_objects(path: Path, *, what: str | None = None) -> list[tuple[int
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except json.JSONDecodeError:
             raise InputError(f"{path} line {n}: not valid JSON") from None
         if not isinstance(row, dict):
             raise InputError(f"{path} line {n}: expected a JSON object")

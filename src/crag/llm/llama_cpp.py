@@ -12,6 +12,7 @@ backend never needs the optional dependency.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from crag.config import CragSettings
 
 BACKEND_ID = "llama-cpp"
+log = logging.getLogger(__name__)
 _YES = ("yes", "Yes", "YES")
 _NO = ("no", "No", "NO")
 
@@ -58,8 +60,8 @@ def _close_loaded() -> None:
         for loaded in _LOADED.values():
             try:
                 loaded.llama.close()
-            except Exception:  # shutting down anyway; nothing useful to report
-                pass
+            except Exception as exc:  # shutting down anyway: note it, never fail the exit
+                log.debug("closing %s failed at exit: %s: %s", BACKEND_ID, type(exc).__name__, exc)
         _LOADED.clear()
 
 

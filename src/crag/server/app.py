@@ -39,6 +39,7 @@ from crag.atomic import write_atomic
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import (
+    ApiError,
     BackendError,
     ConfigError,
     CragError,
@@ -61,7 +62,7 @@ from crag.server.auth import (
     is_loopback,
     keys_from_env,
 )
-from crag.server.body import ApiError, describe_errors, document_bodies, parse_body
+from crag.server.body import describe_errors, document_bodies, parse_body
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.types import Answer
@@ -88,6 +89,8 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
         (ModelIntegrityError, 503, "model_integrity_error"),
         (BackendError, 502, "backend_error"),
     )
+    if isinstance(exc, ApiError):
+        return exc.status, exc.type
     for cls, status, name in table:
         if isinstance(exc, cls):
             return status, name
