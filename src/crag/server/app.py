@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from crag import __version__
+from crag._version import __version__
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import (

@@ -335,6 +335,6 @@ def _clip(value: Any) -> str | None:
 
 
 def _version() -> str:
-    from crag import __version__
+    from crag._version import __version__
 
     return str(__version__)
