@@ -28,6 +28,7 @@ from crag.errors import CragError, LLMError
 from crag.generate import Generation, generate, order_sources
 from crag.grade.classify import query_thresholds
 from crag.kb import KnowledgeBase
+from crag.llm.timeout import TimeoutLLM
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.search.cache import CachedSearch
 from crag.search.timeout import TimeoutSearch
@@ -414,7 +415,7 @@ def _guard(deps: Deps, cfg: CragSettings, deadline: Deadline) -> tuple[LLM, WebS
         fix.per_request_searches,
         fix.per_day_searches,
     )
-    llm: LLM = BudgetedLLM(deps.llm, budget)
+    llm: LLM = BudgetedLLM(TimeoutLLM(deps.llm, deadline), budget)
     search = deps.search
     if search is not None:
         search = BudgetedSearch(TimeoutSearch(search, timeout=fix.search_timeout, deadline=deadline), budget)
