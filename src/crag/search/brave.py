@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
 from crag.registry import BackendDeps, Registries
-from crag.search._http import HttpSearch, as_secret, check_query, plain_text
+from crag.search._http import HttpSearch, as_secret, check_query, malformed, text_field
 from crag.types import WebResult
 
 DEFAULT_URL = "https://api.search.brave.com"
@@ -77,20 +77,11 @@ class BraveSearch(HttpSearch):
 
 
 def _malformed(what: str) -> SearchError:
-    return SearchError(
-        f"brave: malformed response ({what}); the API may have changed or a proxy answered instead",
-        backend_id="brave",
-        step="search",
-    )
+    return malformed("brave", what)
 
 
 def _text(value: Any, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _malformed(f"{field} must be a string")
-    # Descriptions carry <strong> highlights and HTML entities.
-    return plain_text(value)
+    return text_field(value, field, "brave")
 
 
 def _parse(payload: Any) -> list[WebResult]:

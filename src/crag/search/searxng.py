@@ -14,7 +14,7 @@ import httpx
 from crag.config import CragSettings
 from crag.errors import SearchError
 from crag.registry import BackendDeps, Registries
-from crag.search._http import HttpSearch, check_query, finite_score, plain_text
+from crag.search._http import HttpSearch, check_query, finite_score, malformed, text_field
 from crag.types import WebResult
 
 DEFAULT_URL = "http://127.0.0.1:8888"
@@ -77,20 +77,15 @@ class SearxngSearch(HttpSearch):
         return _parse(payload)[:k]
 
 
+_HINT = "check that search.searxng_url points at a SearXNG instance"
+
+
 def _malformed(what: str) -> SearchError:
-    return SearchError(
-        f"searxng: malformed response ({what}); check that search.searxng_url points at a SearXNG instance",
-        backend_id="searxng",
-        step="search",
-    )
+    return malformed("searxng", what, _HINT)
 
 
 def _text(value: Any, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _malformed(f"{field} must be a string")
-    return plain_text(value)
+    return text_field(value, field, "searxng", _HINT)
 
 
 def _parse(payload: Any) -> list[WebResult]:

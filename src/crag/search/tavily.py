@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
 from crag.registry import BackendDeps, Registries
-from crag.search._http import HttpSearch, as_secret, check_query, finite_score
+from crag.search._http import HttpSearch, as_secret, check_query, finite_score, malformed
 from crag.types import WebResult
 
 DEFAULT_URL = "https://api.tavily.com"
@@ -74,11 +74,7 @@ class TavilySearch(HttpSearch):
 
 
 def _malformed(what: str) -> SearchError:
-    return SearchError(
-        f"tavily: malformed response ({what}); the API may have changed or a proxy answered instead",
-        backend_id="tavily",
-        step="search",
-    )
+    return malformed("tavily", what)
 
 
 def _parse(payload: Any) -> list[WebResult]:
