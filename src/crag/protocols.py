@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
@@ -86,6 +86,21 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model: str = ""
+
+
+Messages = Sequence[dict[str, str]]  # chat messages: {"role": ..., "content": ...}
+
+
+class CompletionOptions(TypedDict, total=False):
+    """The keyword options of :meth:`LLM.complete`, typed for wrappers that pass them on.
+
+    A wrapper (budget, timeout, call counter) declares ``**options: Unpack[CompletionOptions]``
+    and hands them to the model it wraps unchanged.
+    """
+
+    max_tokens: int
+    temperature: float
+    json_schema: dict[str, Any] | None
 
 
 @runtime_checkable

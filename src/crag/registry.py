@@ -126,8 +126,10 @@ class Registry(Generic[C_in, T]):
     []
     """
 
-    def __init__(self, kind: str, protocol: type[T], *, builtins: bool = True) -> None:
+    def __init__(self, kind: str, protocol: type, *, builtins: bool = True) -> None:
         self.kind = kind
+        # ``type``, not ``type[T]``: mypy refuses a Protocol class there (type-abstract); the
+        # registry's declared type (``Registry[CragSettings, Embedder]``) binds T instead.
         self.protocol = protocol
         self._factories: dict[str, Factory[C_in, T]] = {}
         self._builtins = builtins

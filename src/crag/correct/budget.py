@@ -24,14 +24,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crag.correct.diversity import mmr, trigrams
 from crag.errors import BudgetExceeded, CragError, LLMBudgetExceeded, LLMReplyError, SearchBudgetExceeded
-from crag.protocols import LLM, Completion
+from crag.protocols import LLM, Completion, CompletionOptions, Messages
 from crag.text import approx_tokens, detect_language, split_sentences
 from crag.trace.spans import current_tracer
 from crag.types import Strip, WebResult
+
+if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
+    from typing_extensions import Unpack
 
 # ---------------------------------------------------------------- context budget
 
@@ -323,17 +326,10 @@ class BudgetedLLM:
         self.budget = budget
         self.model_id = inner.model_id
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    def complete(self, messages: Messages, **options: Unpack[CompletionOptions]) -> Completion:
         estimate = sum(approx_tokens(m.get("content", "")) for m in messages)
         self.budget.charge_tokens(estimate)
-        out = self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+        out = self.inner.complete(messages, **options)
         spent = (out.prompt_tokens + out.completion_tokens) or (estimate + approx_tokens(out.text))
         self.budget.charge_tokens(max(0, spent - estimate), force=True)
         return out

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crag.atomic import write_atomic
 from crag.errors import (
@@ -36,8 +36,11 @@ from crag.eval.datasets import EvalItem, dataset_fingerprint
 from crag.eval.judge import LLMJudge
 from crag.eval.metrics import score_answer
 from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
-from crag.protocols import LLM, Completion
+from crag.protocols import LLM, Completion, CompletionOptions, Messages
 from crag.types import Answer
+
+if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
+    from typing_extensions import Unpack
 
 __all__ = ["CountingLLM", "EvalOptions", "run_eval"]
 
@@ -98,17 +101,10 @@ class CountingLLM:
         self.calls = 0
         self._lock = threading.Lock()  # refine and search may call from worker threads
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    def complete(self, messages: Messages, **options: Unpack[CompletionOptions]) -> Completion:
         with self._lock:
             self.calls += 1
-        return self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+        return self.inner.complete(messages, **options)
 
     def __getattr__(self, name: str) -> Any:
         # Optional capabilities (yes_probability, warm_up) pass through; an LLM-evaluator

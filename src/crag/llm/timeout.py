@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from crag.deadline import Deadline, with_deadline
 from crag.errors import LLMUnavailableError
-from crag.protocols import LLM, Completion
+from crag.protocols import LLM, Completion, CompletionOptions, Messages
+
+if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
+    from typing_extensions import Unpack
 
 __all__ = ["GENERATION_GRACE", "TimeoutLLM"]
 
@@ -34,12 +36,12 @@ class TimeoutLLM:
         self.deadline = deadline
         self.model_id = inner.model_id
 
-    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
+    def complete(self, messages: Messages, **options: Unpack[CompletionOptions]) -> Completion:
         if self.deadline.seconds is None:
-            return self.inner.complete(messages, **kw)
+            return self.inner.complete(messages, **options)
         budget = self.deadline.remaining() + self.deadline.seconds * GENERATION_GRACE
         return with_deadline(
-            lambda: self.inner.complete(messages, **kw),
+            lambda: self.inner.complete(messages, **options),
             budget,
             what=f"LLM {self.model_id} (past correction.deadline_seconds = {self.deadline.seconds:g})",
             error=LLMUnavailableError,
