@@ -294,6 +294,7 @@ class _Closing:
 class BudgetedSearch:
     """A ``WebSearch`` that charges ``budget`` before each call (``SearchBudgetExceeded``).
 
+    >>> from crag.errors import SearchError
     >>> from crag.testing.fakes import StaticWebSearch
     >>> s = BudgetedSearch(StaticWebSearch(), Budget(None, per_request_searches=0))
     >>> try:
