@@ -37,7 +37,7 @@ from crag.protocols import LLM, Completion
 from crag.text import detect_language
 from crag.types import Citation, Strip
 
-DEFAULT_MAX_SOURCES = 4
+DEFAULT_MAX_SOURCES = 5
 _CONTENT = re.compile(r"\w")
 # Said instead of an answer whose content the sources do not contain.
 NOT_IN_SOURCES = {
