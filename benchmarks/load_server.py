@@ -80,7 +80,7 @@ def worker_app() -> Any:
 
     config = json.loads(os.environ[CONFIG_ENV])
     if config["fake_llm"]:
-        LLMS.register("bench-instant")(lambda settings: InstantLLM())
+        LLMS.register("bench-instant", lambda settings, deps: InstantLLM())
     # No API keys: the service then answers loopback clients only, which is all we use.
     return create_app(CRAG(CragSettings(**config["settings"])), api_keys=[])
 

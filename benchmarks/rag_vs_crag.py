@@ -22,10 +22,12 @@ from pathlib import Path
 from rich.console import Console
 
 from crag import CRAG
+from crag.eval.aggregate import paired_results
 from crag.eval.datasets import balanced_sample, load_dataset
 from crag.eval.judge import LLMJudge
-from crag.eval.report import paired_results, write_report
-from crag.eval.runner import EvalOptions, EvalRun, load_results, run_eval
+from crag.eval.report import write_report
+from crag.eval.run import EvalRun
+from crag.eval.runner import EvalOptions, load_results, run_eval
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"

@@ -64,7 +64,7 @@ def check_fuzz(args: argparse.Namespace, work: Path) -> Row:
     from crag.testing.fuzz import fuzz_random_bodies, fuzz_schema, send_hostile
 
     # The fuzzed part is input handling; a scripted LLM keeps 2,000 requests within minutes.
-    LLMS.register("bench-scripted")(lambda settings: ScriptedLLM(["Established in 1816 [1]."]))
+    LLMS.register("bench-scripted", lambda settings, deps: ScriptedLLM(["Established in 1816 [1]."]))
     engine = _kb(work / "fuzz", "bench-scripted")
     app = create_app(engine, api_keys=[KEY])
     headers = {"Authorization": f"Bearer {KEY}"}

@@ -12,7 +12,7 @@ import pytest
 
 from crag.config import CragSettings
 from crag.errors import ConfigError, LLMError
-from crag.evaluate.classify import (
+from crag.grade.classify import (
     QUERY_TYPES,
     classify_query,
     classify_with_llm,

@@ -11,13 +11,10 @@ from crag.correct.budget import (
     Budget,
     BudgetedLLM,
     BudgetedSearch,
-    BudgetExceeded,
-    LLMBudgetExceeded,
-    SearchBudgetExceeded,
     compress,
     fit_budget,
 )
-from crag.errors import BackendError, LLMError, SearchError
+from crag.errors import BackendError, BudgetExceeded, LLMBudgetExceeded, LLMError, SearchBudgetExceeded, SearchError
 from crag.testing.fakes import ScriptedLLM, StaticWebSearch
 from crag.text import approx_tokens
 from crag.trace.spans import Tracer, use_tracer

@@ -1,4 +1,4 @@
-"""Per-call timeouts and the request deadline (crag.search.timeout)."""
+"""Per-call timeouts and the request deadline (crag.deadline, crag.search.timeout)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import time
 import pytest
 
 from crag.correct.decompose import search_parallel
+from crag.deadline import Deadline, with_deadline
 from crag.errors import LLMError, SearchError
-from crag.search.timeout import Deadline, TimeoutSearch, with_deadline
+from crag.search.timeout import TimeoutSearch
 from crag.testing.fakes import StaticWebSearch
 from crag.trace.spans import Tracer, current_tracer, use_tracer
 from crag.types import WebResult

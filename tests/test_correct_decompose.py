@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from crag.correct.decompose import decompose, rule_decompose, search_parallel
+from crag.deadline import Deadline
 from crag.search.searxng import SearxngSearch
-from crag.search.timeout import Deadline
 from crag.testing.fakes import ScriptedLLM, StaticWebSearch
 from crag.trace.spans import Tracer, use_tracer
 from crag.types import WebResult

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from crag.config import CragSettings
 from crag.correct.rewrite import gap_terms, keyword_queries, llm_queries
+from crag.errors import LLMReplyError
 from crag.testing.fakes import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +71,7 @@ def test_llm_rewrite_prompt_is_about_the_gap_in_both_languages() -> None:
     zh = ScriptedLLM(['{"queries": ["埃菲尔铁塔 设计者"]}'])
     llm_queries("谁设计了埃菲尔铁塔？", [], zh)
     assert "缺少" in zh.prompts[0][0]["content"]
-    with pytest.raises(ValueError):
+    with pytest.raises(LLMReplyError, match="no queries"):  # an LLMError: callers degrade on CragError
         llm_queries("q", [], ScriptedLLM(["no json"]))
 
 
@@ -78,11 +80,12 @@ def test_llm_rewrite_prompt_is_about_the_gap_in_both_languages() -> None:
 def test_keyword_rewrite_recall_at_least_verbatim(tmp_path: Path) -> None:
     """Ambiguous + incorrect sample questions: gold passage in the corpus provider's top 5."""
     from crag.embed.cache import make_embedder
-    from crag.kb import KnowledgeBase
+    from crag.kb import KnowledgeBase, index_corpus
     from crag.search.corpus import CorpusSearch
 
     embedder = make_embedder(CragSettings())
-    corpus = CorpusSearch(SAMPLE / "external", index_root=tmp_path / "corpora", embedder=embedder)
+    index = functools.partial(index_corpus, index_root=tmp_path / "corpora", embedder=embedder)
+    corpus = CorpusSearch(SAMPLE / "external", index=index)
     kb = KnowledgeBase(tmp_path / "kb", embedder)
     kb.ingest([SAMPLE / "internal"])
     passages = {

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from crag.correct.rounds import ABSTAIN_TEXT, abstain_text, correct_until_confident
-from crag.errors import SearchError
-from crag.search.timeout import Deadline
+from crag.deadline import Deadline
+from crag.errors import LLMReplyError, SearchError
 from crag.trace.spans import Tracer, use_tracer
 from crag.types import Strip
 
@@ -95,7 +95,7 @@ def test_search_failure_and_deadline_are_degradations() -> None:
 
 def test_failed_llm_rewrite_falls_back_to_keywords() -> None:
     def bad(question: str, docs: Sequence[str]) -> list[str]:
-        raise ValueError("no queries in reply")
+        raise LLMReplyError("no queries in reply")
 
     tracer = Tracer()
     search = Searcher([s("The Eiffel Tower was completed in 1889.")])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from crag.evaluate.decide import decide
+from crag.decide import decide
 from crag.types import Action, Grade
 
 pytestmark = pytest.mark.unit

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from crag.config import CragSettings
+from crag.decide import decide
 from crag.errors import ConfigError, CragError, LLMError
-from crag.evaluate.decide import decide
-from crag.evaluate.ensemble import EnsembleEvaluator
-from crag.evaluate.heuristic import HeuristicEvaluator, set_confidence
+from crag.grade.ensemble import EnsembleEvaluator
+from crag.grade.heuristic import HeuristicEvaluator, set_confidence
 from crag.protocols import Completion, Evaluator
-from crag.registry import EVALUATORS
+from crag.registry import EVALUATORS, BackendDeps
 from crag.types import Action, Evaluation, Grade, Passage
 
 pytestmark = pytest.mark.unit
@@ -140,8 +140,8 @@ def test_bad_arguments() -> None:
 
 
 def test_registry_builds_members_from_settings() -> None:
-    # registers "llm" (this module imports crag.evaluate.ensemble) until crag.backends lists them
-    import crag.evaluate.llm_judge  # noqa: F401
+    # registers "llm" (this module imports crag.grade.ensemble) until crag.backends lists them
+    import crag.grade.llm_judge  # noqa: F401
 
     s = CragSettings(
         evaluator={
@@ -155,7 +155,7 @@ def test_registry_builds_members_from_settings() -> None:
             "classify": True,
         }
     )
-    ev = EVALUATORS.create("ensemble", s, embedder=None, llm_factory=lambda: ScriptedLLM(["0.9", "0.0"]))
+    ev = EVALUATORS.create("ensemble", s, BackendDeps(embedder=None, llm_factory=lambda: ScriptedLLM(["0.9", "0.0"])))
     assert isinstance(ev, EnsembleEvaluator)
     assert [m.name for m in ev.members] == ["heuristic", "llm"] and ev.weights == [1.0, 2.0]
     assert ev.rule == "set" and ev.thresholds("How tall is it?") == (0.65, 0.35)  # factoid: stricter upper

@@ -14,16 +14,6 @@ from llm_fixtures import project_cache_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# Until cli.py registers the command, build the same app the lead will: crag's app + register().
-_SCRIPT = (
-    "import sys, typer\n"
-    "from crag.cli import app\n"
-    "if not any(c.name == 'eval' for c in app.registered_commands):\n"
-    "    from crag.eval.command import register\n"
-    "    register(app)\n"
-    "app()\n"
-)
-
 
 def crag(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     env = {
@@ -34,7 +24,7 @@ def crag(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "200",
     }
     return subprocess.run(
-        [sys.executable, "-c", _SCRIPT, *args], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "crag.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

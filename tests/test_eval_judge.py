@@ -79,6 +79,9 @@ class DigitLLM(ScriptedLLM):
         super().__init__([])
         self.seen: list[str] = []
 
+    def yes_probability(self, messages: list[dict[str, str]]) -> float:
+        raise AssertionError("the answer judge asks choice_probabilities only")  # completes ScoringLLM
+
     def choice_probabilities(self, messages: list[dict[str, str]], choices: list[str]) -> list[float]:
         user = messages[-1]["content"]
         self.seen.append(user)

@@ -18,7 +18,8 @@ from crag.errors import InputError, LLMError
 from crag.eval.datasets import EvalItem
 from crag.eval.judge import CRITERIA, LLMJudge
 from crag.eval.report import write_report
-from crag.eval.runner import EvalOptions, EvalRun, load_results, run_eval
+from crag.eval.run import EvalRun
+from crag.eval.runner import EvalOptions, load_results, run_eval
 from crag.protocols import Completion
 from crag.testing.fakes import HashEmbedder, ScriptedLLM
 

@@ -10,7 +10,7 @@ import tomllib
 from typer.testing import CliRunner
 
 from crag.cli import app
-from crag.evaluate.calibrate import choose_thresholds, evaluate_thresholds
+from crag.grade.calibrate import choose_thresholds, evaluate_thresholds
 
 runner = CliRunner()
 

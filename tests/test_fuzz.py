@@ -37,7 +37,7 @@ KEY = "fuzz-key-0123456789"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 FAST = settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
-LLMS.register("fuzz-scripted")(lambda settings: ScriptedLLM(["The university was established in 1816 [1]."]))
+LLMS.register("fuzz-scripted", lambda settings, deps: ScriptedLLM(["The university was established in 1816 [1]."]))
 
 
 def _settings(kb: Path, llm: str = "fuzz-scripted") -> CragSettings:

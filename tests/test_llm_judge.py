@@ -14,17 +14,17 @@ import pytest
 
 from crag.config import CragSettings
 from crag.errors import ConfigError, LLMError
-from crag.evaluate.heuristic import HeuristicEvaluator
-from crag.evaluate.llm_judge import (
+from crag.grade.heuristic import HeuristicEvaluator
+from crag.grade.llm_judge import (
     DEFAULT_CALIBRATION,
     LLMJudgeEvaluator,
     batch_messages,
     calibrate,
     yes_no_messages,
 )
-from crag.evaluate.parse import parse_batch, parse_judgement, parse_reason, parse_score, parse_yes_no
+from crag.grade.parse import parse_batch, parse_judgement, parse_reason, parse_score, parse_yes_no
 from crag.protocols import LLM, Completion, Evaluator
-from crag.registry import EVALUATORS
+from crag.registry import EVALUATORS, BackendDeps
 from crag.types import Passage
 
 
@@ -65,6 +65,9 @@ class YesNoLLM(ScriptedLLM):
     def yes_probability(self, messages: Sequence[dict[str, str]]) -> float:
         self.prompts.append(messages)
         return self.p_yes(messages[-1]["content"])
+
+    def choice_probabilities(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> list[float]:
+        raise AssertionError("the relevance judge asks yes_probability only")  # completes ScoringLLM
 
 
 PASSAGES = [
@@ -326,17 +329,17 @@ def test_constructor_is_lazy_and_validates() -> None:
 
 @pytest.mark.unit
 def test_registry_factory_builds_fallback_and_mode() -> None:
-    import crag.evaluate.llm_judge  # noqa: F401  (registers "llm" until crag.backends lists it)
+    import crag.grade.llm_judge  # noqa: F401  (registers "llm" until crag.backends lists it)
 
     s = CragSettings(evaluator={"backend": "llm", "llm_mode": "per-doc", "llm_calibration": [1.5, 0.2]})
-    ev = EVALUATORS.create("llm", s, embedder=None, llm_factory=lambda: ScriptedLLM(["0.3"]))
+    ev = EVALUATORS.create("llm", s, BackendDeps(embedder=None, llm_factory=lambda: ScriptedLLM(["0.3"])))
     assert isinstance(ev, LLMJudgeEvaluator)
     assert ev.mode == "per-doc" and ev.calibration == (1.5, 0.2)
     assert isinstance(ev.fallback, HeuristicEvaluator)
     assert ev.grade(Q, PASSAGES[:1]).grades[0].score == 0.3
     bad = CragSettings(evaluator={"fallback": "llm"})
     with pytest.raises(ConfigError, match="fallback"):
-        EVALUATORS.create("llm", bad, embedder=None, llm_factory=lambda: ScriptedLLM([]))
+        EVALUATORS.create("llm", bad, BackendDeps(embedder=None, llm_factory=lambda: ScriptedLLM([])))
 
 
 # -- the real model ----------------------------------------------------------------------

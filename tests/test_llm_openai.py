@@ -16,7 +16,7 @@ from crag.config import CragSettings
 from crag.errors import LLMError, LLMUnavailableError, MissingAPIKeyError
 from crag.llm.openai_chat import OpenAIChatLLM, is_local_url
 from crag.protocols import LLM
-from crag.registry import LLMS
+from crag.registry import LLMS, BackendDeps
 from crag.testing.net import free_port
 from llm_fixtures import small_gguf
 
@@ -303,7 +303,7 @@ def test_factory_requires_key_for_remote_hosts(monkeypatch: pytest.MonkeyPatch) 
         seen.append(request.headers.get("authorization", ""))
         return httpx.Response(200, json=OK_BODY)
 
-    llm = LLMS.create("openai", settings, client=mock_client(handler))
+    llm = LLMS.create("openai", settings, BackendDeps(client=mock_client(handler)))
     assert isinstance(llm, OpenAIChatLLM) and isinstance(llm, LLM)
     assert llm.model_id == "openai:deepseek-chat"
     llm.complete(ASK)
@@ -329,7 +329,7 @@ def test_factory_local_host_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> Non
             "retries": 0,
         }
     )
-    llm = LLMS.create("openai-compatible", settings, client=mock_client(handler))
+    llm = LLMS.create("openai-compatible", settings, BackendDeps(client=mock_client(handler)))
     assert llm.complete(ASK).text == "Paris."
     assert seen == [None]
     assert llm.retries == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from crag.config import CragSettings, RetrievalSettings
-from crag.evaluate.heuristic import set_confidence
+from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.testing.fakes import HashEmbedder, ScriptedLLM, StaticWebSearch

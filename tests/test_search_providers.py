@@ -17,7 +17,7 @@ import pytest
 
 from crag.config import CragSettings
 from crag.errors import MissingAPIKeyError, SearchError
-from crag.registry import SEARCHES
+from crag.registry import SEARCHES, BackendDeps
 from crag.search.brave import BraveSearch
 from crag.search.duckduckgo import DuckDuckGoSearch
 from crag.search.searxng import SearxngSearch
@@ -240,7 +240,7 @@ def test_searxng_registered() -> None:
     )
     c = cassette("searxng_zh")
     rec = Recorder(httpx.Response(200, json=c["response"]["body"]))
-    search = SEARCHES.create("searxng", settings, client=mock(rec))
+    search = SEARCHES.create("searxng", settings, BackendDeps(client=mock(rec)))
     assert search.name == "searxng"
     assert len(search.search("北京", k=2)) == 2
     assert str(rec.requests[0].url).startswith("http://10.0.0.5:8080/search?")
@@ -425,7 +425,7 @@ def test_brave_factory_reads_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     c = cassette("brave_en")
     rec = Recorder(httpx.Response(200, json=c["response"]["body"]))
-    search = SEARCHES.create("brave", settings, client=mock(rec))
+    search = SEARCHES.create("brave", settings, BackendDeps(client=mock(rec)))
     assert search.search("eiffel", k=1)[0].provider == "brave"
     assert str(rec.requests[0].url).startswith("http://127.0.0.1:9/res/v1/web/search?")
     assert rec.requests[0].headers["x-subscription-token"] == BRAVE_KEY

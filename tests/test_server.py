@@ -22,9 +22,11 @@ from crag.engine import CRAG
 from crag.errors import ConfigError, LLMUnavailableError
 from crag.protocols import Completion
 from crag.registry import LLMS, SEARCHES
-from crag.server.app import chunk_text, create_app, safe_filename, serve
+from crag.server.app import create_app, serve
 from crag.server.auth import Authenticator, RateLimiter, is_loopback
+from crag.server.stream import chunk_text
 from crag.server.ui import STATIC_DIR
+from crag.server.uploads import safe_filename
 from crag.types import WebResult
 
 pytestmark = pytest.mark.unit
@@ -84,9 +86,9 @@ class StaticSearch:
         ]
 
 
-LLMS.register("test-fixed")(lambda settings: FixedLLM())
-LLMS.register("test-down")(lambda settings: DownLLM())
-SEARCHES.register("test-static")(lambda settings, embedder=None: StaticSearch())
+LLMS.register("test-fixed", lambda settings, deps: FixedLLM())
+LLMS.register("test-down", lambda settings, deps: DownLLM())
+SEARCHES.register("test-static", lambda settings, deps: StaticSearch())
 
 
 def make_engine(kb: Path, llm: str = "test-fixed") -> CRAG:

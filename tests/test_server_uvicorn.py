@@ -55,7 +55,7 @@ class SlowLLM:
         return Completion("CRAG grades documents [1].", prompt_tokens=3, completion_tokens=2)
 
 
-LLMS.register("test-slow")(lambda settings: SlowLLM())
+LLMS.register("test-slow", lambda settings, deps: SlowLLM())
 
 
 def project_cache_dir() -> Path:

@@ -12,7 +12,7 @@ import pytest
 
 from crag.config import CragSettings
 from crag.errors import MissingAPIKeyError, SearchError
-from crag.registry import SEARCHES
+from crag.registry import SEARCHES, BackendDeps
 from crag.search.tavily import TavilySearch
 from crag.types import WebResult
 
@@ -189,7 +189,7 @@ def test_factory_reads_settings_and_injected_client(monkeypatch: pytest.MonkeyPa
         search={"tavily_api_key_env": "MY_TAVILY_KEY", "tavily_url": "http://127.0.0.1:9/", "retries": 0}
     )
     rec = replay("zh")
-    search = SEARCHES.create("tavily", settings, client=httpx.Client(transport=httpx.MockTransport(rec)))
+    search = SEARCHES.create("tavily", settings, BackendDeps(client=httpx.Client(transport=httpx.MockTransport(rec))))
     assert search.name == "tavily"
     assert search.search("中国的首都是哪里", k=1)[0].provider == "tavily"
     assert str(rec.requests[0].url) == "http://127.0.0.1:9/search"

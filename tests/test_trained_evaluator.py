@@ -6,22 +6,22 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from crag.config import CragSettings
 from crag.errors import ConfigError
-from crag.evaluate.metrics import (
+from crag.grade.metrics import (
     accuracy_at,
     auroc,
     best_threshold,
     expected_calibration_error,
     reliability_bins,
 )
-from crag.evaluate.trained import DIM, Model, TrainedEvaluator, default_model_path
+from crag.grade.trained import DIM, Model, TrainedEvaluator, default_model_path
 from crag.protocols import EmbedKind
-from crag.registry import EVALUATORS
+from crag.registry import EVALUATORS, BackendDeps
 from crag.types import Passage
 
 
@@ -103,10 +103,10 @@ def test_corrupt_model_file_is_a_config_error(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_registered_and_model_path_from_settings(tmp_path: Path) -> None:
-    settings = SimpleNamespace(evaluator=SimpleNamespace(model_path=tmp_path / "custom.npz"))
-    ev = EVALUATORS.create("trained", settings, embedder=_HashEmbedder())
+    settings = CragSettings(evaluator={"model_path": tmp_path / "custom.npz"})
+    ev = EVALUATORS.create("trained", settings, BackendDeps(embedder=_HashEmbedder()))
     assert isinstance(ev, TrainedEvaluator) and ev.model_path == tmp_path / "custom.npz"
-    plain = EVALUATORS.create("trained", SimpleNamespace(evaluator=SimpleNamespace()), embedder=None)
+    plain = EVALUATORS.create("trained", CragSettings())
     assert plain.model_path == default_model_path()
 
 

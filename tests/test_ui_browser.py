@@ -107,8 +107,8 @@ class TourSearch:
         ][:k]
 
 
-LLMS.register("ui-bilingual")(lambda settings: BilingualLLM())
-SEARCHES.register("ui-static")(lambda settings, embedder=None: TourSearch())
+LLMS.register("ui-bilingual", lambda settings, deps: BilingualLLM())
+SEARCHES.register("ui-static", lambda settings, deps: TourSearch())
 
 
 @contextmanager

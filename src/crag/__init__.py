@@ -6,11 +6,11 @@
 >>> rag.ask("What is CRAG?").answer                  # doctest: +SKIP
 """
 
+from crag._version import __version__ as __version__
 from crag.errors import CragError
 from crag.types import Action, Answer, Citation, Strip
 
 __all__ = ["CRAG", "Action", "Answer", "Citation", "CragError", "Strip"]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ Components are created on first use, so opening a CRAG to list traces loads no m
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import threading
@@ -23,11 +24,11 @@ from typing import Any
 from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
-from crag.kb import IngestReport, KnowledgeBase, Progress
+from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register_env
-from crag.registry import EVALUATORS, LLMS, SEARCHES
+from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
 from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer, use_tracer
@@ -98,8 +99,7 @@ class CRAG:
                 self._evaluator = EVALUATORS.create(
                     self.settings.evaluator.backend,
                     self.settings,
-                    embedder=self.embedder,
-                    llm_factory=lambda: self.llm,
+                    BackendDeps(embedder=self.embedder, llm_factory=lambda: self.llm),
                 )
             return self._evaluator
 
@@ -141,7 +141,11 @@ class CRAG:
                     cfg = s.model_copy(
                         update={"search": s.search.model_copy(update={"corpus_path": corpus_path})}
                     )
-                    self._searches[key] = SEARCHES.create(name, cfg, embedder=self.embedder)
+                    index = functools.partial(
+                        index_corpus, index_root=s.kb.path / "corpora", embedder=self.embedder, chunking=s.chunking
+                    )
+                    deps = BackendDeps(embedder=self.embedder, corpus_index=index)
+                    self._searches[key] = SEARCHES.create(name, cfg, deps)
             return self._searches[key]
 
     @property

@@ -11,12 +11,21 @@
     ├── BackendError                an external component failed (carries backend_id, step)
     │   ├── EmbedderError
     │   ├── LLMError
-    │   │   └── LLMUnavailableError endpoint unreachable or model cannot load
+    │   │   ├── LLMUnavailableError endpoint unreachable or model cannot load
+    │   │   ├── LLMReplyError       the model answered, but not in the asked form
+    │   │   └── LLMBudgetExceeded   the LLM token budget is spent (also a BudgetExceeded)
     │   ├── SearchError
-    │   └── StoreError
+    │   │   └── SearchBudgetExceeded  the search budget is spent (also a BudgetExceeded)
+    │   ├── StoreError
+    │   └── BudgetExceeded          a per-request or per-day cost limit would be exceeded
     ├── ModelIntegrityError         a bundled model failed its checksum
     ├── TraceNotFoundError          unknown trace id
-    └── UnknownBackendError         unknown registry name (also a KeyError)
+    ├── UnknownBackendError         unknown registry name (also a KeyError)
+    └── ApiError                    an HTTP request the server refuses (carries status, type)
+
+Steps catch ``CragError`` (or a subtype) where a failure degrades the answer, never a
+builtin such as ``ValueError``: a bad reply is an ``LLMReplyError``, so a real bug still
+surfaces as one. Bad arguments to a function are plain ``ValueError`` and are not caught.
 
 Messages are one line, name the input, and say what to do: the CLI prints them as they are.
 Secrets are redacted from a message when the error is created (a provider's error body
@@ -76,12 +85,28 @@ class LLMUnavailableError(LLMError):
     """The language model endpoint is unreachable, or the local model cannot load."""
 
 
+class LLMReplyError(LLMError):
+    """The model replied, but the reply is unusable (not the JSON asked for, nothing kept)."""
+
+
 class SearchError(BackendError):
     """An external search provider failed (timeout, HTTP error, bad payload)."""
 
 
 class StoreError(BackendError):
     """The vector store or keyword index failed."""
+
+
+class BudgetExceeded(BackendError):
+    """A per-request or per-day limit on LLM tokens or search calls would be exceeded."""
+
+
+class SearchBudgetExceeded(BudgetExceeded, SearchError):
+    """The search budget is spent: handled wherever a failed search already degrades."""
+
+
+class LLMBudgetExceeded(BudgetExceeded, LLMError):
+    """The LLM token budget is spent: handled wherever a failed LLM call already degrades."""
 
 
 class ModelIntegrityError(CragError):
@@ -100,3 +125,18 @@ class UnknownBackendError(CragError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class ApiError(CragError):
+    """An HTTP request the server refuses: answered as ``{"error": {"type", "message"}}`` with ``status``.
+
+    ### Usage example
+    >>> e = ApiError(409, "invalid_trace", "trace abc has no question to replay")
+    >>> e.status, e.type, str(e)
+    (409, 'invalid_trace', 'trace abc has no question to replay')
+    """
+
+    def __init__(self, status: int, type_: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type_

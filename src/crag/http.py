@@ -86,7 +86,7 @@ def is_local_url(url: str) -> bool:
     """
     try:
         host = httpx.URL(url).host
-    except Exception:
+    except (httpx.InvalidURL, TypeError):  # not a URL at all: certainly not a local one
         return False
     if host in ("localhost", "0.0.0.0") or host.endswith(".localhost"):
         return True
@@ -100,5 +100,5 @@ def _host(url: str) -> str:
     try:
         u = httpx.URL(url)
         return f"{u.scheme}://{u.host}{':' + str(u.port) if u.port else ''}{u.path}"
-    except Exception:  # pragma: no cover - malformed URL
+    except (httpx.InvalidURL, TypeError):  # pragma: no cover - malformed URL
         return url

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,15 +41,16 @@ from crag.ingest.chunk import chunk_id, chunk_text
 from crag.ingest.load import discover, load_file
 from crag.ingest.parallel import EmbedPool
 from crag.paths import make_folder
-from crag.protocols import Embedder
+from crag.protocols import Embedder, Progress
 from crag.store.factory import make_vector_store
+from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
 from crag.store.writelock import WriteLock, check_writable
 from crag.trace.spans import current_tracer
 from crag.types import Chunk, Hit
 
-Progress = Callable[[int, int, str], None]  # (chunks done, chunks total, current file)
+__all__ = ["FileResult", "IngestReport", "KnowledgeBase", "Progress", "index_corpus"]
 
 
 @dataclass
@@ -389,7 +390,7 @@ class KnowledgeBase:
         dense_score = {i: s for i, s, _ in dense}
         vec = {i: v for i, _, v in dense if v is not None}
         kw_score = dict(sparse)
-        fused = _fuse(dense, sparse, cfg)
+        fused = fuse_ranks(dense, sparse, cfg)
         top = sorted(fused, key=lambda i: -fused[i])[:k]
         # Keyword-only hits lack a dense score; the evaluator needs one, so fetch vectors.
         missing = [i for i in top if i not in vec]
@@ -452,29 +453,35 @@ def _windows(
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
 
 
-def _fuse(
-    dense: list[tuple[str, float, object]], sparse: list[tuple[str, float]], cfg: RetrievalSettings
-) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if cfg.fusion == "rrf":
-        for rank, (i, *_rest) in enumerate(dense):
-            out[i] = out.get(i, 0.0) + 1.0 / (cfg.rrf_k + rank + 1)
-        for rank, (i, _) in enumerate(sparse):
-            out[i] = out.get(i, 0.0) + 1.0 / (cfg.rrf_k + rank + 1)
-        return out
-    # Weighted: min-max normalise each list so their scales are comparable.
-    for items, w in (([(i, s) for i, s, _ in dense], cfg.dense_weight), (sparse, 1 - cfg.dense_weight)):
-        if not items:
-            continue
-        lo, hi = min(s for _, s in items), max(s for _, s in items)
-        for i, s in items:
-            out[i] = out.get(i, 0.0) + w * ((s - lo) / (hi - lo) if hi > lo else 1.0)
-    return out
-
-
 def _meta(c: Chunk) -> dict[str, object]:
     return {"source": c.source, "title": c.title[:200], "url": c.url}
 
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def index_corpus(
+    corpus: Path,
+    progress: Progress | None = None,
+    *,
+    index_root: Path,
+    embedder: Embedder,
+    chunking: ChunkSettings | None = None,
+) -> KnowledgeBase:
+    """A knowledge base over a local corpus (folder or ``.jsonl``), brought up to date.
+
+    Indexed like any knowledge base, into ``<index_root>/<name>-<hash of its path>``, once:
+    later calls skip unchanged files (content hash) and drop files that are gone. This is
+    the :data:`~crag.protocols.CorpusIndexer` the engine hands the ``corpus`` search provider.
+    """
+    corpus = Path(corpus).resolve()
+    digest = hashlib.sha256(str(corpus).encode()).hexdigest()[:10]
+    kb = KnowledgeBase(
+        Path(index_root) / f"{corpus.stem}-{digest}",
+        embedder,
+        chunking=chunking,
+        retrieval=RetrievalSettings(top_k=10, candidates=30),
+    )
+    kb.ingest([corpus], prune=True, progress=progress)
+    return kb

@@ -1,14 +1,19 @@
-"""Backend interfaces. Each has one essential method; everything else is built on it."""
+"""Backend interfaces. Each has one essential method; everything else is built on it.
+
+Optional capabilities are protocols of their own, checked with ``isinstance``:
+:class:`ScoringLLM` (token probabilities, for the LLM judge and ``crag eval``'s judge).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
-from crag.types import Evaluation, Passage, WebResult
+from crag.types import Evaluation, Hit, Passage, WebResult
 
 EmbedKind = Literal["query", "passage"]
 
@@ -37,6 +42,33 @@ class VectorStore(Protocol):
     def query(self, vector: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]: ...
 
 
+@dataclass(frozen=True)
+class StoreSpec:
+    """What a vector store factory is built from (parsed from ``kb.store_uri``).
+
+    ``address`` is the backend's own (a server URL, a file path), ``None`` for the default
+    place inside the knowledge base folder ``kb_path``.
+    """
+
+    kb_path: Path
+    address: str | Path | None = None
+    collection: str = ""
+    ef_search: int = 200  # HNSW search breadth: recall against latency
+    full_text: bool = False  # BM25 inside the store (kb.keyword_index = 'store')
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Searches a knowledge base: the best ``k`` hits for a query, best first."""
+
+    def search(self, query: str, *, k: int) -> list[Hit]: ...
+
+
+Progress = Callable[[int, int, str], None]  # (chunks done, chunks total, current file)
+# Builds, or brings up to date, the index of a local corpus (a folder or a .jsonl file).
+CorpusIndexer = Callable[[Path, Progress | None], Retriever]
+
+
 @runtime_checkable
 class Evaluator(Protocol):
     """Grades passages for a query and gives a set-level confidence in [0, 1]."""
@@ -56,6 +88,21 @@ class Completion:
     model: str = ""
 
 
+Messages = Sequence[dict[str, str]]  # chat messages: {"role": ..., "content": ...}
+
+
+class CompletionOptions(TypedDict, total=False):
+    """The keyword options of :meth:`LLM.complete`, typed for wrappers that pass them on.
+
+    A wrapper (budget, timeout, call counter) declares ``**options: Unpack[CompletionOptions]``
+    and hands them to the model it wraps unchanged.
+    """
+
+    max_tokens: int
+    temperature: float
+    json_schema: dict[str, Any] | None
+
+
 @runtime_checkable
 class LLM(Protocol):
     """A chat model. ``json_schema`` asks the backend for JSON output where it supports it."""
@@ -70,6 +117,19 @@ class LLM(Protocol):
         temperature: float = 0.0,
         json_schema: dict[str, Any] | None = None,
     ) -> Completion: ...
+
+
+@runtime_checkable
+class ScoringLLM(LLM, Protocol):
+    """An LLM that also reports token probabilities of its first answer token.
+
+    The LLM judge's ``logprob`` mode (P(yes)) and ``crag eval``'s judge (P of each digit)
+    use them when ``isinstance(llm, ScoringLLM)``; other LLMs are asked for text.
+    """
+
+    def yes_probability(self, messages: Sequence[dict[str, str]]) -> float: ...
+
+    def choice_probabilities(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> list[float]: ...
 
 
 @runtime_checkable

@@ -174,8 +174,8 @@ def install_log_redaction() -> None:
         record = previous(*args, **kwargs)
         try:
             message = record.getMessage()
-        except Exception:  # a broken format string is the logger's problem, not ours
-            return record
+        except (TypeError, ValueError, KeyError) as exc:  # a broken format string: keep it readable, redacted
+            message = f"{record.msg} {record.args!r} (log arguments do not fit: {type(exc).__name__})"
         record.msg, record.args = redact_text(message), None
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))

@@ -24,14 +24,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crag.correct.diversity import mmr, trigrams
-from crag.errors import BackendError, CragError, LLMError, SearchError
-from crag.protocols import LLM, Completion
+from crag.errors import BudgetExceeded, CragError, LLMBudgetExceeded, LLMReplyError, SearchBudgetExceeded
+from crag.protocols import LLM, Completion, CompletionOptions, Messages
 from crag.text import approx_tokens, detect_language, split_sentences
 from crag.trace.spans import current_tracer
 from crag.types import Strip, WebResult
+
+if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
+    from typing_extensions import Unpack
 
 # ---------------------------------------------------------------- context budget
 
@@ -118,53 +121,46 @@ def compress(question: str, strips: Sequence[Strip], llm: LLM, max_tokens: int) 
                 "properties": {"passages": {"type": "array", "items": {"type": "string"}}},
             },
         )
-        texts = _parse_passages(out.text, len(strips))
+        texts = _parse_passages(out.text, len(strips), llm.model_id)
         result: list[Strip] = []
         for strip, text in zip(strips, texts, strict=True):
             if not text:
                 continue  # the model judged the passage unhelpful
-            _check_copied(text, strip.text)
+            _check_copied(text, strip.text, llm.model_id)
             result.append(replace(strip, text=text))
         if not result:
-            raise ValueError("compression kept nothing")
+            raise LLMReplyError("compression kept nothing", backend_id=llm.model_id, step="compress")
         return result
-    except (CragError, ValueError) as exc:
+    except CragError as exc:
         current_tracer().append("degradations", f"LLM compression failed ({exc}); used uncompressed strips")
         return list(strips)
 
 
-def _parse_passages(text: str, n: int) -> list[str]:
+def _parse_passages(text: str, n: int, model: str = "") -> list[str]:
     m = re.search(r"\{.*\}", text, re.S)
-    if not m:
-        raise ValueError(f"reply is not JSON: {text[:60]!r}")
-    data = json.loads(m.group(0))
+    try:
+        data = json.loads(m.group(0)) if m else None
+    except json.JSONDecodeError:
+        data = None
+    if data is None:
+        raise LLMReplyError(f"reply is not JSON: {text[:60]!r}", backend_id=model, step="compress")
     items = data.get("passages") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) != n or not all(isinstance(x, str) for x in items):
-        raise ValueError(f"reply needs a 'passages' list of {n} strings")
+        raise LLMReplyError(f"reply needs a 'passages' list of {n} strings", backend_id=model, step="compress")
     return [x.strip() for x in items]
 
 
-def _check_copied(compressed: str, original: str) -> None:
+def _check_copied(compressed: str, original: str, model: str = "") -> None:
     source = trigrams(original)
     for sent in split_sentences(compressed):
         grams = trigrams(sent)
         if grams and len(grams & source) / len(grams) < _COPY_OVERLAP:
-            raise ValueError(f"compressed text is not copied from its passage: {sent[:60]!r}")
+            raise LLMReplyError(
+                f"compressed text is not copied from its passage: {sent[:60]!r}", backend_id=model, step="compress"
+            )
 
 
 # ---------------------------------------------------------------- cost budget
-
-
-class BudgetExceeded(BackendError):
-    """A per-request or per-day limit on LLM tokens or search calls would be exceeded."""
-
-
-class SearchBudgetExceeded(BudgetExceeded, SearchError):
-    """The search budget is spent: handled wherever a failed search already degrades."""
-
-
-class LLMBudgetExceeded(BudgetExceeded, LLMError):
-    """The LLM token budget is spent: handled wherever a failed LLM call already degrades."""
 
 
 _SCHEMA = """
@@ -298,6 +294,7 @@ class _Closing:
 class BudgetedSearch:
     """A ``WebSearch`` that charges ``budget`` before each call (``SearchBudgetExceeded``).
 
+    >>> from crag.errors import SearchError
     >>> from crag.testing.fakes import StaticWebSearch
     >>> s = BudgetedSearch(StaticWebSearch(), Budget(None, per_request_searches=0))
     >>> try:
@@ -330,17 +327,10 @@ class BudgetedLLM:
         self.budget = budget
         self.model_id = inner.model_id
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    def complete(self, messages: Messages, **options: Unpack[CompletionOptions]) -> Completion:
         estimate = sum(approx_tokens(m.get("content", "")) for m in messages)
         self.budget.charge_tokens(estimate)
-        out = self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+        out = self.inner.complete(messages, **options)
         spent = (out.prompt_tokens + out.completion_tokens) or (estimate + approx_tokens(out.text))
         self.budget.charge_tokens(max(0, spent - estimate), force=True)
         return out

@@ -24,9 +24,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from crag.errors import CragError
+from crag.deadline import Deadline
+from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM, WebSearch
-from crag.search.timeout import Deadline
 from crag.text import detect_language
 from crag.trace.spans import current_tracer
 from crag.types import WebResult
@@ -87,7 +87,7 @@ def decompose(question: str, llm: LLM | None = None, max_subqueries: int = 4) ->
             subs = _llm_decompose(q, llm, max_subqueries)
             if subs:
                 return subs
-        except (CragError, ValueError) as exc:
+        except CragError as exc:
             current_tracer().append("degradations", f"LLM decomposition failed ({exc}); used rules")
     return rule_decompose(q, max_subqueries=max_subqueries)
 
@@ -219,12 +219,17 @@ def _llm_decompose(q: str, llm: LLM, n: int) -> list[str]:
         },
     )
     m = re.search(r"\{.*\}", out.text, re.S)
-    if not m:
-        raise ValueError(f"decomposition reply was not JSON: {out.text[:80]!r}")
-    data = json.loads(m.group(0))  # ValueError on malformed JSON, handled by the caller
+    try:
+        data = json.loads(m.group(0)) if m else None
+    except json.JSONDecodeError:
+        data = None
+    if data is None:
+        raise LLMReplyError(
+            f"decomposition reply was not JSON: {out.text[:80]!r}", backend_id=llm.model_id, step="decompose"
+        )
     subs = data.get("subqueries") if isinstance(data, dict) else None
     if not isinstance(subs, list):
-        raise ValueError("decomposition reply had no 'subqueries' list")
+        raise LLMReplyError("decomposition reply had no 'subqueries' list", backend_id=llm.model_id, step="decompose")
     clean = _dedupe(s.strip() for s in subs if isinstance(s, str) and s.strip())
     return clean[:n]
 

@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from crag.errors import LLMReplyError
 from crag.protocols import LLM
 from crag.text import detect_language, keywords
 
@@ -190,7 +191,7 @@ def _zh_pos(question: str) -> dict[str, str]:
 
 
 def llm_queries(question: str, docs: Sequence[str], llm: LLM, *, max_queries: int = 2) -> list[str]:
-    """Ask the LLM for gap-directed queries; raises ``ValueError`` when the reply has none.
+    """Ask the LLM for gap-directed queries; raises ``LLMReplyError`` when the reply has none.
 
     The prompt (in the question's language) asks what the documents lack and for
     keyword queries that find it, as JSON ``{"queries": [...]}``.
@@ -212,7 +213,7 @@ def llm_queries(question: str, docs: Sequence[str], llm: LLM, *, max_queries: in
     )
     queries = _parse_queries(out.text)
     if not queries:
-        raise ValueError(f"rewrite reply had no queries: {out.text[:80]!r}")
+        raise LLMReplyError(f"rewrite reply had no queries: {out.text[:80]!r}", backend_id=llm.model_id, step="rewrite")
     return _dedupe(queries)[:max_queries]
 
 
@@ -224,7 +225,7 @@ def _parse_queries(text: str) -> list[str]:
             qs = data.get("queries") if isinstance(data, dict) else None
             if isinstance(qs, list):
                 return [q.strip() for q in qs if isinstance(q, str) and q.strip()]
-        except ValueError:
+        except json.JSONDecodeError:
             pass
     return []
 

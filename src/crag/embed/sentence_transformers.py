@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from crag.config import CragSettings
 from crag.embed import embed_inputs
 from crag.errors import ConfigError, EmbedderError
 from crag.protocols import EmbedKind
-from crag.registry import EMBEDDERS
+from crag.registry import BackendDeps, Registries
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -207,7 +208,11 @@ class SentenceTransformerEmbedder:
         return f"SentenceTransformerEmbedder({self.model_name!r})"
 
 
-@EMBEDDERS.register("sentence-transformers", "st")
-def _factory(settings: Any, **_: Any) -> SentenceTransformerEmbedder:
+def _make(settings: CragSettings, deps: BackendDeps) -> SentenceTransformerEmbedder:
     e = settings.embedder
     return SentenceTransformerEmbedder(e.model or DEFAULT_MODEL, batch_size=e.batch_size)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``sentence-transformers`` (``st``) embedder."""
+    registries.embedders.register("sentence-transformers", _make, aliases=("st",))

@@ -9,8 +9,10 @@ judge), runs paired significance tests and writes a Markdown + HTML report.
 1.0
 
 Modules: ``datasets`` (JSONL loading), ``metrics`` (EM, F1, gold match, context recall),
-``judge`` (LLM judge), ``stats`` (paired t-test, bootstrap CI), ``runner`` (resumable
-runs), ``report`` (report.md / report.html), ``command`` (the ``crag eval`` command).
+``judge`` (LLM judge), ``stats`` (paired t-test, bootstrap CI), ``run`` (a run's data and
+folder layout), ``runner`` (resumable runs), ``aggregate`` (per-mode rates and paired
+tests), ``report`` with ``blocks`` and ``plots`` (report.md / report.html / figures). The
+``crag eval`` command itself is :mod:`crag.cli.eval`.
 Figures need matplotlib and the t-test prefers scipy: ``pip install 'crag[eval]'``.
 """
 
@@ -18,7 +20,8 @@ from crag.eval.datasets import EvalItem, balanced_sample, load_dataset
 from crag.eval.judge import JudgeVerdict, LLMJudge
 from crag.eval.metrics import AnswerMetrics, exact_match, gold_match, score_answer, token_f1
 from crag.eval.report import build_report, write_report
-from crag.eval.runner import EvalOptions, EvalRun, run_eval
+from crag.eval.run import EvalRun
+from crag.eval.runner import EvalOptions, run_eval
 from crag.eval.stats import PairedResult, paired_test
 
 __all__ = [

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from crag.errors import ConfigError, CragError
-from crag.protocols import LLM
+from crag.protocols import LLM, ScoringLLM
 from crag.text import detect_language
 
 __all__ = ["CRITERIA", "JudgeVerdict", "LLMJudge", "parse_scores"]
@@ -114,7 +114,7 @@ class LLMJudge:
     ) -> None:
         self.llm = llm
         self.seed = seed
-        has_probs = callable(getattr(llm, "choice_probabilities", None))
+        has_probs = isinstance(llm, ScoringLLM)
         if mode == "logprob" and not has_probs:
             raise ConfigError(
                 f"judge mode 'logprob' needs token probabilities, which {llm.model_id} does not offer; "
@@ -157,7 +157,9 @@ class LLMJudge:
     def _judge_by_probabilities(
         self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]
     ) -> JudgeVerdict:
-        probs = self.llm.choice_probabilities  # type: ignore[attr-defined]
+        llm = self.llm
+        assert isinstance(llm, ScoringLLM)  # __init__ chose logprob mode for a ScoringLLM only
+        probs = llm.choice_probabilities
         scores: dict[str, dict[str, float]] = {}
         for m in modes:  # each answer alone: no answer label or mode name can leak
             answer, context = answers[m]

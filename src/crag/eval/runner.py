@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from crag.atomic import write_atomic
 from crag.errors import (
     ConfigError,
     CragError,
@@ -35,15 +35,15 @@ from crag.errors import (
 from crag.eval.datasets import EvalItem, dataset_fingerprint
 from crag.eval.judge import LLMJudge
 from crag.eval.metrics import score_answer
-from crag.protocols import LLM, Completion
+from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
+from crag.protocols import LLM, Completion, CompletionOptions, Messages
 from crag.types import Answer
 
-__all__ = ["CountingLLM", "EvalOptions", "EvalRun", "run_eval"]
+if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
+    from typing_extensions import Unpack
 
-RESULTS = "results.jsonl"
-RUN_META = "run.json"
-STATUS = "status.json"
-MODES = ("rag", "crag")
+__all__ = ["CountingLLM", "EvalOptions", "run_eval"]
+
 # Errors that would fail every question the same way: stop instead of recording each.
 FATAL = (ConfigError, KnowledgeBaseError, LLMUnavailableError, ModelIntegrityError)
 
@@ -84,32 +84,6 @@ class EvalOptions:
             raise InputError(f"--modes lists a mode twice: {','.join(self.modes)}")
 
 
-@dataclass
-class EvalRun:
-    """Everything a report needs: the questions, the last record per pair, the verdicts."""
-
-    items: list[EvalItem]
-    modes: tuple[str, ...]
-    records: dict[tuple[str, str], dict[str, Any]]
-    judgements: dict[str, dict[str, Any]] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-
-    @property
-    def failed(self) -> list[tuple[str, str]]:
-        """Pairs with no answer (errored or never run)."""
-        return [
-            (it.id, m)
-            for it in self.items
-            for m in self.modes
-            if (it.id, m) not in self.records or self.records[(it.id, m)].get("error")
-        ]
-
-    @property
-    def complete(self) -> bool:
-        return not self.failed
-
-
 class CountingLLM:
     """Wraps an LLM and counts its calls, so each answer reports how many it cost.
 
@@ -127,17 +101,10 @@ class CountingLLM:
         self.calls = 0
         self._lock = threading.Lock()  # refine and search may call from worker threads
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    def complete(self, messages: Messages, **options: Unpack[CompletionOptions]) -> Completion:
         with self._lock:
             self.calls += 1
-        return self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+        return self.inner.complete(messages, **options)
 
     def __getattr__(self, name: str) -> Any:
         # Optional capabilities (yes_probability, warm_up) pass through; an LLM-evaluator
@@ -335,8 +302,6 @@ def _prepare_output(out: Path) -> None:
             if f.read(1) != b"\n":
                 f.write(b"\n")
     # Reports from an earlier run would look final while this one is in progress.
-    from crag.eval.report import REPORT_FILES
-
     for name in REPORT_FILES:
         (out / name).unlink(missing_ok=True)
 
@@ -368,20 +333,6 @@ def _drop_judgements(results: Path) -> None:
 def _write_status(out: Path, *, complete: bool, done: int, total: int, failed: int = 0) -> None:
     status = {"complete": complete, "done": done, "total": total, "failed": failed, "updated": _now()}
     write_atomic(out / STATUS, json.dumps(status, indent=2))
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write a file so readers see the old or the new content, never half of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:

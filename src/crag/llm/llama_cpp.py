@@ -12,6 +12,7 @@ backend never needs the optional dependency.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -24,12 +25,13 @@ import numpy as np
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.protocols import Completion
-from crag.registry import LLMS
+from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
     from crag.config import CragSettings
 
 BACKEND_ID = "llama-cpp"
+log = logging.getLogger(__name__)
 _YES = ("yes", "Yes", "YES")
 _NO = ("no", "No", "NO")
 
@@ -58,8 +60,8 @@ def _close_loaded() -> None:
         for loaded in _LOADED.values():
             try:
                 loaded.llama.close()
-            except Exception:  # shutting down anyway; nothing useful to report
-                pass
+            except Exception as exc:  # shutting down anyway: note it, never fail the exit
+                log.debug("closing %s failed at exit: %s: %s", BACKEND_ID, type(exc).__name__, exc)
         _LOADED.clear()
 
 
@@ -310,6 +312,10 @@ def _logsumexp(x: np.ndarray) -> float:
     return m + float(np.log(np.sum(np.exp(x - m))))
 
 
-@LLMS.register("llama-cpp")
-def _factory(settings: CragSettings, **_: Any) -> LlamaCppLLM:
+def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:
     return LlamaCppLLM(settings.llm.model, n_ctx=settings.llm.n_ctx, n_threads=settings.llm.n_threads)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the embedded ``llama-cpp`` LLM."""
+    registries.llms.register("llama-cpp", _make)

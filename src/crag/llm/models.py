@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from crag.atomic import write_atomic
 from crag.errors import ConfigError, ModelIntegrityError
 from crag.paths import cache_dir
 
@@ -163,9 +164,7 @@ def _sha256_file(path: Path) -> str:
 
 
 def _write_sidecar(dest: Path, spec: BundledModel) -> None:
-    tmp = _sidecar(dest).with_suffix(".tmp")
-    tmp.write_text(f"{spec.sha256}  {dest.name}\n", encoding="ascii")
-    os.replace(tmp, _sidecar(dest))
+    write_atomic(_sidecar(dest), f"{spec.sha256}  {dest.name}\n", mode=0o644)  # the cache may be shared
 
 
 def _package_dir(package: str) -> Path | None:

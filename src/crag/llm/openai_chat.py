@@ -25,7 +25,7 @@ from crag.config import secret_from_env
 from crag.errors import LLMError, LLMUnavailableError
 from crag.http import is_local_url, request_json
 from crag.protocols import Completion
-from crag.registry import LLMS
+from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
     from crag.config import CragSettings
@@ -193,8 +193,7 @@ def _with_json_instruction(messages: list[dict[str, Any]], schema: dict[str, Any
     return [{"role": "system", "content": note}, *messages]
 
 
-@LLMS.register("openai", "openai-compatible")
-def _factory(settings: CragSettings, *, client: httpx.Client | None = None, **_: Any) -> OpenAIChatLLM:
+def _make(settings: CragSettings, deps: BackendDeps) -> OpenAIChatLLM:
     s = settings.llm
     var = s.api_key_env
     if is_local_url(s.base_url):
@@ -208,6 +207,11 @@ def _factory(settings: CragSettings, *, client: httpx.Client | None = None, **_:
         api_key=key or None,
         timeout=s.timeout,
         retries=s.retries,
-        client=client,
+        client=deps.client,
         api_key_env=var,
     )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``openai`` (``openai-compatible``) chat LLM."""
+    registries.llms.register("openai", _make, aliases=("openai-compatible",))

@@ -85,3 +85,21 @@ def finite_score(value: Any) -> float | None:
 def plain_text(value: str) -> str:
     """Strip highlight tags and entities, collapse whitespace."""
     return " ".join(html.unescape(_TAG.sub("", value)).split())
+
+
+API_CHANGED = "the API may have changed or a proxy answered instead"
+
+
+def malformed(provider: str, what: str, hint: str = API_CHANGED) -> SearchError:
+    """The one-line error for a reply that is not the provider's JSON shape."""
+    return SearchError(f"{provider}: malformed response ({what}); {hint}", backend_id=provider, step="search")
+
+
+def text_field(value: Any, field: str, provider: str, hint: str = "") -> str:
+    """A result's text field as plain text ("" when absent); a non-string is a malformed reply."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise malformed(provider, f"{field} must be a string", *([hint] if hint else []))
+    # Snippets carry <strong> highlights and HTML entities.
+    return plain_text(value)

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from crag.config import secret_from_env
+from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
-from crag.registry import SEARCHES
-from crag.search._http import HttpSearch, as_secret, check_query, plain_text
+from crag.registry import BackendDeps, Registries
+from crag.search._http import HttpSearch, as_secret, check_query, malformed, text_field
 from crag.types import WebResult
 
 DEFAULT_URL = "https://api.search.brave.com"
@@ -77,20 +77,11 @@ class BraveSearch(HttpSearch):
 
 
 def _malformed(what: str) -> SearchError:
-    return SearchError(
-        f"brave: malformed response ({what}); the API may have changed or a proxy answered instead",
-        backend_id="brave",
-        step="search",
-    )
+    return malformed("brave", what)
 
 
 def _text(value: Any, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _malformed(f"{field} must be a string")
-    # Descriptions carry <strong> highlights and HTML entities.
-    return plain_text(value)
+    return text_field(value, field, "brave")
 
 
 def _parse(payload: Any) -> list[WebResult]:
@@ -138,13 +129,17 @@ def _published(item: dict[str, Any]) -> str:
     return ""
 
 
-@SEARCHES.register("brave")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> BraveSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> BraveSearch:
     s = settings.search
     return BraveSearch(
         api_key=secret_from_env(s.brave_api_key_env, what="search provider brave"),
         base_url=s.brave_url,
         timeout=s.timeout,
         retries=s.retries,
-        client=client,
+        client=deps.client,
     )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``brave`` search provider."""
+    registries.searches.register("brave", _make)

@@ -1,25 +1,30 @@
 """The ``corpus`` provider: a larger local knowledge base standing in for web search.
 
-The corpus (a folder or a JSONL file) is indexed the same way as the knowledge base —
-chunked, embedded, Chroma + BM25 — into ``<kb>/corpora/<name>-<hash>``, once; later runs
-reuse the index (unchanged files are skipped by content hash).
+The provider searches a :class:`~crag.protocols.Retriever` built by the indexer it is
+given (the engine passes :func:`crag.kb.index_corpus`: chunked, embedded, Chroma + BM25,
+into ``<kb>/corpora/<name>-<hash>``, once; later runs reuse the index). It never builds a
+knowledge base itself, so search backends stay below the knowledge base layer.
 
->>> search = CorpusSearch("data/sample/external", index_root="kb/corpora", embedder=emb)  # doctest: +SKIP
->>> [r.title for r in search.search("Normandy", k=3)]                                     # doctest: +SKIP
+>>> from functools import partial
+>>> from crag.kb import index_corpus
+>>> index = partial(index_corpus, index_root="kb/corpora", embedder=emb)    # doctest: +SKIP
+>>> search = CorpusSearch("data/sample/external", index=index)              # doctest: +SKIP
+>>> [r.title for r in search.search("Normandy", k=3)]                       # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from crag.config import ChunkSettings, RetrievalSettings
+from crag.config import CragSettings
 from crag.errors import ConfigError, SearchError
-from crag.protocols import Embedder
-from crag.registry import SEARCHES
+from crag.protocols import CorpusIndexer, Progress, Retriever
 from crag.types import WebResult
+
+if TYPE_CHECKING:
+    from crag.registry import BackendDeps, Registries
 
 
 class CorpusSearch:
@@ -27,47 +32,28 @@ class CorpusSearch:
 
     name = "corpus"
 
-    def __init__(
-        self,
-        corpus: str | Path,
-        *,
-        index_root: str | Path,
-        embedder: Embedder,
-        chunking: ChunkSettings | None = None,
-    ) -> None:
+    def __init__(self, corpus: str | Path, *, index: CorpusIndexer) -> None:
         self.corpus = Path(corpus).resolve()
         if not self.corpus.exists():
             raise ConfigError(
                 f"search corpus {corpus} not found; pass an existing folder or .jsonl with --search-corpus"
             )
-        digest = hashlib.sha256(str(self.corpus).encode()).hexdigest()[:10]
-        self.index_path = Path(index_root) / f"{self.corpus.stem}-{digest}"
-        self.embedder = embedder
-        self.chunking = chunking or ChunkSettings()
-        self._kb: Any = None
+        self._index = index
+        self._retriever: Retriever | None = None
         self._lock = threading.Lock()
 
-    def warm_up(self, progress: Any = None) -> None:
+    def warm_up(self, progress: Progress | None = None) -> Retriever:
         """Index the corpus if needed (fast when nothing changed)."""
         with self._lock:
-            if self._kb is not None:
-                return
-            from crag.kb import KnowledgeBase
-
-            kb = KnowledgeBase(
-                self.index_path,
-                self.embedder,
-                chunking=self.chunking,
-                retrieval=RetrievalSettings(top_k=10, candidates=30),
-            )
-            kb.ingest([self.corpus], prune=True, progress=progress)
-            self._kb = kb
+            if self._retriever is None:
+                self._retriever = self._index(self.corpus, progress)
+            return self._retriever
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
-        self.warm_up()
+        retriever = self.warm_up()
         try:
-            hits = self._kb.search(query, k=k)
-        except Exception as exc:
+            hits = retriever.search(query, k=k)
+        except Exception as exc:  # the index's own failures (store, embedder) become one search error
             raise SearchError(f"corpus search failed: {exc}", backend_id="corpus", step="search") from None
         return [
             WebResult(
@@ -83,11 +69,17 @@ class CorpusSearch:
         ]
 
 
-@SEARCHES.register("corpus")
-def _make(settings: Any, *, embedder: Embedder, **_: Any) -> CorpusSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> CorpusSearch:
     path = settings.search.corpus_path
     if path is None:
         raise ConfigError(
             "the corpus search provider needs a corpus: set search.corpus_path or pass --search-corpus PATH"
         )
-    return CorpusSearch(path, index_root=settings.kb.path / "corpora", embedder=embedder, chunking=settings.chunking)
+    if deps.corpus_index is None:
+        raise ConfigError("the corpus search provider needs a corpus indexer; create it through crag.CRAG")
+    return CorpusSearch(path, index=deps.corpus_index)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``corpus`` provider."""
+    registries.searches.register("corpus", _make)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import html
 import re
-import threading
 from typing import Any
 
+from crag.config import CragSettings
+from crag.deadline import with_deadline
 from crag.errors import SearchError
-from crag.registry import SEARCHES
+from crag.registry import BackendDeps, Registries
 from crag.types import WebResult
 
 SNIPPET_CHARS = 300
@@ -45,7 +46,18 @@ class DuckDuckGoSearch:
             raise ValueError("k must be >= 1")
         if not query.strip():
             return []
-        raw = _with_deadline(lambda: self._call(query, k), self.timeout)
+        try:
+            raw = with_deadline(
+                lambda: self._call(query, k),
+                self.timeout,
+                what="duckduckgo:",
+                hint="try again later or raise search.timeout",
+                backend_id="duckduckgo",
+            )
+        except SearchError:
+            raise
+        except Exception as exc:  # ddgs raises its own types (rate limits, engine timeouts): one line
+            raise _failed(exc) from None
         return _parse(raw)[:k]
 
     def _call(self, query: str, k: int) -> Any:
@@ -70,39 +82,13 @@ def _ddgs_class() -> Any:
     return ddgs.DDGS
 
 
-def _with_deadline(fn: Any, timeout: float) -> Any:
-    """Run ``fn`` in a daemon thread; raise ``SearchError`` if it is not done in ``timeout`` s."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, name="crag-ddgs", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        # The thread cannot be killed; it ends on ddgs's own timeout and its result is dropped.
-        raise SearchError(
-            f"duckduckgo: timed out after {timeout:g}s; try again later or raise search.timeout",
-            backend_id="duckduckgo",
-            step="search",
-        )
-    if "error" in box:
-        exc = box["error"]
-        if isinstance(exc, SearchError):
-            raise exc
-        kind = type(exc).__name__
-        detail = " ".join(str(exc).split())[:160]
-        hint = "rate limited; wait a minute" if "ratelimit" in kind.lower() else "try again later"
-        raise SearchError(
-            f"duckduckgo: search failed ({kind}: {detail}); {hint}",
-            backend_id="duckduckgo",
-            step="search",
-        ) from None
-    return box.get("value")
+def _failed(exc: Exception) -> SearchError:
+    kind = type(exc).__name__
+    detail = " ".join(str(exc).split())[:160]
+    hint = "rate limited; wait a minute" if "ratelimit" in kind.lower() else "try again later"
+    return SearchError(
+        f"duckduckgo: search failed ({kind}: {detail}); {hint}", backend_id="duckduckgo", step="search"
+    )
 
 
 def _malformed(what: str) -> SearchError:
@@ -150,6 +136,10 @@ def _parse(raw: Any) -> list[WebResult]:
     return out
 
 
-@SEARCHES.register("duckduckgo", "ddg")
-def _factory(settings: Any, **_: Any) -> DuckDuckGoSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> DuckDuckGoSearch:
     return DuckDuckGoSearch(timeout=settings.search.timeout)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the keyless ``duckduckgo`` (``ddg``) search provider."""
+    registries.searches.register("duckduckgo", _make, aliases=("ddg",))

@@ -16,13 +16,12 @@ Cassette format (``version`` 1)::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from crag.atomic import write_atomic
 from crag.errors import ConfigError, SearchError
 from crag.protocols import WebSearch
 from crag.types import WebResult
@@ -102,18 +101,8 @@ class RecordingSearch:
         return results
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = json.dumps({"version": VERSION, "entries": self._entries}, ensure_ascii=False, indent=1)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, payload)
 
     def __repr__(self) -> str:
         return f"RecordingSearch({self.inner!r}, {str(self.path)!r})"

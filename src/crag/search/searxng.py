@@ -11,9 +11,10 @@ from typing import Any
 
 import httpx
 
+from crag.config import CragSettings
 from crag.errors import SearchError
-from crag.registry import SEARCHES
-from crag.search._http import HttpSearch, check_query, finite_score, plain_text
+from crag.registry import BackendDeps, Registries
+from crag.search._http import HttpSearch, check_query, finite_score, malformed, text_field
 from crag.types import WebResult
 
 DEFAULT_URL = "http://127.0.0.1:8888"
@@ -76,20 +77,15 @@ class SearxngSearch(HttpSearch):
         return _parse(payload)[:k]
 
 
+_HINT = "check that search.searxng_url points at a SearXNG instance"
+
+
 def _malformed(what: str) -> SearchError:
-    return SearchError(
-        f"searxng: malformed response ({what}); check that search.searxng_url points at a SearXNG instance",
-        backend_id="searxng",
-        step="search",
-    )
+    return malformed("searxng", what, _HINT)
 
 
 def _text(value: Any, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _malformed(f"{field} must be a string")
-    return plain_text(value)
+    return text_field(value, field, "searxng", _HINT)
 
 
 def _parse(payload: Any) -> list[WebResult]:
@@ -121,7 +117,11 @@ def _parse(payload: Any) -> list[WebResult]:
     return out
 
 
-@SEARCHES.register("searxng")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> SearxngSearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> SearxngSearch:
     s = settings.search
-    return SearxngSearch(base_url=s.searxng_url, timeout=s.timeout, retries=s.retries, client=client)
+    return SearxngSearch(base_url=s.searxng_url, timeout=s.timeout, retries=s.retries, client=deps.client)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``searxng`` search provider."""
+    registries.searches.register("searxng", _make)

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from crag.config import secret_from_env
+from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
-from crag.registry import SEARCHES
-from crag.search._http import HttpSearch, as_secret, check_query, finite_score
+from crag.registry import BackendDeps, Registries
+from crag.search._http import HttpSearch, as_secret, check_query, finite_score, malformed
 from crag.types import WebResult
 
 DEFAULT_URL = "https://api.tavily.com"
@@ -74,11 +74,7 @@ class TavilySearch(HttpSearch):
 
 
 def _malformed(what: str) -> SearchError:
-    return SearchError(
-        f"tavily: malformed response ({what}); the API may have changed or a proxy answered instead",
-        backend_id="tavily",
-        step="search",
-    )
+    return malformed("tavily", what)
 
 
 def _parse(payload: Any) -> list[WebResult]:
@@ -114,13 +110,17 @@ def _parse(payload: Any) -> list[WebResult]:
     return out
 
 
-@SEARCHES.register("tavily")
-def _factory(settings: Any, *, client: httpx.Client | None = None, **_: Any) -> TavilySearch:
+def _make(settings: CragSettings, deps: BackendDeps) -> TavilySearch:
     s = settings.search
     return TavilySearch(
         api_key=secret_from_env(s.tavily_api_key_env, what="search provider tavily"),
         base_url=s.tavily_url,
         timeout=s.timeout,
         retries=s.retries,
-        client=client,
+        client=deps.client,
     )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``tavily`` search provider."""
+    registries.searches.register("tavily", _make)

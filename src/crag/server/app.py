@@ -13,15 +13,10 @@ health checks, trace browsing and streaming keep-alives.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import os
-import re
-import secrets
-import time
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +24,14 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import ClientDisconnect
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
-from crag import __version__
+from crag._version import __version__
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import (
+    ApiError,
     BackendError,
     ConfigError,
     CragError,
@@ -49,8 +43,7 @@ from crag.errors import (
     UnknownBackendError,
     UnsupportedFileError,
 )
-from crag.ingest.load import SUPPORTED_SUFFIXES
-from crag.redact import install_log_redaction, redact, redact_text, register
+from crag.redact import install_log_redaction, redact_text, register
 from crag.server import ui
 from crag.server.auth import (
     Authenticator,
@@ -60,17 +53,26 @@ from crag.server.auth import (
     is_loopback,
     keys_from_env,
 )
-from crag.server.body import ApiError, describe_errors, document_bodies, parse_body
+from crag.server.body import describe_errors, document_bodies, parse_body
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
+from crag.server.stream import (
+    ANSWER_CHUNK_CHARS,
+    SSEResponse,
+    chat_chunks,
+    chat_completion,
+    chunk_text,
+    sse,
+    stage_events,
+)
+from crag.server.uploads import ingest_summary, save_uploads, write_jsonl
 from crag.types import Answer
 
-__all__ = ["ApiError", "create_app", "parse_body", "serve"]
+__all__ = ["create_app", "serve"]
 
 log = logging.getLogger("crag.server")
 
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while the engine works (proxies drop idle streams)
-ANSWER_CHUNK_CHARS = 24  # the pipeline returns the whole answer; streamed in pieces of this size
 SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker processes
 
 
@@ -87,6 +89,8 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
         (ModelIntegrityError, 503, "model_integrity_error"),
         (BackendError, 502, "backend_error"),
     )
+    if isinstance(exc, ApiError):
+        return exc.status, exc.type
     for cls, status, name in table:
         if isinstance(exc, cls):
             return status, name
@@ -183,21 +187,21 @@ def create_app(
         if req.stream:
             include_usage = bool((req.stream_options or {}).get("include_usage"))
             return SSEResponse(
-                _chat_chunks(answer, req.model, usage if include_usage else None), headers=headers
+                chat_chunks(answer, req.model, usage if include_usage else None), headers=headers
             )
-        return RedactedJSONResponse(_chat_completion(answer, req.model, usage), headers=headers)
+        return RedactedJSONResponse(chat_completion(answer, req.model, usage), headers=headers)
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
         uploads = Path(engine.settings.kb.path) / "uploads"
         if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-            paths = await _save_uploads(request, uploads)
+            paths = await save_uploads(request, uploads)
         else:
             req = await parse_body(request, IngestRequest)
-            paths = [await run_in_threadpool(_write_jsonl, uploads, req)]
+            paths = [await run_in_threadpool(write_jsonl, uploads, req)]
         async with ingest_lock:
             report = await run_in_threadpool(engine.ingest, paths)
-        return _ingest_summary(report, uploads)
+        return ingest_summary(report, uploads)
 
     @app.get("/v1/traces")
     async def list_traces(
@@ -344,199 +348,6 @@ async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncI
     yield sse("done", answer.to_dict())
 
 
-def stage_events(answer: Answer, trace: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """The pipeline stages as (event, data) pairs: retrieved, graded, action, searching, context."""
-    t = trace or {}
-    events: list[tuple[str, Any]] = []
-    retrieved = [r for r in t.get("retrieved") or [] if isinstance(r, dict)]
-    if retrieved:
-        keep = ("id", "title", "source", "url", "score", "rank")
-        events.append(("retrieved", {"documents": [{k: r.get(k) for k in keep} for r in retrieved]}))
-    if t.get("grades"):
-        events.append(
-            (
-                "graded",
-                {"grades": t["grades"], "confidence": answer.confidence, "evaluator": t.get("evaluator")},
-            )
-        )
-    events.append(
-        (
-            "action",
-            {
-                "action": answer.action.value,
-                "confidence": answer.confidence,
-                "thresholds": t.get("thresholds"),
-            },
-        )
-    )
-    if answer.queries:
-        external = [r for r in t.get("external") or [] if isinstance(r, dict)]
-        results = [{k: r.get(k) for k in ("title", "url", "provider", "query")} for r in external]
-        events.append(("searching", {"queries": answer.queries, "results": results}))
-    events.append(("context", {"items": answer.to_dict()["context"], "degradations": answer.degradations}))
-    return events
-
-
-def chunk_text(text: str, size: int) -> list[str]:
-    """``text`` in pieces of about ``size`` characters, split after spaces where possible."""
-    pieces: list[str] = []
-    while text:
-        cut = len(text) if len(text) <= size else (text.rfind(" ", 0, size) + 1 or size)
-        pieces.append(text[:cut])
-        text = text[cut:]
-    return pieces
-
-
-def sse(event: str, data: Any) -> bytes:
-    """One server-sent event; JSON data on one line so any SSE parser reads it (secrets redacted)."""
-    return f"event: {event}\ndata: {json.dumps(redact(data), ensure_ascii=False)}\n\n".encode()
-
-
-class SSEResponse(StreamingResponse):
-    """A ``text/event-stream`` response that treats a vanished client as normal."""
-
-    def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
-        base = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(content, media_type="text/event-stream", headers=base | (headers or {}))
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        except (ClientDisconnect, OSError):
-            log.info("client disconnected mid-stream")
-
-
-# -- OpenAI-compatible shapes -------------------------------------------------------------
-def with_sources(answer: Answer) -> str:
-    """The answer text with its citations appended as a ``Sources:`` list."""
-    if not answer.citations:
-        return answer.answer
-    lines = [f"[{c.id}] {' '.join(p for p in (c.title, c.url or c.source) if p)}" for c in answer.citations]
-    return answer.answer + "\n\nSources:\n" + "\n".join(lines)
-
-
-def _crag_meta(answer: Answer) -> dict[str, Any]:
-    return {"trace_id": answer.trace_id, "action": answer.action.value, "confidence": answer.confidence}
-
-
-def _chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[str, Any]:
-    return {
-        "id": f"chatcmpl-{answer.trace_id}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": with_sources(answer)},
-                "finish_reason": "stop",
-                "logprobs": None,
-            }
-        ],
-        "usage": usage,
-        "crag": _crag_meta(answer),
-    }
-
-
-async def _chat_chunks(answer: Answer, model: str, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
-    base = {
-        "id": f"chatcmpl-{answer.trace_id}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        body = (
-            base
-            | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-            | extra
-        )
-        return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
-
-    yield chunk({"role": "assistant", "content": ""})
-    # Redacted whole before it is cut, as in _ask_events.
-    for piece in chunk_text(redact_text(with_sources(answer)), ANSWER_CHUNK_CHARS):
-        yield chunk({"content": piece})
-    yield chunk({}, "stop", crag=_crag_meta(answer))
-    if usage is not None:
-        yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
-    yield b"data: [DONE]\n\n"
-
-
-# -- ingest -------------------------------------------------------------------------------
-_UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
-
-
-def safe_filename(name: str | None) -> str:
-    """A plain file name from a client-supplied one: no folders, no leading dots, no controls."""
-    base = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).strip(" .")
-    return base[:120] or "upload.txt"
-
-
-async def _save_uploads(request: Request, uploads: Path) -> list[Path]:
-    form = await request.form(max_files=100, max_fields=100)
-    try:
-        files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
-        if not files:
-            raise ApiError(400, "invalid_input", "multipart upload has no file; send files in form fields")
-        saved = []
-        for f in files:
-            name = safe_filename(f.filename)
-            if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
-                kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
-                raise ApiError(
-                    415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}"
-                )
-            data = await f.read()
-            # A folder per content: two clients uploading "notes.md" never overwrite each other,
-            # and the same bytes uploaded again land on the same path (ingest says "unchanged").
-            folder = uploads / hashlib.sha256(data).hexdigest()[:16]
-            saved.append(await run_in_threadpool(_write_file, folder / name, data))
-        return saved
-    finally:
-        await form.close()
-
-
-def _write_file(path: Path, data: bytes) -> Path:
-    # Write then rename, so a concurrent reader never sees half a file.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
-
-
-def _write_jsonl(uploads: Path, req: IngestRequest) -> Path:
-    lines = [json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) for d in req.documents]
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
-    return _write_file(
-        uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode()
-    )
-
-
-def _ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
-    def rel(p: str) -> str:
-        # Client-facing paths are relative to the KB: no server layout leaks out.
-        try:
-            return str(Path(p).resolve().relative_to(uploads.resolve().parent))
-        except ValueError:
-            return Path(p).name
-
-    statuses = ("added", "updated", "unchanged", "removed", "skipped")
-    return {
-        **{s: report.count(s) for s in statuses},
-        "chunks_written": report.chunks_written,
-        "files": [
-            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": f.reason}
-            for f in report.files
-        ],
-        "warnings": list(report.warnings),
-    }
-
-
-# -- parsing and errors -------------------------------------------------------------------
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:

@@ -25,22 +25,15 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-__all__ = ["MAX_JSON_DEPTH", "ApiError", "describe_errors", "document_bodies", "json_depth", "parse_body"]
+from crag.errors import ApiError
+
+__all__ = ["MAX_JSON_DEPTH", "describe_errors", "document_bodies", "json_depth", "parse_body"]
 
 M = TypeVar("M", bound=BaseModel)
 MAX_JSON_DEPTH = 32  # our deepest legitimate body (chat content parts, metadata) nests ~6 levels
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _OPEN = np.frombuffer(b"[{", dtype=np.uint8)
 _CLOSE = np.frombuffer(b"]}", dtype=np.uint8)
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": {"type", "message"}}`` with ``status``."""
-
-    def __init__(self, status: int, type_: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type_
 
 
 def json_depth(text: str) -> int:

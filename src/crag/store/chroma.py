@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from crag.errors import StoreError
+from crag.errors import ConfigError, StoreError
+from crag.protocols import StoreSpec
+from crag.registry import BackendDeps, Registries
 
 COLLECTION = "chunks"
 _BATCH = 1000  # Chroma caps the rows of one call; stay well below it
@@ -163,3 +165,17 @@ def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _make(spec: StoreSpec, deps: BackendDeps) -> ChromaVectorStore:
+    if spec.full_text:
+        raise ConfigError(
+            "kb.keyword_index = 'store' needs a Milvus kb.store_uri (BM25 inside the database); "
+            "Chroma has no keyword search: use keyword_index = 'local'"
+        )
+    return ChromaVectorStore(spec.address or spec.kb_path / "chroma", ef_search=spec.ef_search)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``chroma`` vector store (the default)."""
+    registries.stores.register("chroma", _make)

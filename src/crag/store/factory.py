@@ -26,11 +26,49 @@ A ``?collection=NAME`` query suffix picks the Milvus collection (default ``crag_
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from crag.errors import ConfigError
-from crag.protocols import VectorStore
+from crag.protocols import StoreSpec, VectorStore
+from crag.registry import STORES
+
+__all__ = ["make_vector_store", "parse_store_uri"]
+
+
+def parse_store_uri(
+    uri: str | None, kb_path: Path, *, ef_search: int = 200, full_text: bool = False
+) -> tuple[str, StoreSpec]:
+    """The registered store name and its spec for a ``kb.store_uri`` (table above).
+
+    A scheme that names a registered store (a plugin's ``qdrant://...``) goes to that store
+    with the whole URI as its address.
+    """
+    raw = (uri or "").strip()
+    spec = StoreSpec(Path(kb_path), ef_search=ef_search, full_text=full_text)
+    if raw in ("", "chroma"):
+        return "chroma", spec
+    base, _, query = raw.partition("?")
+    collection = parse_qs(query).get("collection", [""])[0]
+    scheme = urlsplit(base).scheme.lower() if "://" in base else ""
+    address: str | Path
+    if scheme == "milvus":
+        address = "http://" + base.split("://", 1)[1]
+    elif scheme == "milvus+https":
+        address = "https://" + base.split("://", 1)[1]
+    elif scheme in ("http", "https"):
+        address = base
+    elif scheme in ("", "file") and base.endswith(".db"):
+        path = Path(base.removeprefix("file://")).expanduser()
+        # A relative file lives inside the KB folder, so the KB stays one movable folder.
+        address = path if path.is_absolute() else Path(kb_path) / path
+    elif scheme and scheme != "chroma" and scheme in STORES:
+        return scheme, StoreSpec(Path(kb_path), raw, collection, ef_search, full_text)
+    else:
+        raise ConfigError(
+            f"invalid setting kb.store_uri: {raw!r} is not a known vector store; use 'chroma', a Milvus Lite "
+            "file ending in .db, or milvus://host:19530"
+        )
+    return "milvus", StoreSpec(Path(kb_path), address, collection, ef_search, full_text)
 
 
 def make_vector_store(
@@ -41,35 +79,5 @@ def make_vector_store(
     ``ef_search`` is the HNSW search breadth either engine uses (recall vs latency);
     ``full_text`` asks for server-side BM25 (Milvus only).
     """
-    from crag.store.chroma import ChromaVectorStore
-
-    raw = (uri or "").strip()
-    if raw in ("", "chroma"):
-        if full_text:
-            raise ConfigError(
-                "kb.keyword_index = 'store' needs a Milvus kb.store_uri (BM25 inside the database); "
-                "Chroma has no keyword search: use keyword_index = 'local'"
-            )
-        return ChromaVectorStore(Path(kb_path) / "chroma", ef_search=ef_search)
-
-    from crag.store.milvus import DEFAULT_COLLECTION, MilvusVectorStore
-
-    base, _, query = raw.partition("?")
-    collection = parse_qs(query).get("collection", [DEFAULT_COLLECTION])[0]
-    opts: dict[str, Any] = {"collection": collection, "ef": ef_search, "full_text": full_text}
-    scheme = urlsplit(base).scheme.lower() if "://" in base else ""
-    if scheme == "milvus":
-        return MilvusVectorStore("http://" + base.split("://", 1)[1], **opts)
-    if scheme == "milvus+https":
-        return MilvusVectorStore("https://" + base.split("://", 1)[1], **opts)
-    if scheme in ("http", "https"):
-        return MilvusVectorStore(base, **opts)
-    if scheme in ("", "file") and base.endswith(".db"):
-        path = Path(base.removeprefix("file://")).expanduser()
-        # A relative file lives inside the KB folder, so the KB stays one movable folder.
-        path = path if path.is_absolute() else Path(kb_path) / path
-        return MilvusVectorStore(path, **opts)
-    raise ConfigError(
-        f"invalid setting kb.store_uri: {raw!r} is not a known vector store; use 'chroma', a Milvus Lite "
-        "file ending in .db, or milvus://host:19530"
-    )
+    name, spec = parse_store_uri(uri, kb_path, ef_search=ef_search, full_text=full_text)
+    return STORES.create(name, spec)

@@ -31,6 +31,7 @@ import numpy as np
 from crag.text import tokenize
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
+log = logging.getLogger(__name__)
 
 
 class BM25Index:
@@ -41,9 +42,14 @@ class BM25Index:
         self.generation = -1
         self._ids: list[str] = []
         self._model: Any = None
+        self.load_error = ""  # why the persisted copy was unusable (it is rebuilt), "" when fine
 
     def load(self) -> None:
-        """Load the persisted index if present (silently stays empty when absent or damaged)."""
+        """Load the persisted index if present; stays empty when absent, and when damaged says why.
+
+        A damaged copy (half-written files, an incompatible bm25s version) is logged and its
+        reason kept in ``load_error``; the knowledge base then rebuilds it from the manifest.
+        """
         meta = self.path / "crag_meta.json"
         if not meta.is_file():
             return
@@ -54,7 +60,9 @@ class BM25Index:
             self._model = bm25s.BM25.load(str(self.path)) if info["ids"] else None
             self._ids = list(info["ids"])
             self.generation = int(info["generation"])
-        except Exception:  # derived data: a damaged copy is rebuilt from the manifest
+        except Exception as exc:  # bm25s and numpy raise many types; the reason is logged and kept
+            self.load_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            log.warning("keyword index %s is damaged (%s); rebuilding it from the manifest", self.path, self.load_error)
             self.generation, self._ids, self._model = -1, [], None
 
     def rebuild(

@@ -38,7 +38,9 @@ from typing import Any
 import numpy as np
 
 from crag.errors import StoreError
+from crag.protocols import StoreSpec
 from crag.redact import register_env
+from crag.registry import BackendDeps, Registries
 
 DEFAULT_COLLECTION = "crag_chunks"
 _BATCH = 2000  # rows per insert: 2000 × 384 floats ≈ 3 MB, far below gRPC's 64 MB message cap
@@ -425,3 +427,17 @@ def _lite_locked(path: Path) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _make(spec: StoreSpec, deps: BackendDeps) -> MilvusVectorStore:
+    return MilvusVectorStore(
+        spec.address or spec.kb_path / "milvus.db",
+        collection=spec.collection or DEFAULT_COLLECTION,
+        ef=spec.ef_search,
+        full_text=spec.full_text,
+    )
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``milvus`` vector store (Milvus Lite file or server)."""
+    registries.stores.register("milvus", _make)

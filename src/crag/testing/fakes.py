@@ -59,11 +59,14 @@ class ScriptedLLM:
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
         self.prompts.append(messages)
-        text = self.replies.popleft() if len(self.replies) > 1 else self.replies[0]
-        return Completion(text=text, prompt_tokens=10, completion_tokens=5, model=self.model_id)
+        return Completion(text=self.reply(messages), prompt_tokens=10, completion_tokens=5, model=self.model_id)
+
+    def reply(self, messages: Sequence[dict[str, str]]) -> str:
+        """The next scripted reply (subclasses compute one from the prompt instead)."""
+        return self.replies.popleft() if len(self.replies) > 1 else self.replies[0]
 
 
-class EchoLLM:
+class EchoLLM(ScriptedLLM):
     """Answers like a faithful extractive model: the first sentence of source [1], cited.
 
     For control-flow tests whose reply must stay grounded in whatever context the
@@ -76,25 +79,16 @@ class EchoLLM:
     model_id = "echo"
 
     def __init__(self) -> None:
-        self.prompts: list[Sequence[dict[str, str]]] = []
+        super().__init__([])
 
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    def reply(self, messages: Sequence[dict[str, str]]) -> str:
         from crag.text import split_sentences
 
-        self.prompts.append(messages)
         user = messages[-1]["content"]
         start = user.find(">", user.find("<source")) + 1
         first = (split_sentences(user[start : user.find("</source>", start)]) or ["(no sources)"])[0]
         body = first.rstrip("。.!！?？")
-        text = f"{body} [1]{first[len(body):] or '.'}" if body != first else f"{first} [1]."
-        return Completion(text=text, prompt_tokens=10, completion_tokens=5, model=self.model_id)
+        return f"{body} [1]{first[len(body):] or '.'}" if body != first else f"{first} [1]."
 
 
 class StaticWebSearch:

@@ -174,20 +174,23 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
     request = _mapping(trace.get("request"))
     root_kind = trace_api.SpanKind.SERVER if request.get("via") == "http" else trace_api.SpanKind.INTERNAL
     status = Status(StatusCode.ERROR, errors[0][:500]) if errors else Status(StatusCode.UNSET)
-    out = [
-        sdk["ReadableSpan"](
-            name="crag.rag" if mode == "rag" else "crag.ask",
-            context=root_ctx,
-            parent=None,
+
+    def readable(name: str, ctx: Any, parent: Any, attrs: Any, kind: Any, status: Any, start: int, end: int) -> Any:
+        return sdk["ReadableSpan"](
+            name=name,
+            context=ctx,
+            parent=parent,
             resource=resource,
-            attributes=root_attrs,
-            kind=root_kind,
+            attributes=attrs,
+            kind=kind,
             status=status,
-            start_time=root_start,
-            end_time=root_end,
+            start_time=start,
+            end_time=end,
             instrumentation_scope=scope,
         )
-    ]
+
+    name = "crag.rag" if mode == "rag" else "crag.ask"
+    out = [readable(name, root_ctx, None, root_attrs, root_kind, status, root_start, root_end)]
     # Spans are stored in start order with a depth; the parent of a span at depth d is
     # the latest span seen at depth d-1 (the tracer appends parents before children).
     stack: list[Any] = [root_ctx]
@@ -218,20 +221,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
         if error:
             attrs["error.type"] = str(error).split(":", 1)[0]
             span_status = Status(StatusCode.ERROR, str(error)[:500])
-        out.append(
-            sdk["ReadableSpan"](
-                name=name,
-                context=ctx,
-                parent=parent,
-                resource=resource,
-                attributes=attrs,
-                kind=kind,
-                status=span_status,
-                start_time=start,
-                end_time=max(start, end),
-                instrumentation_scope=scope,
-            )
-        )
+        out.append(readable(name, ctx, parent, attrs, kind, span_status, start, max(start, end)))
     return out
 
 
@@ -335,6 +325,6 @@ def _clip(value: Any) -> str | None:
 
 
 def _version() -> str:
-    from crag import __version__
+    from crag._version import __version__
 
     return str(__version__)

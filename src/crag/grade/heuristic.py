@@ -4,7 +4,7 @@ This is the article's 方案三 (retrieval-score heuristics) extended with term 
 which catches the common failure of dense retrieval: a passage on the right topic that
 lacks the entity the question asks about.
 
->>> from crag.evaluate.heuristic import HeuristicEvaluator
+>>> from crag.grade.heuristic import HeuristicEvaluator
 >>> from crag.types import Passage
 >>> ev = HeuristicEvaluator(embedder)                            # doctest: +SKIP
 >>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).confidence   # doctest: +SKIP
@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crag.evaluate.signals import bm25_norm, coverage, squash
+from crag.config import CragSettings
+from crag.grade.signals import bm25_norm, coverage, squash
 from crag.protocols import Embedder
-from crag.registry import EVALUATORS
+from crag.registry import BackendDeps, Registries
 from crag.types import Evaluation, Grade, Passage
 
 # multilingual-e5 cosine similarities crowd into 0.7–0.95; these centre the logistic
@@ -99,6 +100,10 @@ def _set_reason(grades: Sequence[Grade]) -> str:
     return f"best passage {best.score:.2f} ({best.reason}); {strong} of {len(grades)} passages look relevant"
 
 
-@EVALUATORS.register("heuristic")
-def _make(settings: object, *, embedder: Embedder | None = None, **_: object) -> HeuristicEvaluator:
-    return HeuristicEvaluator(embedder)
+def _make(settings: CragSettings, deps: BackendDeps) -> HeuristicEvaluator:
+    return HeuristicEvaluator(deps.embedder)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``heuristic`` evaluator."""
+    registries.evaluators.register("heuristic", _make)

@@ -4,11 +4,11 @@ This is the paper's approach (a lightweight trained retrieval evaluator) made to
 CPU in milliseconds: the features are the embedder's query and passage vectors combined
 (``q*p``, ``|q-p|``, cosine) plus lexical signals (term coverage, word and character
 overlap, length, language), and the model is a one-hidden-layer MLP trained by
-``crag.evaluate.train``. Inference is pure numpy; the default weights ship in
+``crag.grade.train``. Inference is pure numpy; the default weights ship in
 ``crag/data/evaluator-default.npz`` (see ``crag/data/EVALUATOR.md``).
 
 ### Usage example
->>> from crag.evaluate.trained import TrainedEvaluator
+>>> from crag.grade.trained import TrainedEvaluator
 >>> from crag.types import Passage
 >>> ev = TrainedEvaluator(embedder)                                    # doctest: +SKIP
 >>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).grades[0].score  # doctest: +SKIP
@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from crag.config import CragSettings
 from crag.errors import ConfigError
-from crag.evaluate.heuristic import set_confidence
+from crag.grade.heuristic import set_confidence
 from crag.protocols import Embedder
-from crag.registry import EVALUATORS
+from crag.registry import BackendDeps, Registries
 from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage
 
@@ -78,7 +79,7 @@ _CJK_START = re.compile(r"[\u4e00-\u9fff]")
 
 
 def _coverage(qi: QueryInfo, passage: str, tokens: set[str], low: str) -> float:
-    """``crag.evaluate.signals.coverage`` reusing the passage tokens (jieba runs once)."""
+    """``crag.grade.signals.coverage`` reusing the passage tokens (jieba runs once)."""
     total = sum(w for _, w, _ in qi.cov_terms)
     hit = sum(w for t, w, cjk in qi.cov_terms if t in tokens or (cjk and t in passage) or (len(t) > 3 and t in low))
     return hit / total if total else 0.0
@@ -365,8 +366,10 @@ def _set_reason(grades: Sequence[Grade], threshold: float) -> str:
     return f"best passage {best.score:.2f} ({best.reason}); {strong} of {len(grades)} passages look relevant"
 
 
-@EVALUATORS.register("trained")
-def _make(settings: object, *, embedder: Embedder | None = None, **_: object) -> TrainedEvaluator:
-    ev_settings = getattr(settings, "evaluator", None)
-    path = getattr(ev_settings, "model_path", None)
-    return TrainedEvaluator(embedder, model_path=path)
+def _make(settings: CragSettings, deps: BackendDeps) -> TrainedEvaluator:
+    return TrainedEvaluator(deps.embedder, model_path=settings.evaluator.model_path)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``trained`` evaluator."""
+    registries.evaluators.register("trained", _make)

@@ -120,7 +120,7 @@ def _json_values(text: str) -> list[Any]:
         if text[i] in "{[":
             try:
                 value, end = dec.raw_decode(text, i)
-            except ValueError:
+            except json.JSONDecodeError:
                 i += 1
                 continue
             out.append(value)

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from crag.evaluate.metrics import auroc, expected_calibration_error, reliability_bins
+from crag.atomic import write_atomic
+from crag.grade.metrics import auroc, expected_calibration_error, reliability_bins
 
 
 @dataclass
@@ -163,3 +164,15 @@ def reliability_plot(labels: Sequence[int], scores: Sequence[float], path: Path,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def write_thresholds(path: Path, upper: float, lower: float) -> None:
+    """Set ``[evaluator] upper/lower`` in a TOML file, keeping everything else."""
+    import tomli_w
+    import tomllib
+
+    data: dict[str, Any] = {}
+    if path.is_file():
+        data = tomllib.loads(path.read_text("utf-8"))
+    data.setdefault("evaluator", {}).update({"upper": upper, "lower": lower})
+    write_atomic(path, tomli_w.dumps(data))

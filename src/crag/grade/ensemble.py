@@ -15,7 +15,7 @@ and the set confidence to ``lift = min(lower + 0.01, (lower + upper) / 2)``: jus
 says that the rule fired.
 
 ### Usage example
->>> from crag.evaluate.ensemble import EnsembleEvaluator
+>>> from crag.grade.ensemble import EnsembleEvaluator
 >>> ens = EnsembleEvaluator([trained, heuristic], thresholds=lambda q: (0.6, 0.35))  # doctest: +SKIP
 >>> ens.grade("Who wrote Hamlet?", passages).reason                                  # doctest: +SKIP
 'trained 0.91 / heuristic 0.74 → 0.83; ...'
@@ -24,14 +24,14 @@ says that the rule fired.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from crag.config import CragSettings
+from crag.decide import decide
 from crag.errors import ConfigError, CragError
-from crag.evaluate.classify import query_thresholds
-from crag.evaluate.decide import decide
-from crag.evaluate.heuristic import set_confidence
+from crag.grade.classify import query_thresholds
+from crag.grade.heuristic import set_confidence
 from crag.protocols import Evaluator
-from crag.registry import EVALUATORS
+from crag.registry import EVALUATORS, BackendDeps, Registries
 from crag.types import Action, Evaluation, Grade, Passage
 
 Thresholds = Callable[[str], tuple[float, float]]
@@ -44,7 +44,7 @@ class EnsembleEvaluator:
     ``rule`` is the decision rule (``paper`` or ``set``).
 
     ### Usage example
-    >>> from crag.evaluate.heuristic import HeuristicEvaluator
+    >>> from crag.grade.heuristic import HeuristicEvaluator
     >>> from crag.types import Passage
     >>> ens = EnsembleEvaluator([HeuristicEvaluator(), HeuristicEvaluator()], weights=[2, 1])
     >>> ev = ens.grade("capital of France", [Passage("a", "Paris is the capital of France.", dense=0.9)])
@@ -134,8 +134,7 @@ def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
-@EVALUATORS.register("ensemble")
-def _make(settings: Any, **kwargs: Any) -> EnsembleEvaluator:
+def _make(settings: CragSettings, deps: BackendDeps) -> EnsembleEvaluator:
     ev = settings.evaluator
     names = list(ev.ensemble)
     if "ensemble" in names:
@@ -143,7 +142,7 @@ def _make(settings: Any, **kwargs: Any) -> EnsembleEvaluator:
     unknown = set(ev.ensemble_weights) - set(names)
     if unknown:
         raise ConfigError(f"evaluator.ensemble_weights names {sorted(unknown)} that are not in evaluator.ensemble")
-    members = [EVALUATORS.create(n, settings, **kwargs) for n in names]
+    members = [EVALUATORS.create(n, settings, deps) for n in names]
     weights = [ev.ensemble_weights.get(n, 1.0) for n in names]
 
     def thresholds(query: str) -> tuple[float, float]:
@@ -151,3 +150,8 @@ def _make(settings: Any, **kwargs: Any) -> EnsembleEvaluator:
         return th.upper, th.lower
 
     return EnsembleEvaluator(members, weights, agree=ev.ensemble_agree, thresholds=thresholds, rule=ev.rule)
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``ensemble`` evaluator."""
+    registries.evaluators.register("ensemble", _make)

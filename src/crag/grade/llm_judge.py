@@ -12,7 +12,7 @@ Three modes (``evaluator.llm_mode``):
   set score.
 * ``per-doc``: the same prompt, one call per passage.
 
-Replies are read by the tolerant parser in :mod:`crag.evaluate.parse`. A passage whose
+Replies are read by the tolerant parser in :mod:`crag.grade.parse`. A passage whose
 grade cannot be read (or an LLM call that fails) is graded by the fallback evaluator
 (``evaluator.fallback``, default ``heuristic``) and ``Evaluation.degraded`` says so: a
 judge never silently returns a neutral 0.5. ``calls`` and ``parse_failures`` count what
@@ -43,7 +43,7 @@ or the ensemble where quality matters. Other models should set
 ``evaluator.llm_calibration = [a, b]`` from their own fit (``[1, 0]`` = raw P(yes)).
 
 ### Usage example
->>> from crag.evaluate.llm_judge import LLMJudgeEvaluator
+>>> from crag.grade.llm_judge import LLMJudgeEvaluator
 >>> from crag.llm.llama_cpp import LlamaCppLLM
 >>> from crag.types import Passage
 >>> judge = LLMJudgeEvaluator(LlamaCppLLM("qwen2.5-coder-0.5b"), mode="logprob")  # doctest: +SKIP
@@ -60,11 +60,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from crag.config import CragSettings
 from crag.errors import ConfigError, CragError
-from crag.evaluate.heuristic import set_confidence
-from crag.evaluate.parse import Judgement, parse_batch, parse_judgement
-from crag.protocols import LLM, Evaluator
-from crag.registry import EVALUATORS
+from crag.grade.heuristic import set_confidence
+from crag.grade.parse import Judgement, parse_batch, parse_judgement
+from crag.protocols import LLM, Evaluator, ScoringLLM
+from crag.registry import EVALUATORS, BackendDeps, Registries
 from crag.text import detect_language
 from crag.types import Evaluation, Grade, Passage
 
@@ -225,7 +226,7 @@ class LLMJudgeEvaluator:
     evaluator never loads a model.
 
     ### Usage example
-    >>> from crag.evaluate.heuristic import HeuristicEvaluator
+    >>> from crag.grade.heuristic import HeuristicEvaluator
     >>> judge = LLMJudgeEvaluator(lambda: my_llm, HeuristicEvaluator(), mode="batch")  # doctest: +SKIP
     >>> ev = judge.grade("谁写了《哈姆雷特》？", passages)                              # doctest: +SKIP
     >>> ev.degraded, judge.parse_failures, judge.calls                            # doctest: +SKIP
@@ -281,7 +282,7 @@ class LLMJudgeEvaluator:
         set_reason = ""
         problem = ""
         try:
-            if mode == "logprob" and not callable(getattr(self.llm, "yes_probability", None)):
+            if mode == "logprob" and not isinstance(self.llm, ScoringLLM):
                 mode = "per-doc"  # e.g. an OpenAI-compatible server: no token probabilities
             if mode == "logprob":
                 grades = self._logprob(query, passages)
@@ -310,7 +311,9 @@ class LLMJudgeEvaluator:
 
     # -- modes -----------------------------------------------------------------------------
     def _logprob(self, query: str, passages: Sequence[Passage]) -> dict[int, Grade]:
-        yes_probability = self.llm.yes_probability  # type: ignore[attr-defined]
+        llm = self.llm
+        assert isinstance(llm, ScoringLLM)  # grade() chose this mode for a ScoringLLM only
+        yes_probability = llm.yes_probability
         a, b = self.calibration
         out: dict[int, Grade] = {}
         for i, p in enumerate(passages):
@@ -389,14 +392,18 @@ def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
-@EVALUATORS.register("llm", "llm-judge")
-def _make(settings: Any, *, llm_factory: Callable[[], LLM] | None = None, **kwargs: Any) -> LLMJudgeEvaluator:
+def _make(settings: CragSettings, deps: BackendDeps) -> LLMJudgeEvaluator:
     ev = settings.evaluator
-    if llm_factory is None:
+    if deps.llm_factory is None:
         raise ConfigError("the llm evaluator needs an LLM (llm_factory); configure [llm]")
     name = ev.fallback
     if name in ("llm", "llm-judge", "ensemble"):
         raise ConfigError(f"evaluator.fallback must be a non-LLM evaluator such as heuristic, not {name!r}")
-    fallback = EVALUATORS.create(name, settings, llm_factory=llm_factory, **kwargs)
+    fallback = EVALUATORS.create(name, settings, deps)
     cal = tuple(ev.llm_calibration) if ev.llm_calibration else None
-    return LLMJudgeEvaluator(llm_factory, fallback, mode=ev.llm_mode, calibration=cal)  # type: ignore[arg-type]
+    return LLMJudgeEvaluator(deps.llm_factory, fallback, mode=ev.llm_mode, calibration=cal)  # type: ignore[arg-type]
+
+
+def register(registries: Registries) -> None:
+    """Plugin entry point: the ``llm`` (``llm-judge``) evaluator."""
+    registries.evaluators.register("llm", _make, aliases=("llm-judge",))

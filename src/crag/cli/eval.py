@@ -1,6 +1,6 @@
 """``crag eval``: answer a dataset in RAG and CRAG mode and report the difference.
 
-The lead's ``cli.py`` calls :func:`register` to add the command::
+Registered as ``crag eval`` by :mod:`crag.cli`::
 
     crag eval --dataset data/sample/questions.jsonl --kb kb --search corpus \\
         --search-corpus data/sample/external --limit 24 --judge llm --output eval-out/
@@ -12,48 +12,23 @@ the same command resumes where it stopped. The report (``report.md``, ``report.h
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from crag.errors import CragError, InputError
+from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
+from crag.errors import InputError
 
-__all__ = ["eval_command", "register"]
+__all__ = ["eval_command"]
 
-F = TypeVar("F", bound=Callable[..., Any])
-_out = Console()
-_err = Console(stderr=True)
-
-
-def _friendly(fn: F) -> F:
-    """Like ``crag.cli.friendly``, with an interruption message that fits a resumable run."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except CragError as exc:
-            _err.print(f"[bold red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            _err.print("[yellow]interrupted[/]: answers so far are saved; run the same command again to resume")
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]
+RESUMABLE = "answers so far are saved; run the same command again to resume"
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``eval`` command to a Typer app (the ``crag`` CLI)."""
-    app.command("eval")(_friendly(eval_command))
-
-
+@friendly(interrupted=RESUMABLE)
 def eval_command(
     dataset: Annotated[
         Path, typer.Option("--dataset", help="JSONL: {question, answers: [...], id?, type?, lang?} per line.")
@@ -75,10 +50,8 @@ def eval_command(
         int | None, typer.Option(help="At most N questions, balanced over language, type and expected action.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for sampling, judge order and bootstrap.")] = 0,
-    kb: Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")
-    ] = None,
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
     search: Annotated[str | None, typer.Option(help="External source: corpus, tavily, none.")] = None,
     search_corpus: Annotated[Path | None, typer.Option(help="Folder or .jsonl for --search corpus.")] = None,
     search_record: Annotated[Path | None, typer.Option(help="Save every search response to this cassette.")] = None,
@@ -86,7 +59,6 @@ def eval_command(
     evaluator: Annotated[str | None, typer.Option(help="Evaluator: heuristic, trained, llm, ensemble.")] = None,
 ) -> None:
     """Compare RAG and CRAG on a dataset: gold-answer metrics, optional LLM judge, paired tests."""
-    from crag.config import merge
     from crag.engine import CRAG
     from crag.eval.datasets import balanced_sample, load_dataset
     from crag.eval.judge import LLMJudge
@@ -109,15 +81,11 @@ def eval_command(
     keys = ["lang", "type"] + (["expected_action"] if any("expected_action" in i.extra for i in everything) else [])
     items = balanced_sample(everything, limit, seed=seed, keys=keys)
 
-    overrides: dict[str, Any] = {}
-    if kb is not None:
-        overrides["kb"] = {"path": kb}
-    if evaluator:
-        overrides["evaluator"] = {"backend": evaluator}
-    engine = CRAG.from_config(config, **merge({}, overrides))
+    extra: dict[str, Any] = {"evaluator": {"backend": evaluator}} if evaluator else {}
+    rag = engine(config, kb, **extra)
     grader = None
     if judge == "llm":
-        llm = CRAG.from_config(judge_config).llm if judge_config else engine.llm
+        llm = CRAG.from_config(judge_config).llm if judge_config else rag.llm
         grader = LLMJudge(llm, seed=seed, mode=judge_mode)  # type: ignore[arg-type]
 
     with Progress(
@@ -126,7 +94,7 @@ def eval_command(
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=_err,
+        console=err,
         transient=True,
     ) as bar:
         task = bar.add_task("", total=len(items) * len(options.modes))
@@ -134,12 +102,12 @@ def eval_command(
         def progress(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done, total=total, description=escape(label))
 
-        run = run_eval(engine, items, output, options, judge=grader, progress=progress, dataset_items=everything)
+        run = run_eval(rag, items, output, options, judge=grader, progress=progress, dataset_items=everything)
     paths = write_report(run, output)
     _print_summary(run)
-    _out.print(f"report: {escape(str(paths[-1]))}  {escape(str(paths[-2]))}")
+    out.print(f"report: {escape(str(paths[-1]))}  {escape(str(paths[-2]))}")
     if not run.complete:
-        _err.print(
+        err.print(
             f"[yellow]partial:[/] {len(run.failed)} pairs have no answer (see the report); "
             "run the same command again to retry them"
         )
@@ -147,7 +115,7 @@ def eval_command(
 
 
 def _print_summary(run: Any) -> None:
-    from crag.eval.report import paired_results, row_stats
+    from crag.eval.aggregate import paired_results, row_stats
 
     ids = [it.id for it in run.items]
     table = Table(title=f"{len(ids)} questions")
@@ -164,11 +132,11 @@ def _print_summary(run: Any) -> None:
             f"{st['latency_p50']:.2f}",
             f"{st['llm_calls']:.2f}",
         )
-    _out.print(table)
+    out.print(table)
     if "rag" in run.modes and "crag" in run.modes:
         for t in paired_results(run, "rag", "crag", ids, ("accuracy", "f1")):
             p = "—" if t.p is None else f"{t.p:.4f}"
-            _out.print(
+            out.print(
                 f"CRAG − RAG {t.metric}: {t.mean_diff:+.3f} (95% CI {t.ci_low:+.3f} … {t.ci_high:+.3f}), "
                 f"p = {p}, n = {t.n}"
             )

@@ -1,6 +1,6 @@
 """Metrics for relevance scorers (numpy only): AUROC, accuracy, threshold, reliability.
 
->>> from crag.evaluate.metrics import auroc, accuracy_at, best_threshold
+>>> from crag.grade.metrics import auroc, accuracy_at, best_threshold
 >>> auroc([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9])
 1.0
 >>> auroc([0, 1], [0.5, 0.5])

@@ -4,7 +4,7 @@ The pairs file is JSONL with ``query``, ``passage``, ``label`` (0/1) and ``lang`
 ``scripts/build_eval_pairs.py`` makes one from CMRC 2018 and SQuAD 2.0. Embedding is the
 slow part, so vectors are cached on disk by text hash; a re-run only trains.
 
->>> from crag.evaluate.train import train_model
+>>> from crag.grade.train import train_model
 >>> metrics = train_model("data/eval_pairs/train.jsonl", embedder, "model.npz")  # doctest: +SKIP
 >>> metrics["val"]["auroc"] > 0.9                                                 # doctest: +SKIP
 True
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from crag.errors import InputError
-from crag.evaluate.metrics import accuracy_at, auroc, best_threshold
-from crag.evaluate.trained import FEATURE_VERSION, Model, pair_features
+from crag.grade.metrics import accuracy_at, auroc, best_threshold
+from crag.grade.trained import FEATURE_VERSION, Model, pair_features
 from crag.protocols import Embedder, EmbedKind
 
 DEFAULT_CACHE = Path(".cache/crag/eval-embeddings")

@@ -121,7 +121,7 @@ def classify_with_llm(question: str, llm: LLM) -> str:
             temperature=0.0,
             json_schema={"type": "string", "enum": list(QUERY_TYPES)},
         ).text
-    except (CragError, ValueError):
+    except CragError:
         return classify_query(question)
     low = unicodedata.normalize("NFKC", reply).lower().replace("open ended", "open-ended")
     found = [(low.find(t), t) for t in QUERY_TYPES if t in low]

@@ -1,0 +1,51 @@
+"""Write a file so readers see the old content or the new, never half of it.
+
+Every output crag writes for later reading (eval results and reports, graded pairs,
+search cassettes, uploaded files) goes through :func:`write_atomic`: a temporary file
+in the same folder, flushed to disk, then renamed over the target. A crash or an
+interrupt leaves the old file (or none), and no partial file that looks finished.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "sub" / "out.txt"
+>>> write_atomic(p, ["a\\n", "b\\n"]) == p, p.read_text()
+(True, 'a\\nb\\n')
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["write_atomic"]
+
+
+def write_atomic(path: Path, data: str | bytes | Iterable[str], *, mode: int | None = None) -> Path:
+    """Write ``data`` (text, bytes, or lines of text) to ``path`` via a temp file and a rename.
+
+    Parent folders are created. Lines are written as they come, so a generator of
+    results never has to fit in memory twice. ``mode`` sets the file's permissions
+    (``mkstemp`` creates 0600, which other users of a shared folder cannot read).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(data, bytes):
+                f.write(data)
+            elif isinstance(data, str):
+                f.write(data.encode("utf-8"))
+            else:
+                for line in data:
+                    f.write(line.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

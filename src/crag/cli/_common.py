@@ -1,0 +1,117 @@
+"""What every ``crag`` command shares: redacting consoles, common options, one-line errors.
+
+Every error a user can cause prints one line naming the input and what to do, and
+exits non-zero; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from crag.errors import CragError
+from crag.ingest.load import printable_path
+from crag.redact import redact_text
+
+if TYPE_CHECKING:
+    from crag.engine import CRAG
+
+__all__ = [
+    "ConfigOpt",
+    "KbOpt",
+    "RedactingStream",
+    "engine",
+    "err",
+    "fail",
+    "friendly",
+    "out",
+    "stdout",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+INTERRUPTED = "the knowledge base is consistent; run the command again to finish"
+
+
+class RedactingStream:
+    """``sys.stdout`` or ``sys.stderr``, looked up at each write, with secrets redacted.
+
+    Looked up late so test runners that swap ``sys.stdout`` still capture the output; every
+    console of the CLI writes through one of these (see :mod:`crag.redact`).
+
+    >>> n = RedactingStream("stdout").write("key=sk-proj-0123456789abcdefghij")
+    key=***
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        return getattr(sys, self._name).write(redact_text(text))  # type: ignore[no-any-return]
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "rich_proxied_file":  # rich would unwrap to the raw stream and skip redaction
+            raise AttributeError(attr)
+        return getattr(getattr(sys, self._name), attr)
+
+
+stdout = RedactingStream("stdout")
+out = Console(file=stdout)  # type: ignore[arg-type]
+err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
+KbOpt = Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")]
+
+
+def friendly(fn: F | None = None, *, interrupted: str = INTERRUPTED) -> Any:
+    """Turn crag errors into one line on stderr and a non-zero exit code.
+
+    Operating-system and encoding errors that no step turned into a crag error yet (a
+    folder that cannot be read, a name that is not UTF-8) get the same one line.
+    ``interrupted`` is what Ctrl-C prints (exit code 130): a resumable command says so.
+    Use as ``@friendly`` or ``@friendly(interrupted="...")``.
+    """
+
+    def decorate(fn: F) -> F:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except CragError as exc:
+                fail(str(exc))
+            except OSError as exc:
+                where = f" {printable_path(exc.filename)}" if exc.filename else ""
+                fail(f"{exc.strerror or type(exc).__name__}:{where}; check the path and its permissions")
+            except UnicodeError:
+                fail("text that is not valid UTF-8 (a file name, question or setting); check the terminal encoding")
+            except KeyboardInterrupt:
+                err.print(f"[yellow]interrupted[/]: {interrupted}")
+                raise typer.Exit(130) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate if fn is None else decorate(fn)
+
+
+def fail(message: str) -> None:
+    """Print ``error: message`` as one line on stderr and exit with code 2."""
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
+    raise typer.Exit(2) from None
+
+
+def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
+    """The ``CRAG`` engine for a command: settings from ``config``, then ``--kb`` and ``extra``."""
+    from crag.config import merge
+    from crag.engine import CRAG
+
+    overrides: dict[str, Any] = {}
+    if kb is not None:
+        overrides["kb"] = {"path": kb}
+    return CRAG.from_config(config, **merge(overrides, extra))

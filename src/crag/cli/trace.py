@@ -1,0 +1,49 @@
+"""``crag trace list`` and ``crag trace show``: the decision path of past questions."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from crag.cli._common import ConfigOpt, KbOpt, engine, friendly, out, stdout
+from crag.redact import redact
+
+__all__ = ["trace_app"]
+
+trace_app = typer.Typer(help="Inspect the decision path of past questions.", no_args_is_help=True)
+
+
+@trace_app.command("list")
+@friendly
+def trace_list(
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
+    action: Annotated[str | None, typer.Option(help="Only this action.")] = None,
+) -> None:
+    """Recent questions with their action, confidence and latency."""
+    from crag.trace.render import render_list
+
+    rag = engine(config, kb)
+    out.print(render_list(rag.traces.list(limit=limit, action=action)))
+
+
+@trace_app.command("show")
+@friendly
+def trace_show(
+    trace_id: Annotated[str, typer.Argument(help="Trace id (or a unique prefix of 6+ characters).")],
+    kb: KbOpt = None,
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw trace JSON.")] = False,
+) -> None:
+    """The full decision path of one question."""
+    from crag.trace.render import render_trace
+
+    rag = engine(config, kb)
+    data = rag.traces.get(trace_id)
+    if as_json:
+        stdout.write(json.dumps(redact(data), ensure_ascii=False, indent=2) + "\n")
+    else:
+        out.print(render_trace(data))

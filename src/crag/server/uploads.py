@@ -1,0 +1,90 @@
+"""Files sent to ``/v1/ingest``: safe names, a folder per content hash, atomic writes.
+
+>>> safe_filename("../../etc/passwd"), safe_filename(".hidden notes?.md")
+('passwd', 'hidden notes_.md')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+
+from crag.atomic import write_atomic
+from crag.errors import ApiError
+from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.server.schemas import IngestRequest
+
+__all__ = ["ingest_summary", "safe_filename", "save_uploads", "write_jsonl"]
+
+_UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
+
+
+def safe_filename(name: str | None) -> str:
+    """A plain file name from a client-supplied one: no folders, no leading dots, no controls."""
+    base = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    base = _UNSAFE.sub("_", base).strip(" .")
+    return base[:120] or "upload.txt"
+
+
+async def save_uploads(request: Request, uploads: Path) -> list[Path]:
+    form = await request.form(max_files=100, max_fields=100)
+    try:
+        files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
+        if not files:
+            raise ApiError(400, "invalid_input", "multipart upload has no file; send files in form fields")
+        saved = []
+        for f in files:
+            name = safe_filename(f.filename)
+            if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
+                kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
+                raise ApiError(
+                    415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}"
+                )
+            data = await f.read()
+            # A folder per content: two clients uploading "notes.md" never overwrite each other,
+            # and the same bytes uploaded again land on the same path (ingest says "unchanged").
+            folder = uploads / hashlib.sha256(data).hexdigest()[:16]
+            saved.append(await run_in_threadpool(write_atomic, folder / name, data))
+        return saved
+    finally:
+        await form.close()
+
+
+def write_jsonl(uploads: Path, req: IngestRequest) -> Path:
+    lines = [json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) for d in req.documents]
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
+    return write_atomic(
+        uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode()
+    )
+
+
+def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
+    def rel(p: str) -> str:
+        # Client-facing paths are relative to the KB: no server layout leaks out.
+        try:
+            return str(Path(p).resolve().relative_to(uploads.resolve().parent))
+        except ValueError:
+            return Path(p).name
+
+    statuses = ("added", "updated", "unchanged", "removed", "skipped")
+    return {
+        **{s: report.count(s) for s in statuses},
+        "chunks_written": report.chunks_written,
+        "files": [
+            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": f.reason}
+            for f in report.files
+        ],
+        "warnings": list(report.warnings),
+    }
+
+
+# -- parsing and errors -------------------------------------------------------------------

@@ -1,0 +1,170 @@
+"""The import layers of docs/architecture.md, enforced over the source with ``ast``.
+
+Every ``import`` of a crag module counts, at module level or inside a function (a lazy
+import is still a dependency), ``TYPE_CHECKING`` blocks included. A module may import its
+own layer and the layers below; nothing may form an import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "crag"
+
+# Lowest first. A module belongs to the layer of its longest matching prefix.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "base",
+        (
+            "crag._version",
+            "crag.types",
+            "crag.errors",
+            "crag.redact",
+            "crag.text",
+            "crag.config",
+            "crag.paths",
+            "crag._sqlite",
+            "crag.http",
+            "crag.atomic",
+            "crag.deadline",
+            "crag.protocols",
+            "crag.registry",
+        ),
+    ),
+    ("backends", ("crag.embed", "crag.store", "crag.llm", "crag.search", "crag.ingest", "crag.trace")),
+    ("knowledge", ("crag.kb",)),
+    ("steps", ("crag.grade", "crag.correct", "crag.generate", "crag.decide")),
+    ("pipeline", ("crag.pipeline",)),
+    ("engine", ("crag.engine",)),
+    ("interfaces", ("crag", "crag.cli", "crag.server", "crag.eval", "crag.integrations")),
+    ("testing", ("crag.testing",)),
+]
+# Interfaces sit side by side: the CLI may start the server or the harness, never the reverse.
+FORBIDDEN = [("crag.server", "crag.cli"), ("crag.eval", "crag.cli"), ("crag.integrations", "crag.cli")]
+
+
+def module_name(path: Path, root: Path = SRC) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_file(name: str, root: Path = SRC) -> Path | None:
+    rel = Path(*name.split("."))
+    for candidate in (root.parent / rel.with_suffix(".py"), root.parent / rel / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imports(path: Path, root: Path = SRC) -> Iterator[tuple[str, int]]:
+    """``(imported crag module, line)`` for every import in ``path``, lazy ones included."""
+    me = module_name(path, root)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "crag" or alias.name.startswith("crag."):
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target != "crag" and not target.startswith("crag."):
+                continue
+            # ``from crag.x import y`` may name a submodule y: depend on it, not only on the package.
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                yield (sub if module_file(sub, root) else target), node.lineno
+
+
+def layer_of(name: str) -> int:
+    best, level = -1, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (name == p or name.startswith(p + ".")) and len(p) > best:
+                best, level = len(p), i
+    return level
+
+
+def graph(root: Path = SRC) -> dict[str, list[tuple[str, int]]]:
+    return {module_name(p, root): list(imports(p, root)) for p in sorted(root.rglob("*.py"))}
+
+
+def _inside(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def violations(root: Path = SRC) -> list[str]:
+    """Imports of a higher layer, and imports between interfaces that must stay apart."""
+    bad = []
+    for mod, deps in graph(root).items():
+        for dep, line in deps:
+            if layer_of(dep) > layer_of(mod):
+                bad.append(f"{mod}:{line} ({LAYERS[layer_of(mod)][0]}) imports {dep} ({LAYERS[layer_of(dep)][0]})")
+            apart = [(low, high) for low, high in FORBIDDEN if _inside(mod, low) and _inside(dep, high)]
+            bad += [f"{mod}:{line} imports {dep}" for _ in apart]
+    return bad
+
+
+def cycles(root: Path = SRC) -> list[str]:
+    """Every import cycle found by a depth-first search, as ``a -> b -> a``."""
+    # A package's __init__ re-exporting its submodules is not a cycle with them: drop edges
+    # from a submodule into its own enclosing package.
+    edges = {
+        mod: sorted({d for d, _ in deps if d != mod and not mod.startswith(d + ".")})
+        for mod, deps in graph(root).items()
+    }
+    found: list[str] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in edges.get(node, []):
+            if state.get(nxt) == 1:
+                found.append(" -> ".join([*stack[stack.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for mod in sorted(edges):
+        if mod not in state:
+            visit(mod)
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in graph() if layer_of(m) < 0] == []
+
+
+def test_no_lower_layer_imports_a_higher_one() -> None:
+    assert violations() == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles() == []
+
+
+def test_the_checks_catch_a_layer_violation_and_a_cycle(tmp_path: Path) -> None:
+    """Not vacuous: a step importing the CLI lazily, and a cycle through a lazy import, fail."""
+    root = tmp_path / "crag"
+    for folder in (root, root / "grade", root / "cli", root / "eval"):
+        folder.mkdir()
+        (folder / "__init__.py").write_text("", "utf-8")
+    (root / "cli" / "_common.py").write_text("OUT = 1\n", "utf-8")
+    (root / "grade" / "commands.py").write_text("def register():\n    from crag.cli._common import OUT\n", "utf-8")
+    (root / "eval" / "report.py").write_text("from crag.eval import runner\n", "utf-8")
+    (root / "eval" / "runner.py").write_text("def write():\n    from .report import build\n", "utf-8")
+    assert violations(root) == ["crag.grade.commands:2 (steps) imports crag.cli._common (interfaces)"]
+    assert cycles(root) == ["crag.eval.report -> crag.eval.runner -> crag.eval.report"]
