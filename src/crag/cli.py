@@ -312,8 +312,10 @@ def trace_show(
 def _register_subcommands() -> None:
     from crag.eval.command import register as register_eval
     from crag.evaluate.commands import register as register_evaluator
+    from crag.trace.feedback_commands import register as register_feedback
 
     register_evaluator(app)
+    register_feedback(app)
     register_eval(app)
 
 
