@@ -15,10 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +27,7 @@ from crag.engine import CRAG
 from crag.protocols import Completion
 from crag.registry import LLMS, SEARCHES
 from crag.server.app import create_app
-from crag.testing.net import free_port
+from crag.testing.net import serve_in_thread
 from crag.types import WebResult
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -111,23 +108,7 @@ LLMS.register("ui-bilingual")(lambda settings: BilingualLLM())
 SEARCHES.register("ui-static")(lambda settings, embedder=None: TourSearch())
 
 
-@contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; stop it afterwards."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start within 30 s")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+running = serve_in_thread  # uvicorn on a free loopback port, in a thread
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from crag.errors import InputError
+from crag.errors import ConfigError, InputError
 from crag.types import Passage
 
 MAX_PASSAGE_CHARS = 100_000
@@ -169,8 +170,11 @@ def register(app: typer.Typer) -> None:
         table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
         out.print(table)
         if plot is not None:
-            reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
-            out.print(f"reliability diagram: {plot}")
+            try:
+                reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
+                out.print(f"reliability diagram: {plot}")
+            except ConfigError as exc:  # the thresholds matter more than the picture
+                err.print(f"[yellow]skipped:[/] {escape(str(exc))}", soft_wrap=True)
         if write_config is not None:
             write_thresholds(write_config, cal.upper, cal.lower)
             out.print(f"wrote evaluator.upper={cal.upper} evaluator.lower={cal.lower} to {write_config}")
