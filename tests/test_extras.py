@@ -1,8 +1,8 @@
 """Every backend that needs an optional extra names it in one line when it is missing.
 
 A missing package is simulated by ``sys.modules[name] = None`` (Python then refuses to
-import it, as if it were not installed); ``test_core_install.py`` checks the same in a
-real core-only virtualenv.
+import it, as if it were not installed); ``benchmarks/fresh_install.py`` checks the same in
+a real core-only virtualenv.
 """
 
 from __future__ import annotations
@@ -165,3 +165,45 @@ def test_calibrate_without_matplotlib_still_writes_thresholds(monkeypatch: pytes
 
 def test_require_returns_the_module() -> None:
     assert require("json", "server", "x").__name__ == "json"
+
+
+# Top-level modules that only extras install (torch comes with st). Not listed: what the core's
+# chromadb pulls in anyway (uvicorn, the OpenTelemetry SDK, onnxruntime, kubernetes).
+EXTRA_MODULES = (
+    "llama_cpp", "sentence_transformers", "torch", "transformers", "ddgs", "trafilatura", "fastapi",
+    "multipart", "prometheus_client", "opentelemetry.exporter.otlp.proto.http", "langchain_core", "llama_index",
+    "matplotlib", "scipy",
+    "pymilvus", "milvus", "milvus_lite", "playwright", "openai", "schemathesis", "hypothesis",
+)  # fmt: skip
+BLOCKED_CLI = (
+    "import sys\n"
+    "for m in {mods!r}: sys.modules[m] = None\n"  # as if `pip install crag` with no extra
+    "from crag.cli import app\n"
+    "app(sys.argv[1:], prog_name='crag')\n"
+)
+
+
+@pytest.mark.integration
+def test_core_cli_works_without_any_extra(tmp_path: Path) -> None:
+    import subprocess
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "note.md").write_text("# CRAG\n\nCRAG grades retrieved documents before answering.\n", "utf-8")
+    code = BLOCKED_CLI.format(mods=EXTRA_MODULES)
+
+    def crag(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
+
+    assert crag("--help").returncode == 0
+    ingest = crag("ingest", str(docs), "--kb", str(tmp_path / "kb"))
+    assert ingest.returncode == 0, ingest.stderr
+    listed = crag("trace", "list", "--kb", str(tmp_path / "kb"))
+    assert listed.returncode == 0, listed.stderr
+    serve = crag("serve", "--kb", str(tmp_path / "kb"))
+    assert serve.returncode == 2 and "pip install 'crag[server]'" in serve.stderr
+    assert len(serve.stderr.strip().splitlines()) == 1
+    ask = crag("ask", "What does CRAG grade?", "--kb", str(tmp_path / "kb"))  # default LLM: embedded
+    assert ask.returncode == 2 and "pip install 'crag[local]'" in ask.stderr, ask.stderr

@@ -176,6 +176,9 @@ def fit(
         }
     else:
         params = {"W2": np.zeros(d, np.float32), "b2": np.zeros((), np.float32)}
+    # L2 pulls towards the start: zero from scratch, the start model's weights on a warm
+    # start (L2-SP), so learning a few corrections does not decay what the model knew.
+    anchor = {k: (v.copy() if init is not None else np.zeros_like(v)) for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v2 = {k: np.zeros_like(v) for k, v in params.items()}
     b1, b2, eps, t = 0.9, 0.999, 1e-8, 0
@@ -205,10 +208,10 @@ def fit(
                 H = A0
             s = H @ params["W2"] + params["b2"]
             g = wb * (1 / (1 + np.exp(-np.clip(s, -30, 30))) - yb) / len(idx)
-            grads = {"W2": H.T @ g + l2 * params["W2"], "b2": np.asarray(g.sum(), np.float32)}
+            grads = {"W2": H.T @ g + l2 * (params["W2"] - anchor["W2"]), "b2": np.asarray(g.sum(), np.float32)}
             if "W1" in params:
                 gH = np.outer(g, params["W2"]) * (H > 0)
-                grads["W1"] = A0.T @ gH + l2 * params["W1"]
+                grads["W1"] = A0.T @ gH + l2 * (params["W1"] - anchor["W1"])
                 grads["b1"] = gH.sum(0)
             t += 1
             for k in params:
