@@ -2,8 +2,9 @@
 
 ``export`` writes the pairs of :func:`crag.trace.feedback.export_feedback` as JSONL that
 ``crag evaluator train --pairs FILE --with-builtin`` reads.
+No ``from __future__ import annotations`` here: typer evaluates the annotations, whose
+option types are imported inside :func:`register`.
 """
-
 
 import json
 from pathlib import Path
