@@ -25,3 +25,14 @@ def small_gguf() -> Path:
     return resolve_gguf(SMALL_MODEL, models_dir=project_cache_dir() / "models")
 
 
+
+
+def default_llm():  # type: ignore[no-untyped-def]
+    """The default embedded model as users get it (1.5B), loaded once per process."""
+    from crag.config import CragSettings
+    from crag.llm.llama_cpp import LlamaCppLLM
+
+    os.environ.setdefault("CRAG_CACHE_DIR", str(project_cache_dir()))
+    model = LlamaCppLLM(CragSettings().llm.model, n_ctx=2048)
+    model.warm_up()
+    return model

@@ -114,16 +114,9 @@ XINNUO = [
 
 @pytest.fixture(scope="module")
 def llm():  # type: ignore[no-untyped-def]
-    import os
+    from llm_fixtures import default_llm
 
-    from crag.config import CragSettings
-    from crag.llm.llama_cpp import LlamaCppLLM
-    from llm_fixtures import project_cache_dir
-
-    os.environ.setdefault("CRAG_CACHE_DIR", str(project_cache_dir()))
-    model = LlamaCppLLM(CragSettings().llm.model, n_ctx=2048)  # the default model, as users get it
-    model.warm_up()
-    return model
+    return default_llm()
 
 
 @pytest.mark.integration

@@ -16,11 +16,12 @@ import pytest
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import ConfigError
-from crag.testing.fakes import ScriptedLLM
+from crag.testing.fakes import EchoLLM
 
 pytestmark = pytest.mark.integration
 
-REPLY = "CRAG grades retrieved documents and searches externally when they are weak [1]."
+# The fake LLM answers with the first sentence of its first source, so replies stay grounded.
+CRAG_FACT = "grades retrieved documents"
 DOCS = [
     {
         "text": "CRAG (Corrective Retrieval Augmented Generation) grades retrieved documents with an "
@@ -41,7 +42,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> CRAG:
     src.write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in DOCS) + "\n", encoding="utf-8")
     engine = CRAG(CragSettings(kb={"path": root / "kb"}, search={"provider": "none"}))
     engine.ingest([src])
-    engine._llm = ScriptedLLM([REPLY])
+    engine._llm = EchoLLM()
     return engine
 
 
@@ -62,7 +63,7 @@ def test_langchain_retriever_returns_corrected_context(engine: CRAG) -> None:
     assert top.metadata["origin"] == "internal"
     assert "docs.jsonl" in top.metadata["source"]
     assert isinstance(top.metadata["score"], float)
-    assert top.metadata["citation"] == 1 and top.metadata["answer"] == REPLY
+    assert top.metadata["citation"] == 1 and CRAG_FACT in top.metadata["answer"]
     # The same documents as the trace's final context: the adapter adds nothing of its own.
     trace = engine.traces.get(top.metadata["trace_id"])
     assert [c["text"] for c in trace["context"]] == [d.page_content for d in docs]
@@ -80,7 +81,7 @@ def test_langchain_runnable_composes(engine: CRAG) -> None:
     assert isinstance(chain, Runnable)
     out = chain.invoke("天津犹太会堂是什么时候建成的？")
     assert set(out) >= {"answer", "action", "confidence", "citations", "context", "trace_id"}
-    assert out["answer"] == REPLY and out["action"] in ("correct", "ambiguous", "incorrect")
+    assert "1940" in out["answer"] and out["action"] in ("correct", "ambiguous", "incorrect")
     assert any("1940" in c["text"] for c in out["context"])
     piped = chain | RunnableLambda(lambda a: a["action"])
     assert piped.invoke({"question": QUESTION}) in ("correct", "ambiguous", "incorrect")
@@ -102,7 +103,7 @@ def test_llamaindex_retriever_returns_nodes(engine: CRAG) -> None:
     assert nodes and all(isinstance(n, NodeWithScore) and isinstance(n.node, TextNode) for n in nodes)
     assert "grades retrieved documents" in nodes[0].node.get_content()
     assert nodes[0].node.metadata["origin"] == "internal" and nodes[0].score is not None
-    assert retriever.last_answer is not None and retriever.last_answer.answer == REPLY
+    assert retriever.last_answer is not None and CRAG_FACT in retriever.last_answer.answer
     # Provenance is metadata for the caller, not text for a downstream LLM prompt.
     assert "trace_id" not in nodes[0].node.get_content(metadata_mode="llm")
 
@@ -118,11 +119,11 @@ def test_llamaindex_query_engine_returns_response(engine: CRAG) -> None:
     assert isinstance(qe, CustomQueryEngine)
     response = qe.query("天津犹太会堂是什么时候建成的？")
     assert isinstance(response, Response)
-    assert response.response == REPLY
+    assert response.response and "1940" in response.response
     assert any("1940" in n.node.get_content() for n in response.source_nodes)
     assert response.metadata["action"] in ("correct", "ambiguous", "incorrect")
-    assert engine.traces.get(response.metadata["trace_id"])["answer"] == REPLY
-    assert str(asyncio.run(qe.aquery(QUESTION))) == REPLY
+    assert engine.traces.get(response.metadata["trace_id"])["answer"] == response.response
+    assert CRAG_FACT in str(asyncio.run(qe.aquery(QUESTION)))
 
 
 # -- missing extras --------------------------------------------------------------------------

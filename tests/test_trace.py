@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
+from crag.errors import InputError, TraceNotFoundError
 from crag.trace.render import render_list, render_trace
 from crag.trace.spans import NullTracer, Tracer, current_tracer, env_secrets, redact, use_tracer
 from crag.trace.store import MIGRATIONS, TraceStore, m001_initial
@@ -222,11 +222,18 @@ def test_list_filters_and_order(tmp_path: Path) -> None:
     assert [r["id"] for r in store.list(action="correct", max_confidence=0.8)] == ["id-000003"]
 
 
-def test_corrupt_database_names_file(tmp_path: Path) -> None:
+def test_corrupt_database_is_moved_aside_and_started_anew(tmp_path: Path) -> None:
+    # Traces must never take answers down: the damaged file is kept beside, a new one starts.
     path = tmp_path / "traces.sqlite"
     path.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(KnowledgeBaseError, match=f"{path}.*move it aside"):
-        TraceStore(path)
+    store = TraceStore(path)
+    assert store.recovered is not None and store.recovered.name.startswith("traces.sqlite.corrupt-")
+    assert store.recovered.read_bytes().startswith(b"this is not sqlite")
+    store.save(_trace("t-after"))
+    assert store.count() == 1
+    path.write_bytes(b"damaged while open" * 100)  # and again, after it was opened
+    store.save(_trace("t-again"))
+    assert store.count() == 1 and len(list(tmp_path.glob("traces.sqlite.corrupt-*"))) == 2
 
 
 def test_concurrent_saves_from_threads(tmp_path: Path) -> None:

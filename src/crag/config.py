@@ -196,7 +196,8 @@ class CorrectionSettings(_Section):
         None,
         gt=0,
         description="Overall time for one request; once passed, correction stops and the answer uses what "
-        "was found (recorded as a degradation). Unset: no deadline.",
+        "was found (recorded as a degradation). Every LLM call ends by the deadline + 25% (then the request "
+        "is refused: LLM unavailable). Unset: no deadline.",
     )
     per_request_llm_tokens: int | None = Field(
         None, ge=0, description="Most LLM tokens one request may spend (unset: no limit)."

@@ -13,6 +13,8 @@ Components are created on first use, so opening a CRAG to list traces loads no m
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ from crag.trace.store import TraceStore
 from crag.types import Answer
 
 MAX_QUESTION_CHARS = 4000
+log = logging.getLogger("crag")
 
 
 class CRAG:
@@ -56,6 +59,7 @@ class CRAG:
         self._llm: LLM | None = None
         self._searches: dict[tuple[str, str], WebSearch | None] = {}
         self._traces: TraceStore | None = None
+        self._noted_recovery: Path | None = None  # a corrupt trace database already reported
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> CRAG:
@@ -198,15 +202,46 @@ class CRAG:
         try:
             with use_tracer(tracer):
                 run = run_crag if mode == "crag" else run_rag
-                return run(question, deps, self.settings, tracer)
-        except CragError as exc:
-            tracer.append("errors", str(exc))
+                answer = run(question, deps, self.settings, tracer)
+        except BaseException as exc:
+            if isinstance(exc, CragError):
+                tracer.append("errors", str(exc))
+            self._record(tracer)
             raise
-        finally:
-            trace = tracer.to_dict() | {"settings": _public_settings(self.settings)}
-            if self.settings.trace.enabled:
-                self.traces.save(trace)
-            export_trace(trace)  # OpenTelemetry, only when an OTLP endpoint is configured; never raises
+        note = self._record(tracer)
+        if note:
+            answer.degradations.append(note)
+        return answer
+
+    def _record(self, tracer: Tracer) -> str:
+        """Save and export the trace. Tracing never takes an answer down: a failure comes
+        back as a warning for the answer's degradations (and the log)."""
+        note = ""
+        store: TraceStore | None = None
+        if self.settings.trace.enabled:
+            try:
+                store = self.traces
+            except (CragError, OSError, sqlite3.Error) as exc:
+                note = f"trace not saved ({exc})"
+            if store is not None and store.recovered is not None and store.recovered != self._noted_recovery:
+                note = self._recovery_note(store)  # found corrupt on open: say so in this trace too
+                tracer.append("degradations", note)
+        trace = tracer.to_dict() | {"settings": _public_settings(self.settings)}
+        if store is not None:
+            try:
+                store.save(trace)
+                if store.recovered != self._noted_recovery:  # became corrupt since it was opened
+                    note = self._recovery_note(store)
+            except (CragError, OSError, sqlite3.Error) as exc:
+                note = f"trace not saved ({exc})"
+        if note.startswith("trace not saved"):
+            log.warning("%s", note)
+        export_trace(trace)  # OpenTelemetry, only when an OTLP endpoint is configured; never raises
+        return note
+
+    def _recovery_note(self, store: TraceStore) -> str:
+        self._noted_recovery = store.recovered
+        return f"trace database was corrupt; moved it to {store.recovered.name} beside it and started a new one"
 
 
 def _check_question(question: str) -> str:

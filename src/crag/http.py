@@ -43,6 +43,9 @@ def request_json(
         except httpx.TimeoutException:
             last = f"timed out after {timeout:g}s"
             continue
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            last = f"connection dropped mid-response ({type(exc).__name__})"
+            continue
         except httpx.HTTPError as exc:
             last = f"cannot connect ({type(exc).__name__})"
             continue

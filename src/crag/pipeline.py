@@ -29,7 +29,7 @@ from crag.generate import Generation, generate, order_sources
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.search.cache import CachedSearch
-from crag.search.timeout import Deadline, TimeoutSearch, with_deadline
+from crag.search.timeout import Deadline, TimeoutLLM, TimeoutSearch, with_deadline
 from crag.text import detect_language
 from crag.trace.spans import Tracer, use_tracer
 from crag.types import Action, Answer, Citation, Hit, Passage, Strip, WebResult
@@ -413,7 +413,7 @@ def _guard(deps: Deps, cfg: CragSettings, deadline: Deadline) -> tuple[LLM, WebS
         fix.per_request_searches,
         fix.per_day_searches,
     )
-    llm: LLM = BudgetedLLM(deps.llm, budget)
+    llm: LLM = BudgetedLLM(TimeoutLLM(deps.llm, deadline), budget)
     search = deps.search
     if search is not None:
         search = BudgetedSearch(TimeoutSearch(search, timeout=fix.search_timeout, deadline=deadline), budget)

@@ -28,9 +28,11 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "ignore previous instructions",
         re.compile(
             r"\b(ignore|disregard)\s+(the\s+|all\s+)?(above|everything)\b"
-            r"|\b(ignore|disregard|forget|override)\b[^.\n]{0,30}\b(previous|prior|above|earlier|all|your|the)\b"
-            r"[^.\n]{0,20}\b(instructions?|prompts?|rules?|directions?)\b"
-            r"|(忽略|无视|忘记|忘掉|不要理会)[^。\n]{0,12}(之前|以上|上面|先前|所有|全部|系统)?[^。\n]{0,6}(指令|指示|提示|规则|要求)",
+            r"|\b(ignore|disregard|forget|override)\b[^.\n]{0,30}\b(previous|prior|above|earlier|all|your|the|other)\b"
+            r"[^.\n]{0,20}\b(instructions?|prompts?|rules?|directions?|sources?|documents?|context)\b"
+            r"|(忽略|无视|忘记|忘掉|不要理会)[^。\n]{0,12}(之前|以上|上面|先前|所有|全部|系统|其他|其它)?[^。\n]{0,6}"
+            r"(指令|指示|提示|规则|要求|资料|文档|来源)"
+            r"|\bnew instructions?\s*:|新的?指令\s*[：:]",
             re.I,
         ),
     ),
@@ -38,8 +40,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "addresses the assistant",
         re.compile(
             r"\b(you are now|from now on,? you|as an ai( language model)?|dear (assistant|ai|chatbot)"
-            r"|attention,? (ai|assistant|language model)|note to (the )?(ai|assistant|model))\b"
-            r"|(你现在是|从现在开始，?你|作为(一个)?(AI|人工智能|语言模型|助手)[，,]?你|致(AI|助手|语言模型))",
+            r"|attention,? (ai|assistant|language model)|note to (the )?(ai|assistant|model)"
+            r"|if you are an? (ai|assistant|language model|llm|chatbot))\b"
+            r"|(你现在是|你现在处于|从现在开始，?你|作为(一个)?[^，。]{0,8}(AI|人工智能|语言模型|助手)[，,]?你"
+            r"|致(AI|助手|语言模型)|如果你是[^，。]{0,10}(AI|人工智能|助手|语言模型|机器人))",
             re.I,
         ),
     ),
@@ -58,6 +62,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "mentions the system prompt",
         re.compile(r"\b(?:system prompt|prompt injection)\b|系统提示词", re.I),
     ),
+    # A source that opens or closes a <source> tag is trying to step out of its fence.
+    ("breaks out of its fence", re.compile(r"</?\s*source\b", re.I)),
 )
 
 

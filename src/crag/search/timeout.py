@@ -23,10 +23,11 @@ import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from crag.errors import BackendError, SearchError
+from crag.errors import BackendError, LLMUnavailableError, SearchError
+from crag.protocols import LLM, Completion
 from crag.types import WebResult
 
 T = TypeVar("T")
@@ -130,4 +131,41 @@ class TimeoutSearch:
             budget,
             what=f"{self.name} search",
             backend_id=self.name,
+        )
+
+
+GENERATION_GRACE = 0.25  # share of the deadline an LLM call may run past it (to answer at all)
+
+
+class TimeoutLLM:
+    """Wrap an ``LLM`` so no call outlives the request deadline by more than a grace.
+
+    Correction may use the whole deadline; the answer still needs one LLM call, so each
+    call may end up to ``GENERATION_GRACE`` × the deadline after it. A model that has not
+    answered by then (down, hung, trickling) raises ``LLMUnavailableError``: the request
+    is refused with that one line instead of waiting for ``llm.timeout``.
+
+    ### Usage example
+    >>> from crag.testing.fakes import ScriptedLLM
+    >>> llm = TimeoutLLM(ScriptedLLM(["Paris [1]."]), Deadline(5))
+    >>> llm.complete([{"role": "user", "content": "Capital of France?"}]).text
+    'Paris [1].'
+    """
+
+    def __init__(self, inner: LLM, deadline: Deadline) -> None:
+        self.inner = inner
+        self.deadline = deadline
+        self.model_id = inner.model_id
+
+    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
+        if self.deadline.seconds is None:
+            return self.inner.complete(messages, **kw)
+        budget = self.deadline.remaining() + self.deadline.seconds * GENERATION_GRACE
+        return with_deadline(
+            lambda: self.inner.complete(messages, **kw),
+            budget,
+            what=f"LLM {self.model_id} (past correction.deadline_seconds = {self.deadline.seconds:g})",
+            error=LLMUnavailableError,
+            backend_id=self.model_id,
+            step="complete",
         )

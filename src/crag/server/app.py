@@ -634,6 +634,8 @@ def serve(
             f"refusing to listen on {host} without API keys; "
             "set CRAG_API_KEYS=key1,key2 or use --host 127.0.0.1"
         )
+    if workers > 1:
+        _check_shareable_store(settings, workers)
     options = {
         "rate_limit_per_minute": rate_limit_per_minute,
         "max_body_bytes": max_body_bytes,
@@ -648,6 +650,17 @@ def serve(
         return
     app = create_app(CRAG(settings), api_keys=keys, **options)  # type: ignore[arg-type]
     uvicorn.run(app, host=host, port=port)
+
+
+def _check_shareable_store(settings: CragSettings, workers: int) -> None:
+    from crag.store.factory import make_vector_store
+
+    store = make_vector_store(settings.kb.store_uri, Path(settings.kb.path))  # lazy: connects to nothing
+    if getattr(store, "is_lite", False):
+        raise ConfigError(
+            f"--workers {workers} cannot share the Milvus Lite file {settings.kb.store_uri} (one process per "
+            "file): use --workers 1, or a Milvus server (kb.store_uri = milvus://host:19530)"
+        )
 
 
 def app_from_env() -> FastAPI:

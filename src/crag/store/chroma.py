@@ -37,11 +37,35 @@ class ChromaVectorStore:
         self._col: Any = None
 
     def warm_up(self) -> None:
-        if self._col is not None:
+        if self._col is None:
+            self._col = self._open()
+
+    def refresh(self) -> None:
+        """Reopen the collection from disk, to see what other processes wrote since it opened.
+
+        Chroma keeps one engine per folder per process, with the HNSW index in memory; it
+        never notices another process's writes (a query then fails with "Error finding id"
+        for ids its metadata table already holds). A new engine (``_open``) loads the files and
+        replays the write log again. The old engine stays alive until the queries still
+        running on it return, so the swap needs no pause.
+        Callers hold the knowledge base's write lock (``crag.store.writelock``) meanwhile.
+        """
+        if self._col is None:
             return
+        col = self._open()
+        self._call("refresh", col.peek, 1)  # load the index now, while the caller holds the lock
+        self._col = col
+
+    def _open(self) -> Any:
         try:
             import chromadb
+            from chromadb.api.shared_system_client import SharedSystemClient
             from chromadb.config import Settings
+
+            # Never reuse the engine another store object of this process cached for the folder:
+            # it may predate writes by other processes. A new one loads the files as they are now.
+            for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
+                cache.pop(str(self.path), None)
 
             client = chromadb.PersistentClient(
                 path=str(self.path), settings=Settings(anonymized_telemetry=False)
@@ -55,13 +79,21 @@ class ChromaVectorStore:
             # before the first query, which is when Chroma builds its index reader.
             if (col.configuration.get("hnsw") or {}).get("ef_search") != self.ef_search:
                 col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
-            self._col = col
+            return col
         except Exception as exc:  # chromadb raises many types; one line for the user
             raise StoreError(
-                f"cannot open the vector store at {self.path}: {exc}; "
+                f"cannot open the vector store at {self.path}: {_one_line(exc)}; "
                 "move the folder aside and re-ingest if it is damaged",
                 backend_id="chroma",
                 step="open",
+            ) from None
+
+    def _call(self, step: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:  # chromadb.errors.* and Rust binding errors
+            raise StoreError(
+                f"chroma {step} failed at {self.path}: {_one_line(exc)}", backend_id="chroma", step=step
             ) from None
 
     @property
@@ -71,7 +103,9 @@ class ChromaVectorStore:
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
         for i in range(0, len(ids), _BATCH):
-            self.col.upsert(
+            self._call(
+                "upsert",
+                self.col.upsert,
                 ids=list(ids[i : i + _BATCH]),
                 embeddings=np.asarray(vectors[i : i + _BATCH], dtype=np.float32),
                 metadatas=[_clean_meta(m) for m in metadatas[i : i + _BATCH]],
@@ -80,19 +114,19 @@ class ChromaVectorStore:
     def delete(self, ids: Sequence[str]) -> None:
         ids = list(ids)
         for i in range(0, len(ids), _BATCH):
-            self.col.delete(ids=ids[i : i + _BATCH])
+            self._call("delete", self.col.delete, ids=ids[i : i + _BATCH])
 
     def all_ids(self) -> set[str]:
-        return set(self.col.get(include=[])["ids"])
+        return set(self._call("scan", self.col.get, include=[])["ids"])
 
     def count(self) -> int:
-        return int(self.col.count())
+        return int(self._call("count", self.col.count))
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (missing ids are absent from the result)."""
         if not ids:
             return {}
-        got = self.col.get(ids=list(ids), include=["embeddings"])
+        got = self._call("get", self.col.get, ids=list(ids), include=["embeddings"])
         return {i: np.asarray(e, dtype=np.float32) for i, e in zip(got["ids"], got["embeddings"], strict=True)}
 
     def query(
@@ -101,7 +135,9 @@ class ChromaVectorStore:
         """Best ``k`` by cosine similarity; ``where`` keeps rows whose metadata equal its values."""
         # No count() first: Chroma caps n_results itself, and COUNT costs ~60 ms at 10^6 rows,
         # more than the HNSW search it would guard.
-        res = self.col.query(
+        res = self._call(
+            "query",
+            self.col.query,
             query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
             n_results=k,
             include=["distances", "embeddings"],
@@ -123,3 +159,7 @@ def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
     # Chroma accepts only scalar metadata values and rejects empty dicts.
     out = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) and v != ""}
     return out or {"_": 1}
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__

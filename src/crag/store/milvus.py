@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,9 @@ _TIMEOUT = 10.0  # seconds to connect / per call, so a dead server fails fast in
 # pymilvus logs a WARNING on every iterator against Milvus Lite (no server-side timestamp);
 # it is harmless and would drown the CLI output.
 logging.getLogger("pymilvus").setLevel(logging.ERROR)
+# Milvus Lite logs a traceback when its file is locked by another process; we say it in one line.
+logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
+STRONG_AFTER_REFRESH = 2.0  # seconds searches read at Strong level after another process wrote
 
 
 class MilvusVectorStore:
@@ -90,6 +94,7 @@ class MilvusVectorStore:
         self.search_consistency = search_consistency
         self._client: Any = None
         self._ready = False  # the collection exists and is loaded
+        self._strong_until = 0.0  # monotonic time until which searches read at Strong level
 
     # -- connection -------------------------------------------------------------------
     @property
@@ -115,6 +120,14 @@ class MilvusVectorStore:
         try:
             self._client = MilvusClient(uri=uri, token=token, timeout=self.timeout)
         except Exception as exc:  # MilvusException, grpc errors, lite start failures
+            if self.is_lite and _lite_locked(Path(uri).expanduser()):
+                raise StoreError(
+                    f"the Milvus Lite file {self.uri} is in use by another process (e.g. `crag serve`); "
+                    "Milvus Lite serves one process per file: stop that process first, or use a Milvus "
+                    "server (kb.store_uri = milvus://host:19530) to share the knowledge base",
+                    backend_id="milvus",
+                    step="open",
+                ) from None
             raise StoreError(
                 f"cannot connect to Milvus at {self.uri} within {self.timeout:g}s: {_one_line(exc)}; "
                 "check the URI and that the server is running",
@@ -131,6 +144,18 @@ class MilvusVectorStore:
                 self._client.close()
             finally:
                 self._client, self._ready = None, False
+
+    def refresh(self) -> None:
+        """See rows another process wrote: searches read at Strong level for a moment.
+
+        "Session" reads guarantee this client's own writes only; another client's become
+        visible after the next time tick. Milvus Lite has a single process, so nothing to do.
+        """
+        if not self.is_lite:
+            self._strong_until = time.monotonic() + STRONG_AFTER_REFRESH
+
+    def _consistency(self) -> str:
+        return "Strong" if time.monotonic() < self._strong_until else self.search_consistency
 
     @property
     def client(self) -> Any:
@@ -273,7 +298,7 @@ class MilvusVectorStore:
                 self.collection,
                 ids=ids[i : i + _BATCH],
                 output_fields=["vector"],
-                consistency_level=self.search_consistency,
+                consistency_level=self._consistency(),
             )
             out.update({r["id"]: np.asarray(r["vector"], dtype=np.float32) for r in got})
         return out
@@ -302,7 +327,7 @@ class MilvusVectorStore:
             filter=_filter(where),
             output_fields=["vector"],
             search_params={"metric_type": "COSINE", "params": {"ef": max(self.ef, k)}},
-            consistency_level=self.search_consistency,
+            consistency_level=self._consistency(),
         )
         return [
             (str(h["id"]), float(h["distance"]), np.asarray(h["entity"]["vector"], dtype=np.float32)) for h in res[0]
@@ -378,6 +403,24 @@ def _dim_error(collection: str, stored: int, given: int) -> StoreError:
         backend_id="milvus",
         step="open",
     )
+
+
+def _lite_locked(path: Path) -> bool:
+    """True when another process holds Milvus Lite's lock on ``path`` (a folder with ``LOCK``)."""
+    lock = path / "LOCK"
+    if not lock.is_file():
+        return False
+    try:
+        import fcntl
+    except ImportError:  # Windows: Milvus Lite locks with msvcrt; assume the lock is the cause
+        return True
+    with lock.open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
 
 
 def _one_line(exc: BaseException) -> str:

@@ -63,6 +63,40 @@ class ScriptedLLM:
         return Completion(text=text, prompt_tokens=10, completion_tokens=5, model=self.model_id)
 
 
+class EchoLLM:
+    """Answers like a faithful extractive model: the first sentence of source [1], cited.
+
+    For control-flow tests whose reply must stay grounded in whatever context the
+    pipeline built (a fixed scripted reply would be refused as unsupported).
+
+    >>> EchoLLM().complete([{"role": "user", "content": '<source id="1">Ann wrote it. Bob read it.</source>'}]).text
+    'Ann wrote it [1].'
+    """
+
+    model_id = "echo"
+
+    def __init__(self) -> None:
+        self.prompts: list[Sequence[dict[str, str]]] = []
+
+    def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        from crag.text import split_sentences
+
+        self.prompts.append(messages)
+        user = messages[-1]["content"]
+        start = user.find(">", user.find("<source")) + 1
+        first = (split_sentences(user[start : user.find("</source>", start)]) or ["(no sources)"])[0]
+        body = first.rstrip("。.!！?？")
+        text = f"{body} [1]{first[len(body):] or '.'}" if body != first else f"{first} [1]."
+        return Completion(text=text, prompt_tokens=10, completion_tokens=5, model=self.model_id)
+
+
 class StaticWebSearch:
     """Returns fixed results, or raises ``SearchError`` when ``fail`` is set."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +31,7 @@ Migration = Callable[[sqlite3.Connection], None]
 
 MIGRATIONS: list[Migration] = []
 MIN_PREFIX = 6  # shorter prefixes match too much to be a useful handle
+log = logging.getLogger("crag.trace")
 
 
 def migration(fn: Migration) -> Migration:
@@ -116,9 +119,36 @@ class TraceStore:
         self._migrations = list(MIGRATIONS if migrations is None else migrations)
         # Serialises writers inside this process; SQLite's busy timeout covers other processes.
         self._write_lock = threading.Lock()
+        self.recovered: Path | None = None  # where a corrupt database was moved, if it was
+        try:
+            self._open()
+        except KnowledgeBaseError as exc:
+            if not _corrupt(exc):
+                raise
+            self.recover()
+
+    def _open(self) -> None:
         with self._connect() as db:
             set_wal(db)
             self.applied = apply_migrations(db, self._migrations)
+
+    def recover(self) -> Path:
+        """Move a corrupt database aside (kept for inspection) and start a new one.
+
+        Traces are a record, not the service: a damaged file must never stop answers.
+        """
+        with self._write_lock:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+            bad = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            os.replace(self.path, bad)
+            for suffix in ("-wal", "-shm"):  # journal files of the old file would confuse the new one
+                side = Path(f"{self.path}{suffix}")
+                if side.exists():
+                    os.replace(side, Path(f"{bad}{suffix}"))
+            self._open()
+            self.recovered = bad
+        log.warning("trace database %s was corrupt; moved it to %s and started a new one", self.path, bad)
+        return bad
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -167,6 +197,16 @@ class TraceStore:
             _str(clean.get("answer")),
             json.dumps(clean, ensure_ascii=False),
         )
+        try:
+            self._insert(row)
+        except KnowledgeBaseError as exc:
+            if not _corrupt(exc):
+                raise
+            self.recover()  # damaged since it was opened: start over, then save this trace
+            self._insert(row)
+        return trace_id
+
+    def _insert(self, row: tuple[Any, ...]) -> None:
         with self._write_lock, self._connect() as db:
             db.execute(
                 f"INSERT INTO traces ({', '.join(SUMMARY_COLUMNS)}, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -175,7 +215,6 @@ class TraceStore:
                 "latency_ms=excluded.latency_ms, answer=excluded.answer, data=excluded.data",
                 row,
             )
-        return trace_id
 
     def get(self, trace_id: str) -> dict[str, Any]:
         """The full trace dict for ``trace_id`` or a unique prefix of it (≥ 6 characters)."""
@@ -254,6 +293,14 @@ class TraceStore:
         params.append(int(limit))
         with self._connect() as db:
             return [dict(r) for r in db.execute(sql, params).fetchall()]
+
+
+def _corrupt(exc: KnowledgeBaseError) -> bool:
+    cause = exc.__cause__
+    text = str(cause)
+    return isinstance(cause, sqlite3.DatabaseError) and (
+        "not a database" in text or "malformed" in text or "corrupt" in text
+    )
 
 
 def _now() -> str:
