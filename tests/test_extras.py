@@ -140,6 +140,7 @@ def test_crag_serve_without_the_server_extra_is_one_line(monkeypatch: pytest.Mon
     hide(monkeypatch, "crag.server.app", "fastapi")
     import crag.server
 
+    monkeypatch.delattr(crag.server, "app", raising=False)  # set when another test imported it
     with pytest.raises(ImportError, match=r"pip install 'crag\[server\]'"):
         crag.server.create_app  # noqa: B018  (the lazy attribute imports the app)
 

@@ -129,6 +129,8 @@ def run_feedback_loop(
         "likely_grader_misses": sum(1 for r in ratings if r["likely_grader_miss"]),
         "pairs": len(pairs),
         "pairs_by_label": {str(k): labels.count(k) for k in (0, 1)},
+        # How often a feedback label agrees with "the passage holds a gold answer" (label noise).
+        "labels_agreeing_with_gold": _gold_agreement(pairs, questions),
         "feedback_pairs": {
             "bundled": grading_figures(labels, _grade(engine, pairs)),
             "retrained": grading_figures(labels, _grade(retrained, pairs)),
@@ -151,6 +153,17 @@ def run_feedback_loop(
         figures["feedback_pairs"]["held_out"] = _held_out(work, kb, settings, pairs, folds, builtin_limit, engine)
     log(json.dumps(figures, ensure_ascii=False))
     return figures
+
+
+def _gold_agreement(pairs: list[dict[str, Any]], questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    gold = {q["question"]: q["answers"] for q in questions}
+    agree = [int(p["label"]) == int(gold_match(p["passage"], gold.get(p["query"], []))) for p in pairs]
+    by_label = {
+        str(k): round(float(np.mean([a for a, p in zip(agree, pairs, strict=True) if p["label"] == k])), 3)
+        for k in (0, 1)
+        if any(p["label"] == k for p in pairs)
+    }
+    return {"all": round(float(np.mean(agree)), 3) if agree else None, "by_label": by_label}
 
 
 def _held_out(
