@@ -8,8 +8,9 @@ DEMO_EXTRAS := local,model
 ALL_EXTRAS := local,model,model-small,st,web,server,otel,langchain,llamaindex,eval,milvus,milvus-server,dev
 LLAMA := llama-cpp-python==0.3.36
 # GGML_NATIVE=OFF: the default native build crashes (SIGILL) on CPUs other than the build
-# machine's. LLAVA_BUILD=OFF: crag never loads the multimodal library (mtmd), so skip compiling it.
-LLAMA_CMAKE := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
+# machine's. crag loads neither the multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's
+# `common` library (scripts/llama-no-common.cmake): 74 objects to compile instead of 178.
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama-no-common.cmake
 export CRAG_CACHE_DIR ?= $(CURDIR)/.cache/crag
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
