@@ -32,6 +32,7 @@ $(VENV)/.demo: pyproject.toml | $(BIN)/python
 	  (CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip wheel -q --no-deps --no-cache-dir "$(LLAMA)" \
 	    -w $(VENV)/wheels >$(VENV)/llama-build.log 2>&1) & build=$$!; \
 	  $(BIN)/pip install -q -e ".[model]" || { kill $$build; exit 1; }; \
+	  touch $(VENV)/.deps; \
 	  wait $$build || { tail -30 $(VENV)/llama-build.log; echo "llama-cpp-python failed to build"; exit 1; }; \
 	  $(BIN)/pip install -q $(VENV)/wheels/llama_cpp_python-*.whl && \
 	  $(BIN)/pip install -q -e ".[$(DEMO_EXTRAS)]" || exit 1; \

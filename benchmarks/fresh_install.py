@@ -67,6 +67,9 @@ def fresh_demo(args: argparse.Namespace, env: dict[str, str], log: Path) -> dict
         wheel = next(iter((venv / "wheels").glob("*.whl")), None)
         if wheel is not None:
             phases["llama_cpp_build"] = round(wheel.stat().st_mtime - build_log.stat().st_ctime, 1)
+    deps = venv / ".deps"  # touched when pip has installed everything but llama-cpp-python
+    if deps.exists():
+        phases["pip_install_besides_llama"] = round(deps.stat().st_mtime - t0, 1)
     if marker.exists():
         phases["install_total"] = round(marker.stat().st_mtime - t0, 1)
         phases["demo_script"] = round(t0 + seconds - marker.stat().st_mtime, 1)
