@@ -115,6 +115,33 @@ def test_real_server_chat_completion(server_url: str, monkeypatch: pytest.Monkey
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "fact", "other", "gold"),
+    [
+        ("When was the Lumen Bridge opened?", "The Lumen Bridge in Varda was opened in 1987.",
+         "The Lumen Tower in Varda is 120 metres tall.", "1987"),
+        ("卢门大桥是哪一年通车的？", "位于瓦尔达的卢门大桥于1987年通车。", "瓦尔达的卢门塔高120米。", "1987"),
+    ],
+)  # fmt: skip
+def test_generator_through_an_openai_compatible_server(
+    server_url: str, question: str, fact: str, other: str, gold: str
+) -> None:
+    """The generator's prompts work through the OpenAI-compatible path too (hosted models)."""
+    from crag.generate import generate
+    from crag.types import Strip
+
+    llm = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
+    context = [Strip(other, "b.txt", "web", score=0.5), Strip(fact, "a.txt", "web", score=0.9)]
+    try:
+        g = generate(question, context, llm, max_tokens=64, reask_above=0.8)
+    finally:
+        llm.close()
+    assert not g.refused and gold in g.text, g.text
+    assert g.sources[0].text == fact and g.citations and g.citations[0].id == 1
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 def test_real_server_json_mode(server_url: str) -> None:
     llm = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
     schema = {"type": "object", "properties": {"year": {"type": "integer"}}, "required": ["year"]}

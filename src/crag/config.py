@@ -277,7 +277,7 @@ class LLMSettings(_Section):
 class GenerationSettings(_Section):
     max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
     max_sources: int = Field(
-        4,
+        5,
         ge=1,
         le=20,
         description="Most context strips the generator sees, best-graded first: small models read the first "

@@ -25,7 +25,7 @@ from crag.correct.rounds import RoundsResult, abstain_text, correct_until_confid
 from crag.errors import CragError, LLMError
 from crag.evaluate.classify import query_thresholds
 from crag.evaluate.decide import decide
-from crag.generate import Generation, generate, order_sources
+from crag.generate import Generation, generate
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.search.cache import CachedSearch
@@ -145,8 +145,8 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer) -> An
             mmr_lambda=fix.mmr_lambda,
             detect_contradictions=False,
         )
-    # What the generator will see: best first, capped; conflicts are numbered as it sees them.
-    context = order_sources(fused.context, cfg.generation.max_sources)
+    # What the generator will see: fusion's ranking, capped; conflicts are numbered as it sees them.
+    context = fused.context[: cfg.generation.max_sources]
     conflicts = detect_conflicts(context)
     tracer.record("duplicates_removed", fused.duplicates)
     tracer.record("support", fused.support)

@@ -2,7 +2,8 @@
 
 Refusal is decided from the evidence, not from a sentence the model copies:
 
-1. the sources are ordered best-first and capped (a small model reads the first few);
+1. the sources come best-first (fusion's ranking, or retrieval's in plain RAG) and are
+   capped: a small model reads the first few;
 2. the model answers from them, citing ``[n]``;
 3. a reply is no answer when it says the sources lack one (:mod:`~crag.generate.refusal`)
    or when its new content is not in the sources (:mod:`~crag.generate.grounding`: an
@@ -37,7 +38,7 @@ from crag.protocols import LLM, Completion
 from crag.text import detect_language
 from crag.types import Citation, Strip
 
-DEFAULT_MAX_SOURCES = 4
+DEFAULT_MAX_SOURCES = 5
 _CONTENT = re.compile(r"\w")
 # Said instead of an answer whose content the sources do not contain.
 NOT_IN_SOURCES = {
@@ -60,12 +61,6 @@ class Generation:
     unsupported: list[str] = field(default_factory=list)  # new words of a rejected reply no source has
 
 
-def order_sources(context: Sequence[Strip], max_sources: int = DEFAULT_MAX_SOURCES) -> list[Strip]:
-    """Best-graded first (stable for ties), at most ``max_sources``."""
-    ranked = sorted(range(len(context)), key=lambda i: (-context[i].score, i))
-    return [context[i] for i in ranked[: max(1, max_sources)]]
-
-
 def generate(
     question: str,
     context: Sequence[Strip],
@@ -78,13 +73,13 @@ def generate(
     max_sources: int = DEFAULT_MAX_SOURCES,
     reask_above: float | None = None,
 ) -> Generation:
-    """Answer ``question`` from ``context``; see the module docstring for the refusal rule.
+    """Answer ``question`` from ``context`` (best first); see the module docstring for the refusal rule.
 
     ``reask_above`` is τ_high on the Correct/Ambiguous/Incorrect paths (strip scores are
     evaluator grades there); leave it ``None`` when scores are not grades (plain RAG).
     """
     lang = lang or detect_language(question)
-    sources = order_sources(context, max_sources) if context else []
+    sources = list(context[: max(1, max_sources)])
     if not sources:
         return Generation(NO_CONTEXT.get(lang, NO_CONTEXT["en"]), [], [], refused=True)
     texts = [s.text for s in sources]

@@ -59,12 +59,12 @@ SYSTEM = {
 # The one re-ask after a refusal, when the evaluator graded a source >= tau_high.
 DIRECTIVE = {
     "en": (
-        "Source [{n}] was checked and is about this question. Read it again and answer the question "
-        "from it: give the words of source [{n}] that answer it, then [{n}]."
+        "Source [{n}] was checked and is about this question. Read it again: if it answers the question, "
+        "answer from it in its own words, then [{n}]. If it does not answer it, say so."
     ),
     "zh": (
-        "资料[{n}]经过核查，与这个问题相关。请再读一遍，并根据它回答问题："
-        "给出资料[{n}]中回答该问题的原文，然后标注[{n}]。"
+        "资料[{n}]经过核查，与这个问题相关。请再读一遍：如果它回答了这个问题，就用它的原文作答，并标注[{n}]；"
+        "如果它没有回答，请直接说明。"
     ),
 }
 
