@@ -21,6 +21,7 @@ GGUFs or any OpenAI-compatible server (a hosted API, or a local ``llama_cpp.serv
     python benchmarks/answer_generation.py run --model qwen2.5-coder-1.5b
     python benchmarks/answer_generation.py run --model qwen2.5-coder-0.5b
     python benchmarks/answer_generation.py run --base-url http://127.0.0.1:8080/v1 --model served-name
+    python benchmarks/answer_generation.py run --serve qwen2.5-coder-1.5b   # the OpenAI-compatible path
     python benchmarks/answer_generation.py table      # every run so far, side by side
 
 Results: ``benchmarks/results/answer_generation/`` (contexts.jsonl, one answers-*.jsonl
@@ -34,7 +35,8 @@ import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,17 @@ def run(args: argparse.Namespace) -> None:
     rows = [r for r in rows if r["mode"] == args.mode]
     if args.limit:
         rows = _balanced(rows, args.limit)
+    if args.serve:
+        with _served(args.serve) as base:
+            args.base_url, args.model = base, args.serve
+            args.label = args.label or f"{args.serve} via OpenAI API"
+            _run_all(args, rows)
+    else:
+        _run_all(args, rows)
+    table(args)
+
+
+def _run_all(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     llm = _model(args)
     label = args.label or llm.model_id
     for prompt in args.prompts.split(","):
@@ -127,7 +140,6 @@ def run(args: argparse.Namespace) -> None:
                 fh.write(json.dumps(_answer(r, prompt, llm, label), ensure_ascii=False) + "\n")
                 fh.flush()
                 bar.advance(task)
-    table(args)
 
 
 def _answer(r: dict[str, Any], prompt: str, llm: LLM, label: str) -> dict[str, Any]:
@@ -215,6 +227,37 @@ def _stats(recs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def _served(model: str) -> Iterator[str]:
+    """Serve a bundled GGUF with llama-cpp-python's OpenAI-compatible server on loopback."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from crag.llm.models import resolve_gguf
+    from crag.testing.net import free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf(model)),
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(240):
+            try:
+                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            raise SystemExit(f"llama_cpp.server did not start for {model}")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _model(args: argparse.Namespace) -> LLM:
     if args.base_url:
         from crag.llm.openai_chat import OpenAIChatLLM
@@ -264,6 +307,7 @@ def main() -> None:
     r = sub.add_parser("run", help="answer the captured contexts with one model")
     r.add_argument("--model", default="qwen2.5-coder-1.5b", help="bundled name, .gguf path, or the served model")
     r.add_argument("--base-url", default="", help="an OpenAI-compatible server instead of the embedded model")
+    r.add_argument("--serve", default="", help="start llama_cpp.server with this bundled model and use it over HTTP")
     r.add_argument("--label", default="", help="name of this model in the table (default: model id)")
     r.add_argument("--prompts", default="crag,simple")
     r.add_argument("--mode", choices=("crag", "rag"), default="crag", help="which captured contexts")
