@@ -21,7 +21,7 @@ function showFeedback(fb) {
   if (fb.likely_grader_miss) {
     const grades = (fb.context_grades || []).map((g) => num(g)).join(", ");
     miss.replaceChildren(el("strong", {}, "Likely grader miss"),
-      el("div", {}, `Every passage the generator saw was graded relevant (${grades}), yet the answer was rated 👎. ` +
+      el("div", {}, `Every passage the generator saw was graded relevant (${grades}), yet the answer was rated 👎 bad. ` +
         "`crag feedback export` labels these passages not relevant, so a retrained evaluator learns from it."));
   }
 }
