@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag._sqlite",
             "crag.http",
             "crag.atomic",
+            "crag.extras",
             "crag.deadline",
             "crag.protocols",
             "crag.registry",

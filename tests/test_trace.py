@@ -144,11 +144,13 @@ def test_save_redacts_env_secrets_from_json_and_file(tmp_path: Path, monkeypatch
 
 def test_store_creates_parent_and_migrates_once(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "kb" / "traces.sqlite"
-    assert TraceStore(path).applied == ["m001_initial"]
+    names = [m.__name__ for m in MIGRATIONS]
+    assert names[:2] == ["m001_initial", "m002_feedback"]
+    assert TraceStore(path).applied == names
     assert TraceStore(path).applied == []  # idempotent on reopen
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [r[0] for r in db.execute("SELECT name FROM _migrations")] == ["m001_initial"]
+        assert [r[0] for r in db.execute("SELECT name FROM _migrations")] == names
 
 
 def test_new_migration_upgrades_an_old_database(tmp_path: Path) -> None:
@@ -164,7 +166,7 @@ def test_new_migration_upgrades_an_old_database(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         assert "tags" in [r[1] for r in db.execute("PRAGMA table_info(traces)")]
     assert TraceStore(path, migrations=[m001_initial, m002_add_tags]).applied == []
-    assert MIGRATIONS == [m001_initial]  # the test list never leaked into the real one
+    assert [m.__name__ for m in MIGRATIONS] == ["m001_initial", "m002_feedback"]  # the test list never leaked
 
     def m003_broken(db: sqlite3.Connection) -> None:
         db.execute("CREATE TABLE half (x)")

@@ -15,10 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +27,7 @@ from crag.engine import CRAG
 from crag.protocols import Completion
 from crag.registry import LLMS, SEARCHES
 from crag.server.app import create_app
-from crag.testing.net import free_port
+from crag.testing.net import serve_in_thread
 from crag.types import WebResult
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -111,29 +108,18 @@ LLMS.register("ui-bilingual", lambda settings, deps: BilingualLLM())
 SEARCHES.register("ui-static", lambda settings, deps: TourSearch())
 
 
-@contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; stop it afterwards."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start within 30 s")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+running = serve_in_thread  # uvicorn on a free loopback port, in a thread
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, dict[str, Any]]]]:
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the served knowledge base (``kb/``) and its documents."""
+    return tmp_path_factory.mktemp("ui-browser")
+
+
+@pytest.fixture(scope="module")
+def served(root: Path) -> Iterator[tuple[str, dict[str, dict[str, Any]]]]:
     """The server URL and the answers to the two questions, asked through the API."""
-    root = tmp_path_factory.mktemp("ui-browser")
     src = root / "docs.jsonl"
     src.write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in DOCS) + "\n", encoding="utf-8")
     engine = CRAG(
@@ -269,4 +255,50 @@ def test_english_trace_shows_the_correction(served: tuple[str, dict[str, dict[st
     assert source.get_attribute("href") == "https://example.org/tour-1954"
     assert "External results" in page.locator("#view").text_content()
     page.screenshot(path=str(SHOTS / "trace-web.png"), full_page=True)
+    assert not page.problems, "\n".join(page.problems)
+
+
+def test_rating_buttons_store_and_show_feedback(
+    served: tuple[str, dict[str, dict[str, Any]]], root: Path, page: Any
+) -> None:
+    base, answers = served
+    zh = answers[ZH_QUESTION]
+    enter_key(page, base)
+    page.goto(f"{base}/ui/trace/{zh['trace_id']}")
+    rating = page.locator("#rating")
+    expect(rating).to_have_text("not rated yet")
+    page.locator("#rate-comment").fill("年份不对")
+    page.locator("#rate-down").click()
+    expect(rating).to_have_text("rated 👎 down — “年份不对”")
+    assert page.locator("#rate-down").get_attribute("aria-pressed") == "true"
+    assert page.locator("#rate-up").get_attribute("aria-pressed") == "false"
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as api:
+        stored = api.get(f"/v1/feedback/{zh['trace_id']}").json()
+        assert (stored["rating"], stored["comment"]) == ("down", "年份不对")
+        # The grader-miss box shows exactly when the API says so.
+        assert page.locator("#grader-miss").is_visible() == stored["likely_grader_miss"]
+        page.reload()  # the rating is read back from the server
+        expect(rating).to_have_text("rated 👎 down — “年份不对”")
+        page.locator("#rate-comment").fill("")
+        page.locator("#rate-up").click()
+        expect(rating).to_have_text("rated 👍 up")
+        assert api.get(f"/v1/feedback/{zh['trace_id']}").json()["rating"] == "up"
+        assert not page.locator("#grader-miss").is_visible()
+
+        # A trace whose context was all graded relevant: a 👎 there is a likely grader miss.
+        miss = api.get(f"/v1/traces/{zh['trace_id']}").json()
+        texts = {c["text"] for c in miss["context"]}
+        miss["id"] = "20991231235959-feed01"
+        miss["strips"] = [s | {"score": 0.97} if s["text"] in texts else s for s in miss["strips"]]
+    from crag.trace.store import TraceStore
+
+    TraceStore(root / "kb" / "traces.sqlite").save(miss)
+    page.goto(f"{base}/ui/trace/{miss['id']}")
+    expect(rating).to_have_text("not rated yet")
+    assert not page.locator("#grader-miss").is_visible()
+    page.locator("#rate-down").click()
+    expect(page.locator("#grader-miss")).to_be_visible()
+    assert "Likely grader miss" in page.locator("#grader-miss").text_content()
+    assert "0.97" in page.locator("#grader-miss").text_content()
+    page.screenshot(path=str(SHOTS / "trace-feedback.png"), full_page=True)
     assert not page.problems, "\n".join(page.problems)

@@ -24,6 +24,7 @@ import typer
 from crag.cli._common import RedactingStream, err, friendly, out
 from crag.cli.ask import ask, print_answer
 from crag.cli.eval import eval_command
+from crag.cli.feedback import feedback_app
 from crag.cli.grade import calibrate, evaluator_app, grade
 from crag.cli.ingest import ingest, remove
 from crag.cli.serve import serve
@@ -39,6 +40,7 @@ app.command()(remove)
 app.command()(ask)
 app.command()(serve)
 app.add_typer(evaluator_app, name="evaluator")
+app.add_typer(feedback_app, name="feedback")
 app.command()(grade)
 app.command()(calibrate)
 app.command("eval")(eval_command)

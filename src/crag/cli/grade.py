@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from crag.atomic import write_atomic
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
-from crag.errors import InputError
+from crag.errors import ConfigError, InputError
 from crag.grade.pairs import read_jsonl_objects, read_pairs, score_pairs
 from crag.types import Passage
 
@@ -107,8 +108,11 @@ def calibrate(
     table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
     out.print(table)
     if plot is not None:
-        reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
-        out.print(f"reliability diagram: {plot}")
+        try:
+            reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
+            out.print(f"reliability diagram: {plot}")
+        except ConfigError as exc:  # the thresholds matter more than the picture
+            err.print(f"[yellow]skipped:[/] {escape(str(exc))}", soft_wrap=True)
     if write_config is not None:
         write_thresholds(write_config, cal.upper, cal.lower)
         out.print(f"wrote evaluator.upper={cal.upper} evaluator.lower={cal.lower} to {write_config}")
@@ -162,19 +166,55 @@ def label(
 @evaluator_app.command("train")
 @friendly
 def train(
-    pairs: Annotated[Path, typer.Option(help="Labelled pairs JSONL ({query, passage, label}).")],
+    pairs: Annotated[
+        list[Path], typer.Option(help="Labelled pairs JSONL ({query, passage, label}); repeat for more files.")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Model file (.npz).")] = Path("evaluator.npz"),
+    with_builtin: Annotated[
+        bool, typer.Option(help="Mix in the built-in CMRC 2018 + SQuAD 2.0 pairs (data/eval_pairs).")
+    ] = False,
+    builtin_pairs: Annotated[
+        Path | None, typer.Option(help="Built-in pairs file (default: data/eval_pairs/train.jsonl).")
+    ] = None,
+    builtin_limit: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Built-in pairs to sample (0 = all 8,908; their vectors are embedded once, then cached)."
+        ),
+    ] = 1000,
+    own_share: Annotated[
+        float, typer.Option(min=0.01, max=0.99, help="Share of the training weight your pairs get when mixed.")
+    ] = 0.25,
+    warm_start: Annotated[
+        bool,
+        typer.Option(help="With --with-builtin: start from evaluator.model_path or the bundled model."),
+    ] = True,
     config: ConfigOpt = None,
     kb: KbOpt = None,
 ) -> None:
     """Fit the lightweight evaluator on labelled pairs; point evaluator.model_path at the result."""
-    from crag.grade.train import train_model
+    from crag.grade.train import builtin_pairs_path, load_pairs, mix_pairs, sample_rows, train_rows
+    from crag.grade.trained import Model, default_model_path
 
-    read_pairs(pairs, need_label=True)  # validate first: never train on half a file
+    own: list[dict[str, Any]] = []
+    for path in pairs:
+        read_pairs(path, need_label=True)  # validate first: never train on half a file
+        own += load_pairs(path)
     rag = _make(config, kb, None)
+    rows, init = own, None
+    if with_builtin:
+        source = builtin_pairs or builtin_pairs_path()
+        builtin = sample_rows(read_pairs(source, need_label=True), builtin_limit or None)
+        rows = mix_pairs(own, builtin, own_share=own_share)
+        if warm_start:
+            init = Model.load(rag.settings.evaluator.model_path or default_model_path())
     tmp = output.with_name(output.stem + ".partial.npz")
-    with out.status("training…"):
-        metrics = train_model(pairs, rag.embedder, tmp)
+    with out.status("embedding and training…") as status:
+
+        def progress(kind: str, done: int, total: int) -> None:
+            status.update(f"embedding {kind} texts {done}/{total} (cached for the next run)…")
+
+        metrics = train_rows(rows, rag.embedder, tmp, init=init, progress=progress)
     os.replace(tmp, output)
     out.print(json.dumps(metrics, ensure_ascii=False, indent=2, default=str))
     out.print(f'model written to {output}; use it with [evaluator] backend = "trained", model_path = "{output}"')

@@ -21,6 +21,10 @@ def serve(
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
 ) -> None:
     """Run the HTTP API (/v1/ask, /v1/chat/completions, ...) and the trace viewer at /ui."""
+    from crag.extras import require
+
+    for module in ("fastapi", "uvicorn", "multipart", "prometheus_client"):
+        require(module, "server", "crag serve")
     from crag.server.app import serve as run_server
 
     rag = engine(config, kb)

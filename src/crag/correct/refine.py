@@ -80,10 +80,21 @@ def refine(
 
 
 def _with_title(s: Strip) -> str:
-    if not s.title or s.title in s.text:
-        return s.text
-    sep = "：" if ord(s.title[-1]) > 0x2E80 else ": "
-    return f"{s.title}{sep}{s.text}"
+    return graded_text(s.text, s.title)
+
+
+def graded_text(text: str, title: str = "") -> str:
+    """The text a strip is graded as: its document title in front, unless already in it.
+
+    Feedback pairs use the same form, so a retrained evaluator sees what it will grade.
+
+    >>> graded_text("It is 2 m deep.", "Lake Lucerne")
+    'Lake Lucerne: It is 2 m deep.'
+    """
+    if not title or title in text:
+        return text
+    sep = "：" if ord(title[-1]) > 0x2E80 else ": "
+    return f"{title}{sep}{text}"
 
 
 def _strip(doc: Doc, sents: list[str]) -> Strip:

@@ -139,7 +139,9 @@ def choose_thresholds(
 
 def reliability_plot(labels: Sequence[int], scores: Sequence[float], path: Path, *, title: str = "") -> Path:
     """Save a reliability diagram (PNG): mean score against observed relevance per bin."""
-    import matplotlib
+    from crag.extras import require
+
+    matplotlib = require("matplotlib", "eval", "the reliability diagram")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

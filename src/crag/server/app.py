@@ -44,7 +44,7 @@ from crag.errors import (
     UnsupportedFileError,
 )
 from crag.redact import install_log_redaction, redact_text, register
-from crag.server import ui
+from crag.server import feedback, ui
 from crag.server.auth import (
     Authenticator,
     BodyLimitMiddleware,
@@ -144,6 +144,7 @@ def create_app(
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app, metrics)
     ui.install(app)
+    feedback.install(app, engine)
     document_bodies(
         app,
         {
@@ -380,7 +381,9 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
 class _MetricsMiddleware:
     """Counts every response by route template and status (bounded label values)."""
 
-    ROUTES = ("/healthz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/ingest", "/v1/traces", "/ui")
+    ROUTES = (
+        "/healthz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/ingest", "/v1/traces", "/v1/feedback", "/ui"
+    )
 
     def __init__(self, app: Any, *, metrics: Metrics) -> None:
         self.app = app
@@ -409,6 +412,8 @@ class _MetricsMiddleware:
             return path
         if path.startswith("/v1/traces/"):
             return "/v1/traces/{id}/replay" if path.endswith("/replay") else "/v1/traces/{id}"
+        if path.startswith("/v1/feedback/"):
+            return "/v1/feedback/{id}"
         if path.startswith("/ui/trace/"):
             return "/ui/trace/{id}"
         if path.startswith("/ui/"):

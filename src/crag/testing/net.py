@@ -7,6 +7,11 @@ True
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 
 def free_port() -> int:
@@ -14,3 +19,28 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_in_thread(app: Any, *, start_timeout: float = 30.0) -> Iterator[str]:
+    """Serve an ASGI ``app`` with uvicorn on a free loopback port in a thread; yield its URL.
+
+    The server is stopped (and its thread joined) when the block ends.
+    """
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError(f"uvicorn did not start within {start_timeout:.0f} s")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)

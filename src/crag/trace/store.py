@@ -59,6 +59,19 @@ def m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX traces_action ON traces(action)")
 
 
+@migration
+def m002_feedback(db: sqlite3.Connection) -> None:
+    # One rating per trace (the latest wins), kept beside the trace it rates.
+    db.execute(
+        """CREATE TABLE feedback (
+            trace_id TEXT PRIMARY KEY,
+            rating TEXT NOT NULL CHECK (rating IN ('up', 'down')),
+            comment TEXT,
+            created_at TEXT
+        )"""
+    )
+
+
 def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str]:
     """Apply the migrations not yet recorded in ``_migrations``; return their names.
 
@@ -225,6 +238,35 @@ class TraceStore:
         """How many traces are stored."""
         with self._connect() as db:
             return int(db.execute("SELECT count(*) FROM traces").fetchone()[0])
+
+    def rate(self, trace_id: str, rating: str, comment: str | None = None) -> dict[str, Any]:
+        """Record a user's ``"up"``/``"down"`` rating of a trace (replacing an earlier one).
+
+        ``trace_id`` may be a unique prefix; the comment is redacted like every trace field.
+        """
+        if rating not in ("up", "down"):
+            raise InputError(f"rating {rating!r} is not 'up' or 'down'")
+        full_id = str(self.get(trace_id)["id"])
+        row = {"trace_id": full_id, "rating": rating, "comment": redact(comment), "created_at": _now()}
+        with self._write_lock, self._connect() as db:
+            db.execute(
+                "INSERT INTO feedback (trace_id, rating, comment, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(trace_id) DO UPDATE SET rating=excluded.rating, comment=excluded.comment, "
+                "created_at=excluded.created_at",
+                tuple(row.values()),
+            )
+        return row
+
+    def feedback(self, trace_id: str | None = None, *, limit: int = 100_000) -> list[dict[str, Any]]:
+        """Ratings, newest first: of one trace (exact id), or of every trace."""
+        sql, params = "SELECT trace_id, rating, comment, created_at FROM feedback", []
+        if trace_id is not None:
+            sql += " WHERE trace_id = ?"
+            params.append(trace_id)
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        params.append(int(limit))
+        with self._connect() as db:
+            return [dict(r) for r in db.execute(sql, params).fetchall()]
 
     def list(
         self,
