@@ -50,10 +50,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "dictates the reply",
         re.compile(
-            r"(?:^|[.!?:;]\s*|\n\s*)(?:please\s+)?(?:reply|respond|answer|say|output|print|write)\s+"
+            r"(?:^|[.!?:;。！？：；]\s*|\n\s*)(?:please\s+)?(?:reply|respond|answer|say|output|print|write)\s+"
             r"(?:only|exactly|just)\b"
             r"|\b(?:your|the)\s+(?:answer|reply|response|output)\s+(?:must|should|shall)\s+(?:be|say|read|contain)\s*[:\"“']"
-            r"|(?:^|[。！？：；\n])\s*请?(?:只|仅)(?:回答|回复|输出|说)"
+            r"|(?:^|[。！？：；.!?:;\n])\s*请?(?:只|仅)(?:回答|回复|输出|说)"
             r"|(?:回答|回复|输出)(?:必须|只能)(?:是|为|包含)\s*[：:“\"「]",
             re.I,
         ),

@@ -114,8 +114,23 @@ def is_utf8_path(path: str | Path) -> bool:
 
 
 def printable_path(path: str | Path) -> str:
-    """``path`` as text that can be printed and stored: undecodable bytes become U+FFFD."""
-    return os.fsencode(path).decode("utf-8", "replace")
+    r"""``path`` as text that can be printed and stored on one line.
+
+    Undecodable bytes become U+FFFD; control characters and the separators Python splits
+    lines on (\x1c to \x1e, \x85, U+2028/9) are shown escaped, so an error naming the file
+    stays one line.
+
+    >>> printable_path("a\x1eb\nc.txt")
+    'a\\x1eb\\nc.txt'
+    """
+    text = os.fsencode(path).decode("utf-8", "replace")
+    return "".join(_escape_control(ch) for ch in text)
+
+
+def _escape_control(ch: str) -> str:
+    if ch in "\x85\u2028\u2029" or unicodedata.category(ch) == "Cc":
+        return ch.encode("unicode_escape").decode("ascii")
+    return ch
 
 
 def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
