@@ -84,8 +84,8 @@ def with_deadline(
     On timeout raise ``error`` (``SearchError`` by default) saying ``what`` timed out,
     followed by ``hint`` (what to do) when given; an exception from ``fn`` is re-raised
     as it is. The worker is a daemon thread running in a copy of the
-    caller's context, so it sees the current tracer and, if the backend hangs for
-    good, does not keep the process alive. (Python cannot kill a thread; the hung
+    caller's context (so a span opened inside nests under the caller's) and, if the
+    backend hangs for good, does not keep the process alive. (Python cannot kill a thread; the hung
     call finishes or dies with the process — the caller has moved on either way.)
     """
     if timeout <= 0:

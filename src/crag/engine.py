@@ -31,7 +31,7 @@ from crag.redact import install_log_redaction, register_env
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
 from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
-from crag.trace.spans import Tracer, use_tracer
+from crag.trace.spans import Tracer
 from crag.trace.store import TraceStore
 from crag.types import Answer
 
@@ -202,11 +202,10 @@ class CRAG:
             if mode == "crag"
             else None,
         )
-        tracer = Tracer()
+        tracer = Tracer()  # the request's recorder: the pipeline writes to it, nothing reads it back
         try:
-            with use_tracer(tracer):
-                run = run_crag if mode == "crag" else run_rag
-                answer = run(question, deps, self.settings, tracer)
+            run = run_crag if mode == "crag" else run_rag
+            answer = run(question, deps, self.settings, tracer)
         except BaseException as exc:
             if isinstance(exc, CragError):
                 tracer.append("errors", str(exc))

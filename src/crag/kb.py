@@ -47,8 +47,7 @@ from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
 from crag.store.writelock import WriteLock, check_writable
-from crag.trace.spans import current_tracer
-from crag.types import Chunk, Hit
+from crag.types import Chunk, Hit, Retrieval
 
 __all__ = ["FileResult", "IngestReport", "KnowledgeBase", "Progress", "index_corpus"]
 
@@ -371,12 +370,18 @@ class KnowledgeBase:
         self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
     ) -> list[Hit]:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
+        return self.retrieve(query, k=k, query_vector=query_vector).hits
+
+    def retrieve(
+        self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
+    ) -> Retrieval:
+        """:meth:`search`, with what degraded on the way (a vector store that failed twice)."""
         cfg = self.retrieval
         k = k or cfg.top_k
         self.require_chunks()
         self._follow_writes()
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
-        dense_all = self._dense(qv, cfg.candidates)
+        dense_all, degraded = self._dense(qv, cfg.candidates)
         if self.keyword_in_store:
             sparse_all = self.vectors.query_text(query, cfg.candidates)  # type: ignore[attr-defined]
         else:
@@ -405,16 +410,18 @@ class KnowledgeBase:
             if i in vec:
                 dense_score[i] = float(vec[i] @ qv)
         chunks = {c.id: c for c in self.manifest.chunks(top)}
-        return [
+        hits = [
             Hit(chunks[i], fused[i], dense_score.get(i), kw_score.get(i), rank=n + 1, vector=vec.get(i))
             for n, i in enumerate(top)
             if i in chunks
         ]
+        return Retrieval(hits, [degraded] if degraded else [])
 
-    def _dense(self, qv: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
-        """Vector candidates; a store that fails is reopened once, then left out (keyword only)."""
+    def _dense(self, qv: np.ndarray, k: int) -> tuple[list[tuple[str, float, np.ndarray | None]], str]:
+        """Vector candidates; a store that fails is reopened once, then left out (keyword only,
+        said in the returned degradation)."""
         try:
-            return self.vectors.query(qv, k)
+            return self.vectors.query(qv, k), ""
         except StoreError as exc:
             error = str(exc)
         held = self.lock.try_hold()
@@ -423,11 +430,10 @@ class KnowledgeBase:
                 with held:
                     self._refresh_store()
                     self._view = self.manifest.generation
-                return self.vectors.query(qv, k)
+                return self.vectors.query(qv, k), ""
             except StoreError as exc:
                 error = str(exc)
-        current_tracer().append("degradations", f"vector search failed ({error}); used keyword search only")
-        return []
+        return [], f"vector search failed ({error}); used keyword search only"
 
 
 EMBED_BATCH = 32
