@@ -28,7 +28,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from crag.errors import BackendError, SearchError
 
@@ -90,14 +90,15 @@ def with_deadline(
     """
     if timeout <= 0:
         raise error(f"{what} skipped: no time left before the deadline", backend_id=backend_id, step=step)
-    box: dict[str, Any] = {}
+    value: list[T] = []
+    failure: list[BaseException] = []
     ctx = contextvars.copy_context()
 
     def work() -> None:
         try:
-            box["value"] = ctx.run(fn)
+            value.append(ctx.run(fn))
         except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
+            failure.append(exc)
 
     worker = threading.Thread(target=work, name=f"crag-deadline-{what}", daemon=True)
     worker.start()
@@ -105,6 +106,6 @@ def with_deadline(
     if worker.is_alive():
         hint = f"; {hint}" if hint else ""
         raise error(f"{what} timed out after {timeout:g}s{hint}", backend_id=backend_id, step=step)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    if failure:
+        raise failure[0]
+    return value[0]

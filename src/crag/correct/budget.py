@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crag.correct.diversity import mmr, trigrams
 from crag.errors import BudgetExceeded, CragError, LLMBudgetExceeded, LLMReplyError, SearchBudgetExceeded
-from crag.protocols import LLM, Completion, CompletionOptions, Messages
+from crag.protocols import LLM, Completion, CompletionOptions, Messages, WebSearch
 from crag.text import approx_tokens, detect_language, split_sentences
 from crag.types import Strip, WebResult
 
@@ -276,12 +276,12 @@ class Budget:
             )
             db.execute("COMMIT")
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> _Closing:
         assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
         db.execute(_SCHEMA)
-        return _Closing(db)  # type: ignore[return-value]
+        return _Closing(db)
 
     def _day(self) -> str:
         return self._clock().astimezone(timezone.utc).strftime("%Y-%m-%d")
@@ -313,14 +313,14 @@ class BudgetedSearch:
     SearchBudgetExceeded
     """
 
-    def __init__(self, inner: Any, budget: Budget) -> None:
+    def __init__(self, inner: WebSearch, budget: Budget) -> None:
         self.inner = inner
         self.budget = budget
         self.name: str = getattr(inner, "name", "search")
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
         self.budget.charge_search()
-        return self.inner.search(query, k=k)  # type: ignore[no-any-return]
+        return self.inner.search(query, k=k)
 
 
 class BudgetedLLM:

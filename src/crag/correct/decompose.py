@@ -215,7 +215,7 @@ def _posseg(text: str) -> list[tuple[str, str]]:
     from crag.text import _jieba
 
     _jieba()  # the shared, quietly initialised dictionary
-    import jieba.posseg  # type: ignore[import-untyped]
+    import jieba.posseg
 
     return [(p.word, p.flag) for p in jieba.posseg.cut(text)]
 

@@ -185,7 +185,7 @@ def _zh_pos(question: str) -> dict[str, str]:
     from crag.text import _jieba
 
     _jieba()  # initialises the shared dictionary once, quietly
-    import jieba.posseg  # type: ignore[import-untyped]
+    import jieba.posseg
 
     return {p.word: p.flag for p in jieba.posseg.cut(question)}
 
