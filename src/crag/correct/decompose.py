@@ -266,13 +266,19 @@ def search_parallel(
     limit = Deadline(timeout) if timeout is not None else Deadline(None)
     slots: list[list[WebResult] | None] = [None] * len(queries)
     gate = threading.Semaphore(MAX_WORKERS)
+    # A query given up on is recorded once, as timed out; its thread may still fail later
+    # (its own HTTP timeout), after the answer was built, and must not add to the trace then.
+    abandoned: set[int] = set()
+    lock = threading.Lock()
 
     def one(i: int, q: str) -> None:
         with gate:
             try:
                 slots[i] = search.search(q, k=k)
             except CragError as exc:
-                current_tracer().append("degradations", f"search for {q!r} failed: {exc}")
+                with lock:
+                    if i not in abandoned:
+                        current_tracer().append("degradations", f"search for {q!r} failed: {exc}")
                 slots[i] = []
 
     threads = []
@@ -284,7 +290,11 @@ def search_parallel(
     for i, t in enumerate(threads):
         wait = min(limit.remaining(), deadline.remaining() if deadline else float("inf"))
         t.join(None if wait == float("inf") else wait)
-        if t.is_alive():
+        with lock:
+            late = t.is_alive()
+            if late:
+                abandoned.add(i)
+        if late:
             tracer.append(
                 "degradations",
                 f"search for {queries[i]!r} timed out after {_elapsed(limit, deadline):g}s; skipped",
@@ -292,7 +302,7 @@ def search_parallel(
     seen: set[str] = set()
     out: list[tuple[str, WebResult]] = []
     for i, q in enumerate(queries):
-        if threads[i].is_alive():
+        if i in abandoned:
             continue
         for r in slots[i] or []:
             key = r.url + "\x00" + r.content[:200]
