@@ -283,6 +283,9 @@ def search_parallel(
     slots: list[list[WebResult] | None] = [None] * len(queries)
     failures: list[str | None] = [None] * len(queries)
     gate = threading.Semaphore(MAX_WORKERS)
+    # A query given up on is reported once, as timed out; whatever its thread does later
+    # (fail on its own HTTP timeout, or finish) is ignored, as the answer is built by then.
+    abandoned: set[int] = set()
 
     def one(i: int, q: str) -> None:
         with gate:
@@ -302,13 +305,14 @@ def search_parallel(
         wait = min(limit.remaining(), deadline.remaining() if deadline else float("inf"))
         t.join(None if wait == float("inf") else wait)
         if t.is_alive():
+            abandoned.add(i)
             degradations.append(f"search for {queries[i]!r} timed out after {_elapsed(limit, deadline):g}s; skipped")
         elif (failure := failures[i]) is not None:
             degradations.append(failure)
     seen: set[str] = set()
     out: list[tuple[str, WebResult]] = []
     for i, q in enumerate(queries):
-        if threads[i].is_alive():
+        if i in abandoned:
             continue
         for r in slots[i] or []:
             key = r.url + "\x00" + r.content[:200]
