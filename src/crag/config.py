@@ -47,6 +47,13 @@ class KBSettings(_Section):
         "BM25 inside Milvus (needs a Milvus store_uri and Milvus >= 2.5 or Milvus Lite; jieba analyzer for "
         "Chinese and English), so keyword search scales with the cluster and needs no rebuild after ingest.",
     )
+    commit_chunks: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="Chunks embedded and committed together: a large file is committed every commit_chunks "
+        "chunks, so memory stays bounded and an interrupted ingest resumes after the last committed batch.",
+    )
 
 
 class ChunkSettings(_Section):

@@ -83,6 +83,7 @@ class CRAG:
                     "retrieval": self.settings.retrieval,
                     "store_uri": self.settings.kb.store_uri,
                     "keyword_index": self.settings.kb.keyword_index,
+                    "commit_chunks": self.settings.kb.commit_chunks,
                 }
                 path = self.settings.kb.path
                 self._kb = (

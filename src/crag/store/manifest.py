@@ -1,8 +1,11 @@
 """The knowledge base manifest: SQLite holding files, chunk texts and a generation counter.
 
 The manifest is the commit point of ingestion. Vectors are written to the vector store
-first and the manifest row commits after; anything in the vector store that the
+first and the manifest rows commit after; anything in the vector store that the
 manifest does not list is an orphan from an interrupted run and is deleted on open.
+A large file commits in batches (``write_chunks``); until its last batch its ``files`` row
+says ``partial:<sha256>``, its committed chunks are searchable, and the next ingest of the
+same content skips what is already there and finishes it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file);
 """
+
+
+PARTIAL = "partial:"  # files.sha256 prefix of a large file whose ingest has not finished
 
 
 class Manifest:
@@ -112,28 +118,41 @@ class Manifest:
 
     def replace_file(self, file: str, sha: str, chunks: Sequence[Chunk], when: str) -> set[str]:
         """Atomically make ``chunks`` the chunks of ``file``; return the ids that were dropped."""
-        new_ids = {c.id for c in chunks}
+        return self.write_chunks(file, sha, list(enumerate(chunks)), when, final=True, keep={c.id for c in chunks})
+
+    def write_chunks(
+        self,
+        file: str,
+        sha: str,
+        chunks: Sequence[tuple[int, Chunk]],
+        when: str,
+        *,
+        final: bool,
+        keep: set[str] | None = None,
+    ) -> set[str]:
+        """Commit one batch of a file's ``(position, chunk)`` rows; return the ids dropped.
+
+        A batch that is not ``final`` marks the file ``partial:<sha>`` (so a later run with the
+        same content resumes instead of calling it unchanged) and keeps every older row of the
+        file. The ``final`` batch records ``sha`` and drops the file's rows whose ids are not in
+        ``keep`` (every id of the new version), all in one transaction.
+        """
         with self.transaction() as db:
-            old = {r[0] for r in db.execute("SELECT id FROM chunks WHERE file=?", (file,))}
-            dropped = old - new_ids
-            db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in dropped])
             db.executemany(
                 "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?)",
                 [
-                    (
-                        c.id,
-                        file,
-                        n,
-                        c.source,
-                        c.title,
-                        c.url,
-                        c.text,
-                        json.dumps(c.metadata, ensure_ascii=False),
-                    )
-                    for n, c in enumerate(chunks)
+                    (c.id, file, n, c.source, c.title, c.url, c.text, json.dumps(c.metadata, ensure_ascii=False))
+                    for n, c in chunks
                 ],
             )
-            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (file, sha, len(chunks), when))
+            dropped: set[str] = set()
+            if final:
+                old = {r[0] for r in db.execute("SELECT id FROM chunks WHERE file=?", (file,))}
+                dropped = old - (keep if keep is not None else old)
+                db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in dropped])
+            marked = sha if final else PARTIAL + sha
+            count = db.execute("SELECT COUNT(*) FROM chunks WHERE file=?", (file,)).fetchone()[0]
+            db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (file, marked, count, when))
             self._bump(db)
         return dropped
 

@@ -1,0 +1,153 @@
+"""Read a file as a stream of chunks, so a large file never sits in memory whole.
+
+``scan`` hashes a file in blocks and checks on the way whether it is clean UTF-8 text;
+``file_chunks`` then yields the file's chunks in order, each with the byte offset reached.
+Plain-text and Markdown files that are clean UTF-8 are decoded block by block
+(``BLOCK_BYTES``), cut at the last paragraph break (else line break, sentence end or space)
+so that chunking a block gives the chunks the whole text would; everything else (PDF, DOCX,
+HTML, JSONL, other encodings) is read whole by :func:`crag.ingest.load.load_file` as before.
+Files below ``STREAM_MIN_BYTES`` are always read whole, so small files chunk exactly as they
+always did.
+
+>>> from pathlib import Path
+>>> from crag.ingest.stream import scan, file_chunks
+>>> info = scan(Path("big.txt"))                               # doctest: +SKIP
+>>> for chunk, offset in file_chunks(Path("big.txt"), info, size=400, overlap=60):  # doctest: +SKIP
+...     print(chunk.id, offset, "of", info.size)
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from crag.errors import UnsupportedFileError
+from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
+from crag.ingest.load import SourceDoc, load_file, split_markdown, strip_controls
+from crag.types import Chunk
+
+__all__ = ["BLOCK_BYTES", "STREAM_MIN_BYTES", "FileScan", "file_chunks", "scan"]
+
+BLOCK_BYTES = 1 << 20  # read and chunk 1 MiB of a large text file at a time
+STREAM_MIN_BYTES = 1 << 20  # smaller files are read whole (exactly the chunks of load_file)
+_STREAM_SUFFIXES = {".txt", ".md", ".markdown"}
+_MARKDOWN = {".md", ".markdown"}
+# Cut points for a block, best first: a paragraph break, a line break, a sentence end, a space.
+_CUTS = (re.compile(r"\n[^\S\n]*\n"), re.compile(r"\n"), re.compile(r"[。！？!?；;.]"), re.compile(r"\s"))
+_CUT_FLOOR = 0.5  # a cut must leave at least half the block, or the next cut kind is tried
+
+
+@dataclass(frozen=True)
+class FileScan:
+    """What one pass over a file's bytes found: its hash, its size, and whether it streams."""
+
+    sha256: str
+    size: int
+    utf8: bool  # decodes as UTF-8 (BOM allowed) and holds no NUL byte
+
+
+def scan(path: Path, block: int = BLOCK_BYTES) -> FileScan:
+    """Hash ``path`` block by block, checking on the way that it is clean UTF-8 text."""
+    digest = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    size, utf8 = 0, True
+    with path.open("rb") as fh:
+        while data := fh.read(block):
+            digest.update(data)
+            size += len(data)
+            if utf8:
+                try:
+                    decoder.decode(data)
+                except UnicodeDecodeError:
+                    utf8 = False
+                utf8 = utf8 and b"\x00" not in data
+    if utf8:
+        try:
+            decoder.decode(b"", final=True)  # a multi-byte character cut off at the end
+        except UnicodeDecodeError:
+            utf8 = False
+    return FileScan(digest.hexdigest(), size, utf8)
+
+
+def file_chunks(path: Path, info: FileScan, *, size: int, overlap: int) -> Iterator[tuple[Chunk, int]]:
+    """Chunks of ``path`` in file order, each with the byte offset read so far (for progress).
+
+    The same passage twice in one file is yielded once (ids are content hashes). Raises
+    ``UnsupportedFileError`` (before yielding anything) for a file that cannot be read.
+    """
+    seen: set[str] = set()
+    if _streams(path, info):
+        docs = _text_blocks(path)
+    else:
+        docs = _whole(path, info.size)
+    for doc, start, end in docs:
+        pieces = chunk_text(doc.text, size=size, overlap=overlap)
+        for n, text in enumerate(pieces, start=1):
+            cid = chunk_id(doc.source, text)
+            if cid in seen:
+                continue
+            seen.add(cid)
+            offset = start + (end - start) * n // len(pieces)
+            yield Chunk(cid, text, doc.source, doc.title, doc.url, dict(doc.metadata)), offset
+
+
+def _streams(path: Path, info: FileScan) -> bool:
+    return info.utf8 and info.size >= STREAM_MIN_BYTES and path.suffix.lower() in _STREAM_SUFFIXES
+
+
+def _whole(path: Path, size: int) -> Iterator[tuple[SourceDoc, int, int]]:
+    docs, _warnings = load_file(path)
+    # JSONL: progress moves document by document through the file's bytes.
+    for n, doc in enumerate(docs):
+        yield doc, size * n // len(docs), size * (n + 1) // len(docs)
+
+
+def _text_blocks(path: Path) -> Iterator[tuple[SourceDoc, int, int]]:
+    """Paragraph-aligned blocks of a UTF-8 text file as documents, with their byte range.
+
+    The text is processed as ``load_file`` would (controls stripped, whitespace normalised,
+    Markdown front matter and title taken from the first block), one block at a time.
+    """
+    source = str(path.resolve())
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    title, first, pending, done, any_text = path.stem, True, "", 0, False
+    with path.open("rb") as fh:
+        while True:
+            data = fh.read(BLOCK_BYTES)
+            final = not data
+            pending += decoder.decode(data, final=final).replace("\r\n", "\n")
+            if not final and pending.endswith("\r"):  # "\r\n" may straddle two reads
+                pending, carry = pending[:-1], "\r"
+            else:
+                carry = ""
+            text, pending = (pending, "") if final else _cut(pending)
+            pending += carry
+            # Bytes of the text handed on so far: what was read minus what is still pending.
+            reached = max(done, fh.tell() - len(pending.encode("utf-8")))
+            if first and path.suffix.lower() in _MARKDOWN:
+                text, heading = split_markdown(text)
+                title = heading.strip() or title
+            first = False
+            text = normalize_whitespace(strip_controls(text))
+            if text:
+                any_text = True
+                yield SourceDoc(source=source, text=text, title=title), done, reached
+            done = reached
+            if final:
+                break
+    if not any_text:
+        raise UnsupportedFileError(f"{path}: no extractable text; add text or remove the file")
+
+
+def _cut(text: str) -> tuple[str, str]:
+    """Split ``text`` after its last good cut point: (complete part, rest carried over)."""
+    floor = int(len(text) * _CUT_FLOOR)
+    for pattern in _CUTS:
+        ends = [m.end() for m in pattern.finditer(text, floor)]
+        if ends:
+            return text[: ends[-1]], text[ends[-1] :]
+    return text, ""
