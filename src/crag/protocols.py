@@ -76,7 +76,7 @@ class Retriever(Protocol):
     def search(self, query: str, *, k: int) -> list[Hit]: ...
 
 
-Progress = Callable[[int, int, str], None]  # (chunks done, chunks total, current file)
+Progress = Callable[[int, int, str], None]  # (bytes done, bytes total, current file) of an ingest
 # Builds, or brings up to date, the index of a local corpus (a folder or a .jsonl file).
 CorpusIndexer = Callable[[Path, Progress | None], Retriever]
 

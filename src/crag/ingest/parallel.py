@@ -22,9 +22,8 @@ and exits too.
 
 ``KnowledgeBase.ingest(paths, workers=N)`` (``crag ingest --workers N``) keeps one
 :class:`EmbedPool` for the run and embeds a window of files at a time; resumability stays
-there: the manifest is committed per file, so an interrupted run resumes at the first
-uncommitted file. Split single files above a few
-thousand chunks (~1 MB of text) so that a crash loses minutes, not hours.
+there: the manifest is committed per file, and a large file every ``kb.commit_chunks`` chunks
+(``crag.ingest.writer``), so an interrupted run resumes after the last committed batch.
 
 ### Usage example
 >>> from crag.ingest.parallel import embed_parallel

