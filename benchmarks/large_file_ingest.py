@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -134,6 +135,7 @@ def main() -> None:
     ap.add_argument("--commit-chunks", type=int, default=256)
     ap.add_argument("--seed", type=int, default=12)
     ap.add_argument("--skip-full", action="store_true")
+    ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--child-full", nargs=2, metavar=("KB", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_full:
@@ -146,16 +148,17 @@ def main() -> None:
     env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(args.commit_chunks)}
     results: dict[str, Any] = {"file_mb": round(size / MB, 1), "commit_chunks": args.commit_chunks}
 
-    kb = work / "kb-real"
-    cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb)]
-    real = sample(cmd, kb, env, stop_after=args.batches, limit=3600)
-    c = real["commits"]
-    if len(c) >= 2:
-        span = c[-1]["seconds"] - c[0]["seconds"]
-        real["chunks_per_s"] = round((c[-1]["chunks"] - c[0]["chunks"]) / span, 2) if span else None
-    real["rss_growth_mb_per_1k_chunks"] = slope_mb_per_1k(c)
-    results["real"] = real
-    print(json.dumps({"real": real}, indent=1))
+    if not args.skip_real:
+        kb = work / "kb-real"
+        cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb)]
+        real = sample(cmd, kb, env, stop_after=args.batches, limit=3600)
+        c = real["commits"]
+        if len(c) >= 2:
+            span = c[-1]["seconds"] - c[0]["seconds"]
+            real["chunks_per_s"] = round((c[-1]["chunks"] - c[0]["chunks"]) / span, 2) if span else None
+        real["rss_growth_mb_per_1k_chunks"] = slope_mb_per_1k(c)
+        results["real"] = real
+        print(json.dumps({"real": real}, indent=1))
 
     if not args.skip_full:
         kb = work / "kb-full"
@@ -169,6 +172,7 @@ def main() -> None:
         print(json.dumps({"full": full}, indent=1))
 
     results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
+    shutil.rmtree(work, ignore_errors=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print(f"wrote {OUT}")
 

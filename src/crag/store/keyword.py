@@ -22,8 +22,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +88,10 @@ class BM25Index:
             self.generation = generation
             self._model = None
             if self._ids:
-                import bm25s
+                from crag.store.bm25_build import build_bm25
 
-                model = bm25s.BM25()
-                model.index(_as_tokenized(cache.tokens(self._ids)), show_progress=False)
-                self._model = model
+                ids = self._ids
+                self._model = build_bm25(lambda: cache.tokens(ids))
         finally:
             cache.close()
         self._save()
@@ -198,17 +196,3 @@ class TokenCache:
 
     def close(self) -> None:
         self._db.close()
-
-
-def _as_tokenized(tokens: Iterable[list[str]]) -> Any:
-    """bm25s wants (ids, vocab); build them from our own tokens (jieba for Chinese).
-
-    Documents are consumed one at a time and kept as compact int arrays (4 bytes a token):
-    at a million chunks the process held 7.7 GB after a build from token strings, 3.7 GB
-    with lists of ids (about 2 GB of either is Chroma's HNSW index).
-    """
-    import bm25s
-
-    vocab: dict[str, int] = {}
-    ids = [array("i", [vocab.setdefault(t, len(vocab)) for t in doc]) for doc in tokens]
-    return bm25s.tokenization.Tokenized(ids=ids, vocab=vocab)
