@@ -171,3 +171,11 @@ def test_kill_9_after_first_batch_of_a_3mb_file(tmp_path: Path) -> None:
     kb = KnowledgeBase(kb_dir, emb)
     assert consistent(kb) and kept < kb.manifest.chunk_ids() and kb.stats()["chunks"] == second
     assert kb.search("The river bridge museum", k=1)
+
+
+def test_loader_warnings_still_reach_the_report(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "Paris is in France."}\nnot json\n{"text": "北京是首都。"}\n', "utf-8")
+    report = KnowledgeBase(tmp_path / "kb", HashEmbedder()).ingest([data])
+    assert report.count("added") == 1 and report.chunks_written == 2
+    assert len(report.warnings) == 1 and "line 2: invalid JSON" in report.warnings[0]

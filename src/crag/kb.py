@@ -10,7 +10,10 @@ Layout of a knowledge base folder::
 
 Ingestion writes vectors first and commits the manifest per file afterwards, so a
 Ctrl-C or ``kill -9`` at any moment leaves either the old or the new version of a file;
-vectors the manifest does not know are orphans and are deleted by the next writer.
+vectors the manifest does not know are orphans and are deleted by the next writer. A file
+larger than ``commit_chunks`` chunks is streamed and committed batch by batch instead
+(``crag.ingest.writer``, docs/large-files.md): its committed batches stay, and the next
+ingest resumes it.
 
 Several processes may share one knowledge base (docs/concurrency.md): writes take the
 cross-process lock ``write.lock`` one at a time, and each commit bumps the manifest's

@@ -73,17 +73,21 @@ def scan(path: Path, block: int = BLOCK_BYTES) -> FileScan:
     return FileScan(digest.hexdigest(), size, utf8)
 
 
-def file_chunks(path: Path, info: FileScan, *, size: int, overlap: int) -> Iterator[tuple[Chunk, int]]:
+def file_chunks(
+    path: Path, info: FileScan, *, size: int, overlap: int, warnings: list[str] | None = None
+) -> Iterator[tuple[Chunk, int]]:
     """Chunks of ``path`` in file order, each with the byte offset read so far (for progress).
 
     The same passage twice in one file is yielded once (ids are content hashes). Raises
-    ``UnsupportedFileError`` (before yielding anything) for a file that cannot be read.
+    ``UnsupportedFileError`` for a file that cannot be read (before yielding anything, except
+    for a large text file with no text at all). Loader warnings (bad JSONL lines) are appended
+    to ``warnings``.
     """
     seen: set[str] = set()
     if _streams(path, info):
         docs = _text_blocks(path)
     else:
-        docs = _whole(path, info.size)
+        docs = _whole(path, info.size, warnings if warnings is not None else [])
     for doc, start, end in docs:
         pieces = chunk_text(doc.text, size=size, overlap=overlap)
         for n, text in enumerate(pieces, start=1):
@@ -99,8 +103,9 @@ def _streams(path: Path, info: FileScan) -> bool:
     return info.utf8 and info.size >= STREAM_MIN_BYTES and path.suffix.lower() in _STREAM_SUFFIXES
 
 
-def _whole(path: Path, size: int) -> Iterator[tuple[SourceDoc, int, int]]:
-    docs, _warnings = load_file(path)
+def _whole(path: Path, size: int, warnings: list[str]) -> Iterator[tuple[SourceDoc, int, int]]:
+    docs, warns = load_file(path)
+    warnings += warns
     # JSONL: progress moves document by document through the file's bytes.
     for n, doc in enumerate(docs):
         yield doc, size * n // len(docs), size * (n + 1) // len(docs)

@@ -123,7 +123,7 @@ def _segments(
         buf: list[tuple[int, Chunk, int]] = []
         first, seq = True, 0
         try:
-            for chunk, offset in file_chunks(job.path, job.info, size=size, overlap=overlap):
+            for chunk, offset in file_chunks(job.path, job.info, size=size, overlap=overlap, warnings=report.warnings):
                 job.ids.add(chunk.id)
                 buf.append((seq, chunk, job.base + offset))
                 seq += 1
