@@ -179,3 +179,44 @@ def test_loader_warnings_still_reach_the_report(tmp_path: Path) -> None:
     report = KnowledgeBase(tmp_path / "kb", HashEmbedder()).ingest([data])
     assert report.count("added") == 1 and report.chunks_written == 2
     assert len(report.warnings) == 1 and "line 2: invalid JSON" in report.warnings[0]
+
+
+def run_on_terminal(cmd: list[str], env: dict[str, str], seconds: float) -> str:
+    """What ``cmd`` writes to a pseudo-terminal within ``seconds`` (then it is killed)."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        os.close(master)
+    return out.decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pseudo-terminal")
+def test_progress_bar_in_bytes_on_a_terminal_and_quiet_when_piped(tmp_path: Path) -> None:
+    big = write_mixed_text(tmp_path / "big.txt", 2 * 1024 * 1024, seed=8)
+    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": "32", "TERM": "xterm"}
+    cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(tmp_path / "kb")]
+    shown = run_on_terminal(cmd, env, seconds=40)
+    frames = [f for f in shown.replace("\r", "\n").split("\n") if "ingesting" in f]
+    assert any("/2.1 MB" in f and "big.txt" in f for f in frames), shown[-500:]
+
+    small = tmp_path / "small.txt"
+    small.write_text("The river bridge opened in 1888. 长江大桥建于一九五七年。", "utf-8")
+    piped = subprocess.run(
+        [*cmd[:4], str(small), *cmd[5:]], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert piped.returncode == 0 and "ingesting" not in piped.stderr and "\r" not in piped.stderr

@@ -55,6 +55,10 @@ class RedactingStream:
 
     def write(self, text: str) -> int:
         stream: TextIO = getattr(sys, self._name)
+        # While a progress bar is live, rich swaps sys.stderr for a proxy that buffers lines
+        # and prints them above the bar through the console, i.e. back into this stream: the
+        # bar's own frames (no newline) would sit in that buffer and never show.
+        stream = getattr(stream, "rich_proxied_file", stream)
         return stream.write(redact_text(text))
 
     def __getattr__(self, attr: str) -> Any:
