@@ -132,7 +132,7 @@ def test_generator_through_an_openai_compatible_server(
 
     llm = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
     # Fusion hands the generator its strips best first; the distractor comes second.
-        context = [Strip(fact, "a.txt", "web", score=0.9), Strip(other, "b.txt", "web", score=0.5)]
+    context = [Strip(fact, "a.txt", "web", score=0.9), Strip(other, "b.txt", "web", score=0.5)]
     try:
         g = generate(question, context, llm, max_tokens=64, reask_above=0.8)
     finally:
