@@ -14,7 +14,7 @@ LLAMA_CMAKE := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INC
 export CRAG_CACHE_DIR ?= $(CURDIR)/.cache/crag
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: setup setup-demo demo test lint bench clean
+.PHONY: setup setup-demo demo test lint typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -58,6 +58,11 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/mypy
+
+# mypy --strict over src/crag (configuration in pyproject.toml [tool.mypy]).
+typecheck: setup
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/ingest_throughput.py

@@ -78,7 +78,7 @@ def main() -> None:
     args = ap.parse_args()
     server = SleepingSearxng(args.delay)
     search = SearxngSearch(base_url=server.url, retries=0, client=httpx.Client())
-    subqueries = decompose(QUESTION)
+    subqueries = decompose(QUESTION).subqueries
     search.search("warm up", k=1)  # connection set-up is not what we compare
     one: list[float] = []
     many: list[float] = []
@@ -87,7 +87,7 @@ def main() -> None:
         search_parallel([QUESTION], search, k=5, timeout=10.0)
         one.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        out = search_parallel(subqueries, search, k=5, timeout=10.0)
+        out = search_parallel(subqueries, search, k=5, timeout=10.0).results
         many.append(time.perf_counter() - t0)
     server.close()
     ratio = statistics.median(many) / statistics.median(one)

@@ -236,3 +236,58 @@ def _run_scripted(kb: KnowledgeBase, question: str, llm: ScriptedLLM) -> tuple:
     tracer = Tracer()
     answer = run_crag(question, Deps(kb, KeywordEvaluator(), llm, None), CragSettings(retrieval={"top_k": 1}), tracer)
     return answer, tracer.to_dict(), llm
+
+
+# ---------------------------------------------------------------- step events
+
+
+class BlindTracer(Tracer):
+    """Keeps nothing it is told: the answer must not depend on what the trace holds."""
+
+    def record(self, key: str, value: object) -> None:
+        pass
+
+    def append(self, key: str, item: object) -> None:
+        pass
+
+
+def events_of(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, llm: ScriptedLLM) -> list:
+    seen: list[tuple[str, object, int]] = []
+    cfg = CragSettings(retrieval={"top_k": 1})
+    run_crag(
+        question,
+        Deps(kb, KeywordEvaluator(), llm, search),
+        cfg,
+        Tracer(),
+        on_step=lambda n, v: seen.append((n, v, len(llm.prompts))),
+    )
+    return seen
+
+
+def test_step_events_fire_in_the_diagrams_order(kb: KnowledgeBase) -> None:
+    correct = events_of(kb, "Do zebras have stripes?", StaticWebSearch(WEB), ScriptedLLM(["Stripes [1]."]))
+    assert [n for n, _, _ in correct] == [
+        "query", "retrieve", "evaluate", "decide", "refine", "correct", "fuse", "generate", "answer"
+    ]  # fmt: skip
+    incorrect = events_of(kb, "How did the stock market close on Friday?", StaticWebSearch(WEB), ScriptedLLM(["x [1]"]))
+    names = [n for n, _, _ in incorrect]
+    assert names[:7] == ["query", "retrieve", "evaluate", "decide", "rewrite", "search", "refine_external"]
+    assert names[7:9] == ["correct", "fuse"] and names[-1] == "answer"
+    # Everything a UI shows before the answer is known before the model is asked.
+    assert all(prompts == 0 for n, _, prompts in incorrect if n not in ("generate", "answer", "abstain"))
+    values = {n: v for n, v, _ in incorrect}
+    assert values["evaluate"].confidence is not None and values["decide"].action is Action.INCORRECT
+    assert values["rewrite"].queries and values["search"].results[0][1].url == "https://example.org/zebra"
+    assert values["correct"].external and values["query"].language == "en"
+
+
+def test_answer_is_built_from_step_values_not_the_trace(kb: KnowledgeBase) -> None:
+    question = "How did the stock market close on Friday?"
+    deps = Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), StaticWebSearch(fail=True))
+    blind = run_crag(question, deps, CragSettings(retrieval={"top_k": 1}), BlindTracer())
+    tracer = Tracer()
+    deps = Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), StaticWebSearch(fail=True))
+    seen = run_crag(question, deps, CragSettings(retrieval={"top_k": 1}), tracer)
+    assert blind.queries and blind.queries == seen.queries
+    assert any("simulated outage" in d for d in blind.degradations)
+    assert blind.degradations == seen.degradations == tracer.to_dict()["degradations"]

@@ -6,6 +6,8 @@
 >>> rag.ask("What is CRAG?").answer                  # doctest: +SKIP
 """
 
+from typing import Any
+
 from crag._version import __version__ as __version__
 from crag.errors import CragError
 from crag.types import Action, Answer, Citation, Strip
@@ -13,7 +15,7 @@ from crag.types import Action, Answer, Citation, Strip
 __all__ = ["CRAG", "Action", "Answer", "Citation", "CragError", "Strip"]
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> Any:
     # Lazy: importing crag must not load Chroma, jieba or models.
     if name == "CRAG":
         from crag.engine import CRAG

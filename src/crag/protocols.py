@@ -1,7 +1,8 @@
 """Backend interfaces. Each has one essential method; everything else is built on it.
 
 Optional capabilities are protocols of their own, checked with ``isinstance``:
-:class:`ScoringLLM` (token probabilities, for the LLM judge and ``crag eval``'s judge).
+:class:`ScoringLLM` (token probabilities, for the LLM judge and ``crag eval``'s judge) and
+:class:`FullTextStore` (a vector store with its own keyword ranking).
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ class VectorStore(Protocol):
     def all_ids(self) -> set[str]: ...
 
     def query(self, vector: np.ndarray, k: int) -> list[tuple[str, float, np.ndarray | None]]: ...
+
+    def count(self) -> int: ...
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+
+@runtime_checkable
+class FullTextStore(VectorStore, Protocol):
+    """A vector store that also ranks by keywords (``kb.keyword_index = "store"``, e.g. Milvus BM25)."""
+
+    def query_text(self, text: str, k: int) -> list[tuple[str, float]]: ...
 
 
 @dataclass(frozen=True)

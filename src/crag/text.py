@@ -55,7 +55,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _jieba():  # type: ignore[no-untyped-def]
+def _jieba() -> Any:
     import jieba
 
     jieba.setLogLevel(logging.WARNING)

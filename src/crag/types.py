@@ -1,4 +1,9 @@
-"""Plain data that moves between the CRAG steps."""
+"""Plain data that moves between the CRAG steps.
+
+>>> q = Query("Who designed the Eiffel Tower?", "en", upper=0.6, lower=0.35)
+>>> q.language, q.mode, q.thresholds()
+('en', 'crag', {'upper': 0.6, 'lower': 0.35, 'rule': 'paper'})
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,28 @@ class Action(str, enum.Enum):
     AMBIGUOUS = "ambiguous"
     INCORRECT = "incorrect"
     RAG = "rag"  # no evaluation: the baseline pipeline
+
+
+@dataclass(frozen=True)
+class Query:
+    """The question as asked, with what is known about it before retrieval.
+
+    Made once per request (``crag.pipeline.make_query``) and carried through every step,
+    so the language is detected and the question classified in one place.
+    ``query_type`` is ``""`` when classification is off (or in plain RAG).
+    """
+
+    text: str
+    language: str  # "en" or "zh" (crag.text.detect_language)
+    query_type: str = ""
+    upper: float = 0.6  # τ_high: at or above, a document is trusted (Correct)
+    lower: float = 0.35  # τ_low: at or below, a document is discarded (Incorrect)
+    rule: str = "paper"  # how the grades are turned into an action (crag.decide)
+    mode: str = "crag"  # "crag", or "rag" for the plain baseline
+
+    def thresholds(self) -> dict[str, float | str]:
+        """The decision thresholds as the trace records them."""
+        return {"upper": self.upper, "lower": self.lower, "rule": self.rule}
 
 
 @dataclass
@@ -38,6 +65,14 @@ class Hit:
     keyword: float | None = None  # raw BM25 score (None when the keyword index missed it)
     rank: int = 0
     vector: Any = None  # numpy vector of the chunk when the store returned it
+
+
+@dataclass
+class Retrieval:
+    """What retrieval found for a question, best first, and how it degraded (if it did)."""
+
+    hits: list[Hit]
+    degradations: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,6 +105,11 @@ class Evaluation:
     reason: str
     evaluator: str
     degraded: str = ""  # set when the evaluator fell back (e.g. LLM parse failure)
+
+    @property
+    def degradations(self) -> list[str]:
+        """The fallback as a list, like every other step's value."""
+        return [self.degraded] if self.degraded else []
 
 
 @dataclass

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast, overload
 
 import typer
 from rich.console import Console
@@ -54,7 +54,8 @@ class RedactingStream:
         self._name = name
 
     def write(self, text: str) -> int:
-        return getattr(sys, self._name).write(redact_text(text))  # type: ignore[no-any-return]
+        stream: TextIO = getattr(sys, self._name)
+        return stream.write(redact_text(text))
 
     def __getattr__(self, attr: str) -> Any:
         if attr == "rich_proxied_file":  # rich would unwrap to the raw stream and skip redaction
@@ -63,14 +64,23 @@ class RedactingStream:
 
 
 stdout = RedactingStream("stdout")
-out = Console(file=stdout)  # type: ignore[arg-type]
-err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]
+# RedactingStream is not a full IO[str]: rich only writes, flushes and asks isatty (delegated).
+out = Console(file=stdout)  # type: ignore[arg-type]  # a write-through stream, see above
+err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]  # likewise
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
 KbOpt = Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")]
 
 
-def friendly(fn: F | None = None, *, interrupted: str = INTERRUPTED) -> Any:
+@overload
+def friendly(fn: F, *, interrupted: str = INTERRUPTED) -> F: ...
+
+
+@overload
+def friendly(fn: None = None, *, interrupted: str = INTERRUPTED) -> Callable[[F], F]: ...
+
+
+def friendly(fn: F | None = None, *, interrupted: str = INTERRUPTED) -> F | Callable[[F], F]:
     """Turn crag errors into one line on stderr and a non-zero exit code.
 
     Operating-system and encoding errors that no step turned into a crag error yet (a
@@ -95,7 +105,7 @@ def friendly(fn: F | None = None, *, interrupted: str = INTERRUPTED) -> Any:
                 err.print(f"[yellow]interrupted[/]: {interrupted}")
                 raise typer.Exit(130) from None
 
-        return wrapper  # type: ignore[return-value]
+        return cast(F, wrapper)  # same signature: wraps() keeps it for typer
 
     return decorate if fn is None else decorate(fn)
 

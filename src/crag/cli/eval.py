@@ -13,7 +13,7 @@ the same command resumes where it stopped. The report (``report.md``, ``report.h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -61,7 +61,7 @@ def eval_command(
     """Compare RAG and CRAG on a dataset: gold-answer metrics, optional LLM judge, paired tests."""
     from crag.engine import CRAG
     from crag.eval.datasets import balanced_sample, load_dataset
-    from crag.eval.judge import LLMJudge
+    from crag.eval.judge import JudgeMode, LLMJudge
     from crag.eval.report import write_report
     from crag.eval.runner import EvalOptions, run_eval
 
@@ -86,7 +86,7 @@ def eval_command(
     grader = None
     if judge == "llm":
         llm = CRAG.from_config(judge_config).llm if judge_config else rag.llm
-        grader = LLMJudge(llm, seed=seed, mode=judge_mode)  # type: ignore[arg-type]
+        grader = LLMJudge(llm, seed=seed, mode=cast(JudgeMode, judge_mode))  # checked above
 
     with Progress(
         TextColumn("[bold]eval"),

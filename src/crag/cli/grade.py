@@ -160,7 +160,7 @@ def label(
                     }
                 )
     write_atomic(output, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    out.print(f"wrote {len(rows)} labelled pairs ({sum(r['label'] for r in rows)} relevant) to {output}")
+    out.print(f"wrote {len(rows)} labelled pairs ({sum(1 for r in rows if r['label'])} relevant) to {output}")
 
 
 @evaluator_app.command("train")

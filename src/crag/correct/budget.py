@@ -24,13 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crag.correct.diversity import mmr, trigrams
 from crag.errors import BudgetExceeded, CragError, LLMBudgetExceeded, LLMReplyError, SearchBudgetExceeded
-from crag.protocols import LLM, Completion, CompletionOptions, Messages
+from crag.protocols import LLM, Completion, CompletionOptions, Messages, WebSearch
 from crag.text import approx_tokens, detect_language, split_sentences
-from crag.trace.spans import current_tracer
 from crag.types import Strip, WebResult
 
 if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
@@ -95,21 +94,32 @@ _COMPRESS_PROMPT = {
 _COPY_OVERLAP = 0.7
 
 
-def compress(question: str, strips: Sequence[Strip], llm: LLM, max_tokens: int) -> list[Strip]:
+class Compressed(NamedTuple):
+    """The compressed strips, and why compression was skipped (if it was)."""
+
+    strips: list[Strip]
+    degradations: list[str]
+
+
+def compress(
+    question: str, strips: Sequence[Strip], llm: LLM, max_tokens: int, *, lang: str | None = None
+) -> Compressed:
     """LLM compression of ``strips`` for ``question``; the strips unchanged on any failure.
 
     Each strip keeps its provenance (source, origin, url, score); only its text shrinks.
     A reply that is not JSON, has the wrong number of entries, invents sentences not in
-    the passage, or keeps nothing is a failure, recorded as a degradation.
+    the passage, or keeps nothing is a failure, returned in ``degradations``. ``lang`` is
+    the question's language when the caller knows it (detected otherwise).
 
     >>> from crag.testing.fakes import ScriptedLLM
     >>> s = [Strip("Paris is the capital. It rains a lot.", "a", "web")]
-    >>> [x.text for x in compress("capital?", s, ScriptedLLM(['{"passages": ["Paris is the capital."]}']), 50)]
-    ['Paris is the capital.']
+    >>> out = compress("capital?", s, ScriptedLLM(['{"passages": ["Paris is the capital."]}']), 50)
+    >>> [x.text for x in out.strips], out.degradations
+    (['Paris is the capital.'], [])
     """
     if not strips:
-        return []
-    lang = detect_language(question)
+        return Compressed([], [])
+    lang = "zh" if (lang or detect_language(question)) == "zh" else "en"
     passages = "\n".join(f"[{i + 1}] {s.text}" for i, s in enumerate(strips))
     prompt = _COMPRESS_PROMPT[lang].format(q=question, passages=passages, n=max_tokens)
     try:
@@ -130,10 +140,9 @@ def compress(question: str, strips: Sequence[Strip], llm: LLM, max_tokens: int) 
             result.append(replace(strip, text=text))
         if not result:
             raise LLMReplyError("compression kept nothing", backend_id=llm.model_id, step="compress")
-        return result
+        return Compressed(result, [])
     except CragError as exc:
-        current_tracer().append("degradations", f"LLM compression failed ({exc}); used uncompressed strips")
-        return list(strips)
+        return Compressed(list(strips), [f"LLM compression failed ({exc}); used uncompressed strips"])
 
 
 def _parse_passages(text: str, n: int, model: str = "") -> list[str]:
@@ -267,12 +276,12 @@ class Budget:
             )
             db.execute("COMMIT")
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> _Closing:
         assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
         db.execute(_SCHEMA)
-        return _Closing(db)  # type: ignore[return-value]
+        return _Closing(db)
 
     def _day(self) -> str:
         return self._clock().astimezone(timezone.utc).strftime("%Y-%m-%d")
@@ -304,14 +313,14 @@ class BudgetedSearch:
     SearchBudgetExceeded
     """
 
-    def __init__(self, inner: Any, budget: Budget) -> None:
+    def __init__(self, inner: WebSearch, budget: Budget) -> None:
         self.inner = inner
         self.budget = budget
         self.name: str = getattr(inner, "name", "search")
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
         self.budget.charge_search()
-        return self.inner.search(query, k=k)  # type: ignore[no-any-return]
+        return self.inner.search(query, k=k)
 
 
 class BudgetedLLM:

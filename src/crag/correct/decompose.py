@@ -7,28 +7,26 @@ enumerations ("北京、上海和广州的人口", "France, Germany and Italy"),
 one ("…；…", "… and when …?") and bulleted lists; an LLM (optional) handles the rest,
 and any LLM failure falls back to the rules.
 
->>> decompose("TCP和UDP的区别是什么？")
+>>> decompose("TCP和UDP的区别是什么？").subqueries
 ['TCP', 'UDP', 'TCP UDP 区别']
->>> decompose("What is the population of France, Germany and Italy?")
+>>> decompose("What is the population of France, Germany and Italy?").subqueries
 ['What is the population of France?', 'What is the population of Germany?', 'What is the population of Italy?']
 >>> decompose("Who wrote Hamlet?")
-['Who wrote Hamlet?']
+Decomposition(subqueries=['Who wrote Hamlet?'], degradations=[])
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from crag.deadline import Deadline
 from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM, WebSearch
 from crag.text import detect_language
-from crag.trace.spans import current_tracer
 from crag.types import WebResult
 
 MAX_WORKERS = 8  # sub-queries beyond this wait for a free thread; providers rate-limit anyway
@@ -70,58 +68,72 @@ _EN_ENUM = re.compile(rf"(?P<items>{_EN_NAME}(?:, {_EN_ITEM})*,? (?:and|or) {_EN
 _ZH_CONJ = {"和", "与", "及", "以及", "、", "跟"}
 
 
-def decompose(question: str, llm: LLM | None = None, max_subqueries: int = 4) -> list[str]:
+class Decomposition(NamedTuple):
+    """The sub-queries of a question, and why the model's were not used (if so)."""
+
+    subqueries: list[str]
+    degradations: list[str]
+
+
+def decompose(
+    question: str, llm: LLM | None = None, max_subqueries: int = 4, *, lang: str | None = None
+) -> Decomposition:
     """Sub-queries for ``question``; ``[question]`` when it does not split.
 
     With ``llm``, the model decomposes (the article's equity-incentive prompt); a failed
-    or unusable reply falls back to the rules and is recorded as a degradation.
+    or unusable reply falls back to the rules, said in ``degradations``. ``lang`` is the
+    question's language when the caller knows it (detected otherwise).
 
-    >>> decompose("气炉以什么为燃料；气炉什么时候商业化？")
+    >>> decompose("气炉以什么为燃料；气炉什么时候商业化？").subqueries
     ['气炉以什么为燃料', '气炉什么时候商业化？']
     """
     q = question.strip()
     if not q or max_subqueries < 1:
-        return [q] if q else []
+        return Decomposition([q] if q else [], [])
+    lang = lang or detect_language(q)
+    degradations: list[str] = []
     if llm is not None:
         try:
-            subs = _llm_decompose(q, llm, max_subqueries)
+            subs = _llm_decompose(q, llm, max_subqueries, lang)
             if subs:
-                return subs
+                return Decomposition(subs, [])
         except CragError as exc:
-            current_tracer().append("degradations", f"LLM decomposition failed ({exc}); used rules")
-    return rule_decompose(q, max_subqueries=max_subqueries)
+            degradations.append(f"LLM decomposition failed ({exc}); used rules")
+    return Decomposition(rule_decompose(q, max_subqueries=max_subqueries, lang=lang), degradations)
 
 
-def rule_decompose(question: str, *, max_subqueries: int = 4) -> list[str]:
+def rule_decompose(question: str, *, max_subqueries: int = 4, lang: str | None = None) -> list[str]:
     """The rule-based decomposition alone (no model)."""
     q = question.strip()
-    for rule in (_bullets, _semicolons, _second_question, _long_enumeration, _comparison, _enumeration):
-        subs = _dedupe(rule(q))
+    zh = (lang or detect_language(q)) == "zh"
+    rules = (_bullets, _semicolons, _second_question, _long_enumeration, _comparison, _enumeration)
+    for rule in rules:
+        subs = _dedupe(rule(q, zh))
         if len(subs) > 1:
             return subs[:max_subqueries]
     return [q]
 
 
-def _long_enumeration(q: str) -> list[str]:
+def _long_enumeration(q: str, zh: bool) -> list[str]:
     # "Compare France, Germany, Italy and Spain": three or more items are a list, even
     # after a comparison word, which would otherwise keep only the last pair.
-    subs = _enumeration(q)
+    subs = _enumeration(q, zh)
     return subs if len(subs) >= 3 else []
 
 
-def _bullets(q: str) -> list[str]:
+def _bullets(q: str, zh: bool) -> list[str]:
     lines = [ln for ln in q.splitlines() if ln.strip()]
     items = [m.group(1) for ln in lines if (m := _BULLET.match(ln))]
     return items if len(items) >= 2 else []
 
 
-def _semicolons(q: str) -> list[str]:
+def _semicolons(q: str, zh: bool) -> list[str]:
     parts = [p.strip() for p in _SEMICOLON.split(q) if len(p.strip()) >= 2]
     return parts if len(parts) >= 2 else []
 
 
-def _second_question(q: str) -> list[str]:
-    pat = _ZH_SECOND_Q if detect_language(q) == "zh" else _EN_SECOND_Q
+def _second_question(q: str, zh: bool) -> list[str]:
+    pat = _ZH_SECOND_Q if zh else _EN_SECOND_Q
     parts = [p.strip() for p in pat.split(q) if p.strip()]
     if len(parts) < 2:
         return []
@@ -144,8 +156,8 @@ def _subject(text: str) -> str:
     return names[0] if names else ""
 
 
-def _comparison(q: str) -> list[str]:
-    if detect_language(q) == "zh":
+def _comparison(q: str, zh: bool) -> list[str]:
+    if zh:
         m = _ZH_COMPARE.search(q)
     else:
         m = _EN_COMPARE.search(q) or _EN_VS.search(q)
@@ -163,8 +175,8 @@ def _trim(s: str) -> str:
     return s.strip(" ,.?？的")
 
 
-def _enumeration(q: str) -> list[str]:
-    if detect_language(q) == "zh":
+def _enumeration(q: str, zh: bool) -> list[str]:
+    if zh:
         return _zh_enumeration(q)
     m = _EN_ENUM.search(q)
     if not m:
@@ -203,13 +215,13 @@ def _posseg(text: str) -> list[tuple[str, str]]:
     from crag.text import _jieba
 
     _jieba()  # the shared, quietly initialised dictionary
-    import jieba.posseg  # type: ignore[import-untyped]
+    import jieba.posseg
 
     return [(p.word, p.flag) for p in jieba.posseg.cut(text)]
 
 
-def _llm_decompose(q: str, llm: LLM, n: int) -> list[str]:
-    prompt = _PROMPT[detect_language(q)].format(q=q, n=n)
+def _llm_decompose(q: str, llm: LLM, n: int, lang: str) -> list[str]:
+    prompt = _PROMPT["zh" if lang == "zh" else "en"].format(q=q, n=n)
     out = llm.complete(
         [{"role": "user", "content": prompt}],
         max_tokens=128,
@@ -238,6 +250,13 @@ def _dedupe(items: Any) -> list[str]:
     return list(dict.fromkeys(i for i in items if i))
 
 
+class Found(NamedTuple):
+    """``(query, result)`` pairs of a parallel search, and the queries that failed or timed out."""
+
+    results: list[tuple[str, WebResult]]
+    degradations: list[str]
+
+
 def search_parallel(
     queries: Sequence[str],
     search: WebSearch,
@@ -245,60 +264,51 @@ def search_parallel(
     timeout: float | None,
     *,
     deadline: Deadline | None = None,
-) -> list[tuple[str, WebResult]]:
+) -> Found:
     """Run every query at once; return ``(query, result)`` pairs, deduplicated, in query order.
 
-    Each query runs in its own daemon thread inside a copy of the caller's context (one
-    copy per task: a context cannot be entered by two threads), so ``current_tracer()``
-    in the worker is the request's tracer. A query that fails (``CragError``) or is still
-    running when ``timeout`` (or the request ``deadline``) passes is recorded as a
-    degradation and contributes nothing; the call itself never raises for them. Four
+    Each query runs in its own daemon thread. A query that fails (``CragError``) or is
+    still running when ``timeout`` (or the request ``deadline``) passes contributes
+    nothing and is said in ``degradations``; the call itself never raises for them. Four
     sub-queries therefore cost about one.
 
     >>> from crag.testing.fakes import StaticWebSearch
     >>> web = StaticWebSearch([WebResult("t", "https://e.org/a", "text")])
-    >>> [(q, r.url) for q, r in search_parallel(["a", "b"], web, k=3, timeout=2.0)]
+    >>> [(q, r.url) for q, r in search_parallel(["a", "b"], web, k=3, timeout=2.0).results]
     [('a', 'https://e.org/a')]
     """
     if not queries:
-        return []
-    tracer = current_tracer()
+        return Found([], [])
     limit = Deadline(timeout) if timeout is not None else Deadline(None)
     slots: list[list[WebResult] | None] = [None] * len(queries)
+    failures: list[str | None] = [None] * len(queries)
     gate = threading.Semaphore(MAX_WORKERS)
-    # A query given up on is recorded once, as timed out; its thread may still fail later
-    # (its own HTTP timeout), after the answer was built, and must not add to the trace then.
+    # A query given up on is reported once, as timed out; whatever its thread does later
+    # (fail on its own HTTP timeout, or finish) is ignored, as the answer is built by then.
     abandoned: set[int] = set()
-    lock = threading.Lock()
 
     def one(i: int, q: str) -> None:
         with gate:
             try:
                 slots[i] = search.search(q, k=k)
             except CragError as exc:
-                with lock:
-                    if i not in abandoned:
-                        current_tracer().append("degradations", f"search for {q!r} failed: {exc}")
+                failures[i] = f"search for {q!r} failed: {exc}"
                 slots[i] = []
 
     threads = []
     for i, q in enumerate(queries):
-        ctx = contextvars.copy_context()
-        t = threading.Thread(target=ctx.run, args=(one, i, q), name=f"crag-search-{i}", daemon=True)
+        t = threading.Thread(target=one, args=(i, q), name=f"crag-search-{i}", daemon=True)
         t.start()
         threads.append(t)
+    degradations: list[str] = []
     for i, t in enumerate(threads):
         wait = min(limit.remaining(), deadline.remaining() if deadline else float("inf"))
         t.join(None if wait == float("inf") else wait)
-        with lock:
-            late = t.is_alive()
-            if late:
-                abandoned.add(i)
-        if late:
-            tracer.append(
-                "degradations",
-                f"search for {queries[i]!r} timed out after {_elapsed(limit, deadline):g}s; skipped",
-            )
+        if t.is_alive():
+            abandoned.add(i)
+            degradations.append(f"search for {queries[i]!r} timed out after {_elapsed(limit, deadline):g}s; skipped")
+        elif (failure := failures[i]) is not None:
+            degradations.append(failure)
     seen: set[str] = set()
     out: list[tuple[str, WebResult]] = []
     for i, q in enumerate(queries):
@@ -309,7 +319,7 @@ def search_parallel(
             if key not in seen:
                 seen.add(key)
                 out.append((q, r))
-    return out
+    return Found(out, degradations)
 
 
 def _elapsed(limit: Deadline, deadline: Deadline | None) -> float:

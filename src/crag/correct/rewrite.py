@@ -185,22 +185,24 @@ def _zh_pos(question: str) -> dict[str, str]:
     from crag.text import _jieba
 
     _jieba()  # initialises the shared dictionary once, quietly
-    import jieba.posseg  # type: ignore[import-untyped]
+    import jieba.posseg
 
     return {p.word: p.flag for p in jieba.posseg.cut(question)}
 
 
-def llm_queries(question: str, docs: Sequence[str], llm: LLM, *, max_queries: int = 2) -> list[str]:
+def llm_queries(
+    question: str, docs: Sequence[str], llm: LLM, *, max_queries: int = 2, lang: str | None = None
+) -> list[str]:
     """Ask the LLM for gap-directed queries; raises ``LLMReplyError`` when the reply has none.
 
-    The prompt (in the question's language) asks what the documents lack and for
-    keyword queries that find it, as JSON ``{"queries": [...]}``.
+    The prompt (in the question's language, ``lang`` when the caller knows it) asks what
+    the documents lack and for keyword queries that find it, as JSON ``{"queries": [...]}``.
 
     >>> from crag.testing.fakes import ScriptedLLM
     >>> llm_queries("Who founded X?", ["X is a company."], ScriptedLLM(['{"queries": ["X founder"]}']))
     ['X founder']
     """
-    lang = detect_language(question)
+    lang = "zh" if (lang or detect_language(question)) == "zh" else "en"
     excerpt = "\n".join(f"- {d[:300]}" for d in docs[:3]) or "-"
     prompt = _REWRITE_PROMPT[lang].format(q=question, docs=excerpt, n=max_queries)
     out = llm.complete(

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 from crag.correct.rewrite import keyword_queries
 from crag.deadline import Deadline
 from crag.errors import CragError
-from crag.trace.spans import current_tracer
 from crag.types import Strip
 
 ABSTAIN_TEXT = {
@@ -48,7 +47,8 @@ class RoundsResult:
 
     ``strips`` is every distinct strip seen (initial and found), best first, with
     ``scores`` parallel to it; ``history`` is the best score after each evaluation
-    (index 0 = the initial documents); ``stopped`` says why the loop ended.
+    (index 0 = the initial documents); ``stopped`` says why the loop ended;
+    ``degradations`` what the loop gave up on (a failed rewrite or search, the deadline).
     """
 
     strips: list[Strip]
@@ -61,6 +61,7 @@ class RoundsResult:
     stopped: str
     queries: list[list[str]] = field(default_factory=list)
     history: list[float] = field(default_factory=list)
+    degradations: list[str] = field(default_factory=list)
 
 
 def abstain_text(lang: str) -> str:
@@ -87,7 +88,7 @@ def correct_until_confident(
       strips are evaluated each round.
     * ``search_round(queries)`` searches and refines, returning new strips (its own
       failures should degrade to ``[]``; a ``CragError`` it raises stops the loop and is
-      recorded as a degradation).
+      returned in ``degradations``).
     * ``make_queries(question, relevant_texts)`` proposes queries; the default is
       :func:`~crag.correct.rewrite.keyword_queries` (gap-directed). The verbatim question
       is the last resort when every proposal was already searched.
@@ -104,18 +105,19 @@ def correct_until_confident(
     history = [max(scores, default=0.0)]
     issued: set[str] = set()
     per_round: list[list[str]] = []
+    degradations: list[str] = []
     searches = 0
     stopped = "confident" if history[-1] >= upper else "max_rounds"
     while history[-1] < upper and len(per_round) < max_rounds:
         if deadline is not None and deadline.expired():
-            current_tracer().append("degradations", "request deadline reached; stopped correcting")
+            degradations.append("request deadline reached; stopped correcting")
             stopped = "deadline"
             break
         relevant = [s.text for s, sc in zip(strips, scores, strict=True) if sc > lower]
         try:
             proposals = propose(question, relevant)
         except CragError as exc:
-            current_tracer().append("degradations", f"query rewrite failed ({exc}); used keyword rewrite")
+            degradations.append(f"query rewrite failed ({exc}); used keyword rewrite")
             proposals = keyword_queries(question, relevant, max_queries=max_queries)
         queries = [q for q in dict.fromkeys(proposals) if q and q not in issued][:max_queries]
         if not queries and question not in issued:
@@ -129,7 +131,7 @@ def correct_until_confident(
         try:
             found = search_round(queries)
         except CragError as exc:
-            current_tracer().append("degradations", f"correction round {len(per_round)} search failed: {exc}")
+            degradations.append(f"correction round {len(per_round)} search failed: {exc}")
             stopped = "search_failed"
             break
         _add(question, found, evaluate, strips, scores, seen)
@@ -148,6 +150,7 @@ def correct_until_confident(
         stopped=stopped,
         queries=per_round,
         history=history,
+        degradations=degradations,
     )
 
 

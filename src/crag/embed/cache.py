@@ -81,7 +81,7 @@ class CachedEmbedder:
 
     @property
     def dim(self) -> int:
-        return int(self.inner.dim)  # type: ignore[attr-defined]
+        return int(self.inner.dim)  # type: ignore[attr-defined]  # not in the Embedder protocol; asked only of embedders that have it
 
     def warm_up(self) -> None:
         """Warm up the wrapped embedder (the cache file opens on first use)."""

@@ -82,12 +82,12 @@ def _quiet_progress() -> Iterator[None]:
         yield
         return
     was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
     try:
         yield
     finally:
         if was_enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # likewise
 
 
 def _offline() -> bool:

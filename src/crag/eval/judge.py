@@ -152,7 +152,8 @@ class LLMJudge:
         parsed, problem = parse_scores(reply.text, len(modes))
         if parsed is None:
             return JudgeVerdict(order=modes, error=problem, raw=reply.text[:500])
-        return JudgeVerdict({m: parsed[i] for i, m in enumerate(modes)}, modes, None, reply.text[:500])
+        scores: dict[str, dict[str, float]] = {m: dict(parsed[i]) for i, m in enumerate(modes)}
+        return JudgeVerdict(scores, modes, None, reply.text[:500])
 
     def _judge_by_probabilities(
         self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]

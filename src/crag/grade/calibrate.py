@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,8 +58,8 @@ def route(scores: np.ndarray, lower: float, upper: float) -> np.ndarray:
 
 
 def evaluate_thresholds(
-    labels: Sequence[int],
-    scores: Sequence[float],
+    labels: Sequence[int] | np.ndarray,
+    scores: Sequence[float] | np.ndarray,
     lower: float,
     upper: float,
     *,
@@ -119,13 +120,21 @@ def choose_thresholds(
     if s.size == 0:
         raise ValueError("no labelled pairs to calibrate on")
     grid = np.unique(np.round(np.concatenate([np.quantile(s, np.linspace(0, 1, 41)), np.linspace(0.05, 0.95, 19)]), 3))
-    kw = {"cost_wrong": cost_wrong, "cost_discard": cost_discard, "cost_search": cost_search, "objective": objective}
     best: Calibration | None = None
     for lo in grid:
         for hi in grid:
             if hi - lo < min_gap or not 0 <= lo < hi <= 1:
                 continue
-            c = evaluate_thresholds(labels, s, float(lo), float(hi), **kw)  # type: ignore[arg-type]
+            c = evaluate_thresholds(
+                labels,
+                s,
+                float(lo),
+                float(hi),
+                cost_wrong=cost_wrong,
+                cost_discard=cost_discard,
+                cost_search=cost_search,
+                objective=objective,
+            )
             better = (
                 best is None
                 or (objective == "accuracy" and (c.accuracy, -c.cost) > (best.accuracy, -best.cost))
@@ -171,7 +180,11 @@ def reliability_plot(labels: Sequence[int], scores: Sequence[float], path: Path,
 def write_thresholds(path: Path, upper: float, lower: float) -> None:
     """Set ``[evaluator] upper/lower`` in a TOML file, keeping everything else."""
     import tomli_w
-    import tomllib
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # the same parser, before it joined the standard library
+        import tomli as tomllib
 
     data: dict[str, Any] = {}
     if path.is_file():

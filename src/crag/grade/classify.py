@@ -139,7 +139,7 @@ def thresholds_for(query_type: str, settings: CragSettings) -> tuple[float, floa
         raise ValueError(f"unknown query type {query_type!r}; use one of {', '.join(QUERY_TYPES)}")
     ev = settings.evaluator
     d_up, d_low = DEFAULT_SHIFTS[query_type]
-    override = ev.per_type.get(query_type, {})  # type: ignore[call-overload]
+    override: dict[str, float] = {k: v for t, th in ev.per_type.items() if t == query_type for k, v in th.items()}
     upper = override.get("upper", _clip(ev.upper + d_up))
     lower = override.get("lower", _clip(ev.lower + d_low))
     if not lower < upper:

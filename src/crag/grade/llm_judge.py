@@ -265,7 +265,7 @@ class LLMJudgeEvaluator:
         if self._llm is None:
             factory = self._llm_or_factory
             assert callable(factory)
-            self._llm = factory()  # type: ignore[call-arg]
+            self._llm = factory()
         return self._llm
 
     @property
@@ -400,8 +400,8 @@ def _make(settings: CragSettings, deps: BackendDeps) -> LLMJudgeEvaluator:
     if name in ("llm", "llm-judge", "ensemble"):
         raise ConfigError(f"evaluator.fallback must be a non-LLM evaluator such as heuristic, not {name!r}")
     fallback = EVALUATORS.create(name, settings, deps)
-    cal = tuple(ev.llm_calibration) if ev.llm_calibration else None
-    return LLMJudgeEvaluator(deps.llm_factory, fallback, mode=ev.llm_mode, calibration=cal)  # type: ignore[arg-type]
+    cal = (float(ev.llm_calibration[0]), float(ev.llm_calibration[1])) if ev.llm_calibration else None
+    return LLMJudgeEvaluator(deps.llm_factory, fallback, mode=ev.llm_mode, calibration=cal)
 
 
 def register(registries: Registries) -> None:

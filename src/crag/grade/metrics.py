@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -89,7 +89,10 @@ def best_threshold(labels: ArrayLike, scores: ArrayLike) -> float:
     return round(float(cands[mid]), 4)
 
 
-class ReliabilityBin(NamedTuple):
+@dataclass(frozen=True)
+class ReliabilityBin:
+    """One bin of a reliability diagram: its score range, size, mean score and positive rate."""
+
     lo: float
     hi: float
     count: int

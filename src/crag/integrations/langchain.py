@@ -71,7 +71,7 @@ def _retriever_class() -> type:
     retrievers = require("langchain_core.retrievers", EXTRA)
     pydantic = require("pydantic", EXTRA)
 
-    class CragRetriever(retrievers.BaseRetriever):  # type: ignore[misc, name-defined]
+    class CragRetriever(retrievers.BaseRetriever):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
         """A LangChain retriever whose documents are CRAG's corrected context.
 
         ``mode="rag"`` skips evaluation and correction (the baseline); ``search`` names

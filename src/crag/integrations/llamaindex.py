@@ -75,7 +75,7 @@ def _metadata(answer: Answer) -> dict[str, Any]:
 def _retriever_class() -> type:
     base = require("llama_index.core.retrievers", EXTRA)
 
-    class CragRetriever(base.BaseRetriever):  # type: ignore[misc, name-defined]
+    class CragRetriever(base.BaseRetriever):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
         """A LlamaIndex retriever over a CRAG engine: ``CragRetriever(engine).retrieve(q)``.
 
         Each retrieval runs the full CRAG loop, generation included (the corrected
@@ -101,7 +101,7 @@ def _query_engine_class() -> type:
     response_schema = require("llama_index.core.base.response.schema", EXTRA)
     pydantic = require("pydantic", EXTRA)
 
-    class CragQueryEngine(query_engine.CustomQueryEngine):  # type: ignore[misc, name-defined]
+    class CragQueryEngine(query_engine.CustomQueryEngine):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
         """A LlamaIndex query engine answering with CRAG: ``CragQueryEngine(engine=e).query(q)``."""
 
         model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from crag._sqlite import set_wal
 from crag.types import WebResult
@@ -196,7 +196,7 @@ class RewriteCache:
         """``get`` or, on a miss, ``compute()`` and store it (exceptions are not cached)."""
         hit = self.get(kind, parts)
         if hit is not None:
-            return hit  # type: ignore[no-any-return]
+            return cast(T, hit)  # what compute() returned, back from JSON
         value = compute()
         if value:  # an empty rewrite is not worth remembering
             self.put(kind, parts, value)

@@ -24,7 +24,6 @@ visible text when it is not installed.
 
 from __future__ import annotations
 
-import contextvars
 import ipaddress
 import re
 import socket
@@ -32,11 +31,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
+from typing import NamedTuple
 
 import httpx
 
 from crag.errors import SearchError
-from crag.trace.spans import current_tracer
 from crag.types import WebResult
 
 MAX_REDIRECTS = 5
@@ -327,6 +326,13 @@ def _visible_text(page: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
+class Enriched(NamedTuple):
+    """The results with fetched page text where it was thin, and the pages that could not be fetched."""
+
+    results: list[WebResult]
+    degradations: list[str]
+
+
 def enrich(
     results: Sequence[WebResult],
     *,
@@ -339,27 +345,25 @@ def enrich(
     allow_private: bool = False,
     workers: int = 4,
     resolve: Resolver = resolve_host,
-) -> list[WebResult]:
+) -> Enriched:
     """Replace thin contents (< ``min_chars``) with the fetched page's main text.
 
     At most ``max_pages`` pages are fetched in parallel, all within ``deadline`` seconds;
     a page that fails, times out or yields less text than the snippet keeps its snippet,
-    and the failure is added to the trace's ``degradations``. Order and length of
-    ``results`` are preserved; inputs are not modified.
+    and the failure is said in ``degradations``. Order and length of ``results`` are
+    preserved; inputs are not modified.
     """
     out = list(results)
     todo = [i for i, r in enumerate(out) if len(r.content) < min_chars and r.url][:max_pages]
+    degradations: list[str] = []
     if not todo:
-        return out
-    tracer = current_tracer()
+        return Enriched(out, degradations)
     end = time.monotonic() + deadline
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo))), thread_name_prefix="crag-fetch")
     futures: dict[Future[str], int] = {}
     try:
         for i in todo:
-            ctx = contextvars.copy_context()  # so spans inside a fetch see the request's tracer
             fut = pool.submit(
-                ctx.run,
                 fetch_page,
                 out[i].url,
                 client=client,
@@ -380,26 +384,24 @@ def enrich(
                 try:
                     text = fut.result()
                 except SearchError as exc:
-                    tracer.append("degradations", f"{exc}; kept the search snippet")
+                    degradations.append(f"{exc}; kept the search snippet")
                     continue
                 except Exception as exc:  # a parser bug must not sink the answer
-                    tracer.append(
-                        "degradations",
-                        f"fetch: {_short(out[i].url)} failed ({type(exc).__name__}); kept the search snippet",
+                    degradations.append(
+                        f"fetch: {_short(out[i].url)} failed ({type(exc).__name__}); kept the search snippet"
                     )
                     continue
                 if len(text) > len(out[i].content):
                     out[i] = replace(out[i], content=text[:max_chars])
         for fut in pending:
             fut.cancel()
-            tracer.append(
-                "degradations",
-                f"fetch: {_short(out[futures[fut]].url)} not fetched within {deadline:g}s; kept the search snippet",
+            degradations.append(
+                f"fetch: {_short(out[futures[fut]].url)} not fetched within {deadline:g}s; kept the search snippet"
             )
     finally:
         # Do not wait for stragglers: each is bounded by its own timeout and its result is dropped.
         pool.shutdown(wait=False, cancel_futures=True)
-    return out
+    return Enriched(out, degradations)
 
 
 def _short(url: str) -> str:

@@ -352,30 +352,30 @@ async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncI
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:
-        return error_response(exc.status, exc.type, str(exc))  # type: ignore[no-any-return]
+        return error_response(exc.status, exc.type, str(exc))
 
     @app.exception_handler(CragError)
     async def crag_error(_: Request, exc: CragError) -> Response:
         status, type_ = crag_error_status(exc)
         if status >= 500:
             log.warning("%s: %s", type(exc).__name__, redact_text(str(exc)))
-        return error_response(status, type_, str(exc))  # type: ignore[no-any-return]
+        return error_response(status, type_, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> Response:
-        return error_response(422, "validation_error", describe_errors(exc.errors()))  # type: ignore[no-any-return]
+        return error_response(422, "validation_error", describe_errors(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         names = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
-        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message)  # type: ignore[no-any-return]
+        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message)
 
     @app.exception_handler(Exception)
     async def internal_error(_: Request, exc: Exception) -> Response:
         log.error("unhandled %s", type(exc).__name__, exc_info=exc)
         metrics.error("internal_error")
-        return error_response(500, "internal_error", "internal error; see the server log")  # type: ignore[no-any-return]
+        return error_response(500, "internal_error", "internal error; see the server log")
 
 
 class _MetricsMiddleware:
@@ -447,7 +447,7 @@ def serve(
         )
     if workers > 1:
         _check_shareable_store(settings, workers)
-    options = {
+    options: dict[str, Any] = {
         "rate_limit_per_minute": rate_limit_per_minute,
         "max_body_bytes": max_body_bytes,
         "cors_origins": list(cors_origins),
@@ -459,7 +459,7 @@ def serve(
         )
         uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers)
         return
-    app = create_app(CRAG(settings), api_keys=keys, **options)  # type: ignore[arg-type]
+    app = create_app(CRAG(settings), api_keys=keys, **options)
     uvicorn.run(app, host=host, port=port)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 __all__ = ["STATIC_DIR", "install", "router"]
 
@@ -31,8 +32,8 @@ router = APIRouter()
 
 
 class _StaticFiles(StaticFiles):
-    async def get_response(self, path: str, scope: object) -> Response:
-        response = await super().get_response(path, scope)  # type: ignore[arg-type]
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
         response.headers.update(SECURITY_HEADERS)
         return response
 

@@ -11,13 +11,15 @@ normalises each list and mixes them with ``retrieval.dense_weight``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from crag.config import RetrievalSettings
 
 __all__ = ["fuse_ranks"]
 
 
 def fuse_ranks(
-    dense: list[tuple[str, float, object]], sparse: list[tuple[str, float]], cfg: RetrievalSettings
+    dense: Sequence[tuple[str, float, object]], sparse: Sequence[tuple[str, float]], cfg: RetrievalSettings
 ) -> dict[str, float]:
     """A fused score per chunk id (higher is better) from ``(id, score[, vector])`` lists, best first."""
     out: dict[str, float] = {}

@@ -46,7 +46,8 @@ KB_DOCS = {
 def unit_rows(n: int, dim: int = DIM, seed: int = 0) -> np.ndarray:
     """``n`` random L2-normalised float32 rows (deterministic per seed)."""
     x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    rows: np.ndarray = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return rows
 
 
 def meta(source: str = "a.md", title: str = "", url: str = "") -> dict[str, Any]:

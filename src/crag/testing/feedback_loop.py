@@ -83,7 +83,7 @@ def run_feedback_loop(
     """
     t0 = time.perf_counter()
     kb = work / "kb"
-    settings = {
+    settings: dict[str, Any] = {
         "kb": {"path": kb},
         "search": {"provider": "corpus", "corpus_path": SAMPLE / "external"},
         "llm": {"model": model, "max_tokens": max_tokens},
@@ -123,7 +123,7 @@ def run_feedback_loop(
     labels = [int(p["label"]) for p in pairs]
     general = sample_rows(read_pairs(ROOT / "data" / "eval_pairs" / "test.jsonl", need_label=True), general_pairs, 1)
     general_labels = [int(r["label"]) for r in general]
-    figures = {
+    figures: dict[str, Any] = {
         "questions": len(questions),
         "ratings": {k: sum(1 for r in ratings if r["rating"] == k) for k in ("up", "down")},
         "likely_grader_misses": sum(1 for r in ratings if r["likely_grader_miss"]),

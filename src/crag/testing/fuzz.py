@@ -16,7 +16,11 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the dev extra; imported at run time inside the functions
+    from hypothesis import settings
+    from schemathesis.schemas import BaseSchema
 
 __all__ = ["FuzzReport", "fuzz_random_bodies", "fuzz_schema", "hostile_requests", "send_hostile"]
 
@@ -49,12 +53,13 @@ class FuzzReport:
         return self
 
 
-def _settings(examples: int, seed: int | None) -> Any:
-    from hypothesis import HealthCheck, Phase, settings
+def _settings(examples: int, seed: int | None) -> settings:
+    from hypothesis import HealthCheck, Phase
+    from hypothesis import settings as make_settings
 
     # Generate only: a 5xx is recorded, not raised, so there is nothing to shrink, and a fixed
     # seed makes the bounded CI run reproducible.
-    return settings(
+    return make_settings(
         max_examples=examples,
         deadline=None,
         database=None,
@@ -82,10 +87,11 @@ def fuzz_schema(
     from hypothesis import strategies as st
     from schemathesis.generation.modes import GenerationMode
 
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=headers)
+    schema: BaseSchema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=headers)
     if path is not None:
         schema = schema.include(path=path)
-    modes = [GenerationMode.POSITIVE, *([GenerationMode.NEGATIVE] if negative else [])]
+    # schemathesis needs Python 3.11 (enum.StrEnum); checked for 3.10, its modes look like plain str
+    modes: list[GenerationMode] = [GenerationMode.POSITIVE, *([GenerationMode.NEGATIVE] if negative else [])]  # type: ignore[list-item]  # see above
     strategy = st.one_of(*(schema.as_strategy(m) for m in modes))
     report = FuzzReport()
 

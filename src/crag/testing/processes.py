@@ -78,8 +78,8 @@ def crag_serve(
         yield url
     finally:
         stop_group(proc)
-        if log:
-            out.close()  # type: ignore[union-attr]
+        if not isinstance(out, int):  # a log file we opened (DEVNULL is an int)
+            out.close()
 
 
 def stop_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace: float = 10.0) -> None:

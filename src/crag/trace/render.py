@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -84,7 +84,7 @@ def _retrieved(data: Mapping[str, Any]) -> Table | None:
         return None
     grades = {str(g.get("id")): g for g in _dicts(data.get("grades"))}
     table = Table(title="retrieved", title_justify="left", box=box.SIMPLE_HEAD, expand=True)
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
         ("source", "left"),
         ("score", "right"),
@@ -92,8 +92,9 @@ def _retrieved(data: Mapping[str, Any]) -> Table | None:
         ("bm25", "right"),
         ("grade", "right"),
         ("text / reason", "left"),
-    ):
-        table.add_column(name, justify=justify, ratio=1 if name == "text / reason" else None)  # type: ignore[arg-type]
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify, ratio=1 if name == "text / reason" else None)
     for i, hit in enumerate(hits, 1):
         grade = grades.get(str(hit.get("id")), {})
         body = Text(_clip(hit.get("text"), SNIPPET))

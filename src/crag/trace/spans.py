@@ -1,11 +1,12 @@
 """Per-request tracing: timed spans, recorded decisions, and secret redaction.
 
-A ``Tracer`` is CRAG's black box for one question. Steps time themselves with
-``tracer.span(...)`` and record what they decided with ``tracer.record(...)``; the
-pipeline saves ``tracer.to_dict()`` in a :class:`crag.trace.store.TraceStore`.
+A ``Tracer`` is CRAG's black box for one question. The pipeline times each step in
+``tracer.span(...)`` and, as an observer of the steps' values, records what they decided
+with ``tracer.record(...)`` (:mod:`crag.pipeline.record`); the engine saves
+``tracer.to_dict()`` in a :class:`crag.trace.store.TraceStore`.
 
-Deep code (an HTTP helper, a backend fallback) reaches the active tracer through a
-context variable, like datasette's ``tracer.py``, instead of having it passed down.
+The tracer only records: it is passed to the pipeline explicitly, and no step reads it.
+Steps return what degraded as values, so deep code never needs to reach a tracer.
 """
 
 from __future__ import annotations
@@ -24,16 +25,12 @@ from crag.redact import known_secrets
 from crag.redact import redact as _redact
 
 __all__ = [
-    "NullTracer",
     "Span",
     "Tracer",
-    "current_tracer",
     "env_secrets",
     "new_trace_id",
     "redact",
-    "use_tracer",
 ]
-
 
 
 def new_trace_id() -> str:
@@ -163,57 +160,6 @@ class Tracer:
             "timings": self.timings(),
             **events,
         }
-
-
-class NullTracer(Tracer):
-    """A tracer that keeps nothing: what ``current_tracer()`` returns outside a request.
-
-    Spans still time their block and re-raise, so code behaves the same traced or not.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(trace_id="none")
-
-    def _add_span(self, span: Span) -> None:
-        pass
-
-    def record(self, key: str, value: Any) -> None:
-        pass
-
-    def append(self, key: str, item: Any) -> None:
-        pass
-
-
-_NULL = NullTracer()
-_current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("crag_tracer", default=None)
-
-
-def current_tracer() -> Tracer:
-    """The tracer of the running request, or a no-op tracer when there is none.
-
-    >>> current_tracer().append("degradations", "ignored: no request is traced")
-    """
-    return _current.get() or _NULL
-
-
-@contextmanager
-def use_tracer(tracer: Tracer) -> Iterator[Tracer]:
-    """Make ``tracer`` the current one for the ``with`` block (and tasks copied from it).
-
-    Plain threads do not inherit context variables; submit work with
-    ``contextvars.copy_context().run`` when a worker must see the tracer.
-
-    >>> t = Tracer()
-    >>> with use_tracer(t):
-    ...     current_tracer().append("degradations", "reranker missing")
-    >>> t.events["degradations"]
-    ['reranker missing']
-    """
-    token = _current.set(tracer)
-    try:
-        yield tracer
-    finally:
-        _current.reset(token)
 
 
 def env_secrets() -> list[str]:

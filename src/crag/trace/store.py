@@ -184,7 +184,7 @@ class TraceStore:
         # redact() can see into.
         clean: dict[str, Any] = redact(json.loads(json.dumps(data, default=_json_default)))
         trace_id = str(clean["id"])
-        timings = clean.get("timings") if isinstance(clean.get("timings"), dict) else {}
+        timings: dict[str, Any] = clean["timings"] if isinstance(clean.get("timings"), dict) else {}
         total = _float(timings.get("total"))
         row = (
             trace_id,
@@ -232,7 +232,8 @@ class TraceStore:
             )
         if not rows:
             raise TraceNotFoundError(f"no trace with id {trace_id}; run `crag trace list` to see ids")
-        return json.loads(rows[0]["data"])
+        trace: dict[str, Any] = json.loads(rows[0]["data"])
+        return trace
 
     def count(self) -> int:
         """How many traces are stored."""
@@ -259,7 +260,8 @@ class TraceStore:
 
     def feedback(self, trace_id: str | None = None, *, limit: int = 100_000) -> list[dict[str, Any]]:
         """Ratings, newest first: of one trace (exact id), or of every trace."""
-        sql, params = "SELECT trace_id, rating, comment, created_at FROM feedback", []
+        sql = "SELECT trace_id, rating, comment, created_at FROM feedback"
+        params: list[str | int] = []
         if trace_id is not None:
             sql += " WHERE trace_id = ?"
             params.append(trace_id)
@@ -276,7 +278,8 @@ class TraceStore:
         max_confidence: float | None = None,
     ) -> list[dict[str, Any]]:
         """Summary rows (no ``data``), newest first, optionally filtered."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[str | float] = []
         if action is not None:
             where.append("action = ?")
             params.append(str(getattr(action, "value", action)))

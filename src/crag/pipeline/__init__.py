@@ -1,0 +1,172 @@
+"""The CRAG data flow, top to bottom: retrieve → evaluate → decide → correct → generate.
+
+``run_crag`` is the whole algorithm; ``run_rag`` is the plain baseline with the same
+components (retrieve → generate) that the article compares against. Each step is a
+function that returns a value (:mod:`crag.pipeline.steps`, :mod:`crag.pipeline.correction`);
+the run functions compose them and read no global state.
+
+Step events
+-----------
+As each step finishes, its value is handed to the observers, in this order (a step that
+does not run on a path sends nothing):
+
+==================  ============================  ==============================================
+event               value                         when
+==================  ============================  ==============================================
+``query``           :class:`~crag.types.Query`    first: the question, language, type, thresholds
+``retrieve``        :class:`~crag.types.Retrieval`  documents found (hits, best first)
+``evaluate``        :class:`~crag.types.Evaluation` grades and the set's confidence (CRAG)
+``decide``          ``Decision``                  action + confidence (``rag`` in plain RAG)
+``refine``          ``Refinement``                internal strips kept (Correct, Ambiguous, or
+                                                  Incorrect's fallback when nothing was found)
+``rewrite``         ``Rewrite``                   search queries (+ sub-queries) (Ambiguous, Incorrect)
+``search``          ``Search``                    external results with their queries
+``refine_external`` ``Refinement``                external strips kept
+``rounds``          ``RoundsResult``              multi-round correction (``correction.max_rounds`` > 1)
+``correct``         ``Correction``                all strips by origin, every strip graded (CRAG)
+``fuse``            ``Context``                   what the generator will see, conflicts (CRAG)
+``compress``        ``Context``                   the Correct path's LLM compression (opt-in)
+``abstain``         ``Generation``                nothing reliable found: titles and links, no guess
+``generate``        ``Generation``                the model's answer, citations, re-ask
+``answer``          :class:`~crag.types.Answer`   last: what the caller gets
+==================  ============================  ==============================================
+
+Every value carries ``degradations``: what that step gave up on, with the reason. The
+Answer's degradations are the steps' own, gathered in order. The tracer is one observer
+(:class:`~crag.pipeline.record.TraceRecorder`); ``on_step`` adds another (a stream of
+server-sent events, say). Observers watch and never steer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crag.config import CragSettings
+from crag.deadline import Deadline
+from crag.kb import KnowledgeBase
+from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
+from crag.pipeline.guard import guard
+from crag.pipeline.record import TraceRecorder
+from crag.pipeline.steps import (
+    Context,
+    Decision,
+    OnStep,
+    Steps,
+    abstain,
+    compose_answer,
+    compress_context,
+    decide_action,
+    fuse,
+    generate_answer,
+    grade,
+    make_query,
+    retrieve,
+    usage,
+)
+from crag.protocols import LLM, Evaluator, WebSearch
+from crag.trace.spans import Tracer
+from crag.types import Action, Answer, Hit, Strip
+
+__all__ = [
+    "Context",
+    "Correction",
+    "Decision",
+    "Deps",
+    "OnStep",
+    "Refinement",
+    "Rewrite",
+    "Search",
+    "make_query",
+    "run_crag",
+    "run_rag",
+]
+
+
+@dataclass
+class Deps:
+    """The components one question runs through."""
+
+    kb: KnowledgeBase
+    evaluator: Evaluator
+    llm: LLM
+    search: WebSearch | None
+
+
+def run_crag(
+    question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None
+) -> Answer:
+    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
+    steps = _steps(tracer, on_step)
+    query = steps.emit("query", make_query(question, cfg, mode="crag"))
+    deadline = Deadline(cfg.correction.deadline_seconds)
+    llm, search = guard(deps.kb, deps.llm, deps.search, cfg, deadline)  # budgets, timeouts, cache
+
+    # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
+    retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
+
+    # 2. Evaluate: a relevance grade per document and a confidence for the set.
+    grading = steps.run("evaluate", lambda: grade(query, retrieval, deps.evaluator), evaluator=deps.evaluator.name)
+
+    # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds,
+    #    chosen per kind of question when classification is on (article 3.2.3).
+    decision = steps.emit("decide", decide_action(query, grading))
+
+    # 4. Correct: refine what the internal documents offer (Correct, Ambiguous); search the
+    #    external source with rewritten queries, in rounds until confident (Ambiguous, Incorrect).
+    corrector = Corrector(query, deps.evaluator, llm, search, cfg, deadline, steps)
+    correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+
+    # Fuse: flag instruction-like strips, dedupe, rank by grade and cross-source support,
+    # diversify, fit the budget; optionally compress on the Correct path.
+    context = steps.run("fuse", lambda: fuse([correction.internal, correction.external], cfg, query.language))
+    if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
+        context = steps.run("compress", lambda: compress_context(query, context, llm))
+
+    # Abstain honestly when correction found nothing reliable (best grade still ≤ tau_low).
+    if cfg.correction.abstain and decision.action is not Action.CORRECT and correction.best() <= query.lower:
+        generation = steps.emit("abstain", abstain(query, context))
+    else:
+        # 5. Generate from the corrected context, citing it (and told about any conflict);
+        #    a refusal despite a source graded >= tau_high is asked again once.
+        generation = steps.run(
+            "generate",
+            lambda: generate_answer(query, context, llm, cfg),
+            tags_from=usage,
+            model=llm.model_id,
+            context_items=len(context.strips),
+        )
+    degradations = retrieval.degradations + grading.degradations + correction.degradations + context.degradations
+    answer = compose_answer(
+        query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
+    )
+    return steps.emit("answer", answer)
+
+
+def run_rag(
+    question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None
+) -> Answer:
+    """The baseline: retrieve top-k and generate from the chunks as they are."""
+    steps = _steps(tracer, on_step)
+    query = steps.emit("query", make_query(question, cfg, mode="rag"))
+    retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
+    decision = steps.emit("decide", Decision(Action.RAG, None))
+    context = Context([_strip(h) for h in retrieval.hits])
+    generation = steps.run(
+        "generate",
+        lambda: generate_answer(query, context, deps.llm, cfg),
+        tags_from=usage,
+        model=deps.llm.model_id,
+        context_items=len(context.strips),
+    )
+    answer = compose_answer(query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer)
+    return steps.emit("answer", answer)
+
+
+def _steps(tracer: Tracer, on_step: OnStep | None) -> Steps:
+    """The one place a request's observers are set: the tracer's recorder, then ``on_step``."""
+    return Steps(tracer, TraceRecorder(tracer), *([on_step] if on_step else []))
+
+
+def _strip(h: Hit) -> Strip:
+    c = h.chunk
+    return Strip(c.text, c.source, "internal", c.title, c.url, c.id, h.score)

@@ -1,0 +1,215 @@
+"""The steps ``run_crag`` composes, each a function from values to a value, and the runner.
+
+:class:`Steps` runs a step inside a timed span of the request's tracer and hands the
+value it returns to every observer *as the step finishes* (the tracer's recorder first,
+then an optional ``on_step`` callback, e.g. a stream of server-sent events). Observers
+only watch: nothing the pipeline decides is read back from them.
+
+>>> from crag.trace.spans import Tracer
+>>> seen = []
+>>> steps = Steps(Tracer(), lambda name, value: seen.append(name))
+>>> steps.run("fuse", lambda: 42, items=3)
+42
+>>> seen
+['fuse']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from crag.config import CragSettings
+from crag.correct.budget import compress
+from crag.correct.contradict import Conflict, conflict_instruction, detect_conflicts
+from crag.correct.fuse import fuse_ranked
+from crag.correct.injection import flag_instructions
+from crag.correct.rounds import abstain_text
+from crag.decide import decide
+from crag.generate import Generation, generate
+from crag.grade.classify import query_thresholds
+from crag.kb import KnowledgeBase
+from crag.protocols import LLM, Evaluator
+from crag.text import detect_language
+from crag.trace.spans import Tracer
+from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip
+
+T = TypeVar("T")
+OnStep = Callable[[str, Any], None]
+"""An observer: called with a step's name and its value as soon as the step finishes."""
+
+
+class Steps:
+    """Runs steps in the tracer's spans and hands each value to the observers, in order.
+
+    ``crag.pipeline`` makes one per request, with the tracer's recorder
+    (:class:`crag.pipeline.record.TraceRecorder`) first and the caller's ``on_step`` after.
+    """
+
+    def __init__(self, tracer: Tracer, *observers: OnStep) -> None:
+        self.tracer = tracer
+        self.observers = list(observers)
+
+    def run(
+        self, name: str, step: Callable[[], T], *, tags_from: Callable[[T], dict[str, Any]] | None = None, **tags: Any
+    ) -> T:
+        """Run ``step()`` in a span called ``name`` (with ``tags``, plus ``tags_from(value)``), then emit its value."""
+        with self.tracer.span(name, **tags) as span:
+            value = step()
+            if tags_from is not None:
+                span.tags.update(tags_from(value))
+        return self.emit(name, value)
+
+    def emit(self, name: str, value: T) -> T:
+        """Hand ``value`` to every observer as the event ``name``; return it."""
+        for observe in self.observers:
+            observe(name, value)
+        return value
+
+
+# -- values -----------------------------------------------------------------------------
+@dataclass
+class Decision:
+    """The corrective action and the confidence it was decided from (None in plain RAG)."""
+
+    action: Action
+    confidence: float | None
+
+
+@dataclass
+class Context:
+    """What the generator is shown: fused strips, best first, and what fusion found."""
+
+    strips: list[Strip]
+    duplicates: int = 0
+    support: list[int] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    instruction: str = ""  # told to the generator when sources disagree
+    suspicious: list[dict[str, object]] = field(default_factory=list)  # instruction-like strips, ranked lower
+    budget_tokens: int = 0
+    degradations: list[str] = field(default_factory=list)
+
+
+# -- steps ------------------------------------------------------------------------------
+def make_query(question: str, cfg: CragSettings, *, mode: str = "crag") -> Query:
+    """The question with its language and, in CRAG mode, its type and decision thresholds."""
+    ev = cfg.evaluator
+    if mode != "crag":
+        return Query(question, detect_language(question), "", ev.upper, ev.lower, ev.rule, mode)
+    th = query_thresholds(question, cfg)
+    return Query(question, detect_language(question), th.query_type, th.upper, th.lower, ev.rule, mode)
+
+
+def retrieve(query: Query, kb: KnowledgeBase, cfg: CragSettings) -> Retrieval:
+    """1. Hybrid dense + keyword top-k from the knowledge base."""
+    return kb.retrieve(query.text, k=cfg.retrieval.top_k)
+
+
+def grade(query: Query, retrieval: Retrieval, evaluator: Evaluator) -> Evaluation:
+    """2. A relevance grade per retrieved document and a confidence for the set."""
+    passages = [
+        Passage(h.chunk.id, h.chunk.text, vector=h.vector, dense=h.dense, keyword=h.keyword) for h in retrieval.hits
+    ]
+    return evaluator.grade(query.text, passages)
+
+
+def decide_action(query: Query, grading: Evaluation) -> Decision:
+    """3. Correct / Ambiguous / Incorrect from the grades and the question's thresholds."""
+    action = decide(
+        grading.grades, confidence=grading.confidence, upper=query.upper, lower=query.lower, rule=query.rule
+    )
+    return Decision(action, grading.confidence)
+
+
+def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Context:
+    """Dedupe, rank by grade and cross-source support, diversify, fit the token budget.
+
+    Retrieved text is data: strips that address the assistant are flagged and ranked
+    lower first. The generator sees fusion's ranking, capped; conflicts are numbered as
+    it sees them.
+    """
+    fix = cfg.correction
+    suspicious = flag_instructions([s for g in groups for s in g])
+    budget_tokens = fix.context_tokens or cfg.generation.max_context_chars // 2
+    fused = fuse_ranked(
+        groups,
+        max_tokens=budget_tokens,
+        diversity=fix.diversity,
+        mmr_lambda=fix.mmr_lambda,
+        detect_contradictions=False,
+    )
+    strips = fused.context[: cfg.generation.max_sources]
+    conflicts = detect_conflicts(strips)
+    instruction = conflict_instruction(conflicts, lang)
+    return Context(strips, fused.duplicates, fused.support, conflicts, instruction, suspicious, budget_tokens)
+
+
+def compress_context(query: Query, context: Context, llm: LLM) -> Context:
+    """The Correct path's optional LLM compression (article 2.2: 去噪和压缩)."""
+    out = compress(query.text, context.strips, llm, context.budget_tokens, lang=query.language)
+    return replace(context, strips=out.strips, degradations=out.degradations)
+
+
+def generate_answer(query: Query, context: Context, llm: LLM, cfg: CragSettings) -> Generation:
+    """5. Generate from the context, citing it; in CRAG a refusal despite a source graded
+    at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask)."""
+    return generate(
+        query.text,
+        context.strips,
+        llm,
+        lang=query.language,
+        max_tokens=cfg.llm.max_tokens,
+        temperature=cfg.llm.temperature,
+        extra_instruction=context.instruction,
+        max_sources=cfg.generation.max_sources,
+        reask_above=query.upper if query.mode == "crag" else None,
+    )
+
+
+def usage(gen: Generation) -> dict[str, int]:
+    """The generate span's tags: what the answer cost."""
+    return {
+        "prompt_tokens": sum(c.prompt_tokens for c in gen.completions),
+        "completion_tokens": sum(c.completion_tokens for c in gen.completions),
+        "llm_calls": len(gen.completions),
+    }
+
+
+def abstain(query: Query, context: Context) -> Generation:
+    """No guess: say so, and list what was found by title and link.
+
+    Titles and links only: quoting raw retrieved text back to the user would also
+    repeat whatever instructions a page planted in it.
+    """
+    shown = context.strips[:3]
+    lines = [abstain_text(query.language)]
+    lines += [f"[{n}] {s.title or s.source} {s.url}".rstrip() for n, s in enumerate(shown, 1)]
+    citations = [Citation(n, s.source, s.title, s.url, s.text) for n, s in enumerate(shown, 1)]
+    return Generation("\n".join(lines), citations, shown, refused=True)
+
+
+def compose_answer(
+    query: Query,
+    decision: Decision,
+    gen: Generation,
+    *,
+    degradations: list[str],
+    queries: list[str],
+    tracer: Tracer,
+) -> Answer:
+    """The Answer, from the step values (the tracer gives only its id and its clock)."""
+    return Answer(
+        question=query.text,
+        answer=gen.text,
+        action=decision.action,
+        confidence=decision.confidence,
+        citations=gen.citations,
+        context=gen.sources,
+        trace_id=tracer.id,
+        timings={k: round(v, 4) for k, v in tracer.timings().items()},
+        mode=query.mode,
+        degradations=degradations,
+        queries=queries,
+        refused=gen.refused,
+    )
