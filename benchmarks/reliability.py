@@ -3,6 +3,7 @@
     python benchmarks/reliability.py                      # every check
     python benchmarks/reliability.py --only faults kill9  # some of them
     python benchmarks/reliability.py --queries 200 --kills 20
+    python benchmarks/reliability.py --only large-file    # 100 MB text file, ~25 min
 
 The hostile-input rows (fuzzing, canary secrets, orphans, CLI bad input) live in
 ``reliability_input.py`` and run in this table too (``--list`` shows every name).
@@ -326,6 +327,26 @@ def kill9(args: argparse.Namespace, tmp: Path) -> Row:
     )
 
 
+def large_file(args: argparse.Namespace, tmp: Path) -> Row:
+    """A 100 MB text file: ``large_file_ingest.py`` (about 25 minutes; not in the default set)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "large_file_ingest.py"), "--mb", str(args.large_mb)]
+    run = subprocess.run([*cmd, "--batches", str(args.large_batches)], capture_output=True, text=True, timeout=7200)
+    if run.returncode != 0:
+        return Row("large file", f"benchmark failed: {run.stderr.strip()[-200:]}", "peak RSS ≤ 1 GB", False)
+    res = json.loads((ROOT / "benchmarks" / "results" / "large_file_ingest.json").read_text("utf-8"))
+    real, full, peak = res["real"], res["full"], res["projected_real_peak_rss_mb"]
+    flat = real["rss_growth_mb_per_1k_chunks"] <= 10  # Chroma's own growth is ~2 MB per 1,000 chunks
+    return Row(
+        "large file",
+        f"{res['file_mb']} MB: real ingest peak {real['peak_rss_mb']} MB over {len(real['commits'])} batches "
+        f"({real['rss_growth_mb_per_1k_chunks']} MB per 1,000 chunks); whole file with a stand-in embedder "
+        f"{full['peak_rss_mb']} MB; projected {peak} MB",
+        "peak RSS ≤ 1 GB, flat across batches",
+        peak <= 1024 and flat,
+        res,
+    )
+
+
 def _files(kb: Path) -> int:
     try:
         with sqlite3.connect(kb / "manifest.sqlite", timeout=1) as db:
@@ -353,7 +374,13 @@ def _part_b(name: str, check: Callable[[argparse.Namespace, Path], dict[str, Any
 
 
 CHECKS: list[Check] = [interleaved_chroma, milvus_lite_second_process, faults, kill9]
-NAMES = {"interleaved": interleaved_chroma, "milvus-lite": milvus_lite_second_process, "faults": faults, "kill9": kill9}
+NAMES = {
+    "interleaved": interleaved_chroma,
+    "milvus-lite": milvus_lite_second_process,
+    "faults": faults,
+    "kill9": kill9,
+    "large-file": large_file,  # ~25 min: run with --only large-file
+}
 try:  # part B of issue 12 (hostile input): its checks share the (args, tmp) signature
     import reliability_input
 
@@ -373,6 +400,8 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=20, help="kill -9 cycles")
     ap.add_argument("--fuzz-examples", type=int, default=1700, help="schemathesis cases (fuzz_500s)")
     ap.add_argument("--kill-cycles", type=int, default=10, help="kill -9 cycles of ingest --workers 2 (orphans)")
+    ap.add_argument("--large-mb", type=float, default=100, help="size of the large-file check's text file")
+    ap.add_argument("--large-batches", type=int, default=12, help="batches the large-file check's real run commits")
     args = ap.parse_args()
     if args.list:
         print("\n".join(NAMES))
