@@ -40,12 +40,12 @@ class CrashingEmbedder(HashEmbedder):
 
     def __init__(self, calls: int) -> None:
         super().__init__()
-        self.calls, self.texts = calls, 0
+        self.budget, self.texts = calls, 0
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
-        if self.calls == 0:
+        if self.budget == 0:
             raise KeyboardInterrupt("interrupted")
-        self.calls -= 1
+        self.budget -= 1
         self.texts += len(texts)
         return super().embed(texts, kind=kind)
 

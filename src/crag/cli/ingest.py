@@ -77,6 +77,9 @@ def ingest(
         for f in report.skipped:
             skipped.add_row(escape(f.path), escape(f.reason))
         out.print(skipped)
+    for f in report.files:
+        if f.reason and f.status in ("added", "updated"):  # e.g. a large file resumed after a crash
+            out.print(f"{escape(f.path)}: {escape(f.reason)} ({f.chunks} chunks in all)")
     for w in report.warnings[:20]:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     stats = rag.knowledge_base().stats()
