@@ -6,11 +6,16 @@ Capabilities are proven with the real components; these make branches reachable
 >>> llm = ScriptedLLM(["Paris [1]."])
 >>> llm.complete([{"role": "user", "content": "capital of France?"}]).text
 'Paris [1].'
+>>> list(ScriptedLLM(["It is Paris [1]."]).stream([{"role": "user", "content": "capital of France?"}]))
+['It ', 'is ', 'Paris ', '[1].']
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from crag.errors import SearchError
-from crag.protocols import Completion, EmbedKind
+from crag.protocols import Completion, EmbedKind, TokenStream
 from crag.text import tokenize
 from crag.types import WebResult
 
@@ -42,13 +47,21 @@ class HashEmbedder:
 
 
 class ScriptedLLM:
-    """Replies from a queue (the last reply repeats); records every prompt it got."""
+    """Replies from a queue (the last reply repeats); records every prompt it got.
+
+    ``stream`` hands the reply over word by word, ``token_delay`` seconds apart; ``streamed``
+    counts the words handed over and ``stopped`` the streams closed before their end.
+    """
 
     model_id = "scripted"
 
-    def __init__(self, replies: Sequence[str]) -> None:
+    def __init__(self, replies: Sequence[str], *, token_delay: float = 0.0) -> None:
         self.replies = deque(replies)
         self.prompts: list[Sequence[dict[str, str]]] = []
+        self.token_delay = token_delay
+        self.streamed = 0
+        self.stopped = 0
+        self.lock = threading.Lock()  # held while a stream runs, as a local model's is
 
     def complete(
         self,
@@ -60,6 +73,25 @@ class ScriptedLLM:
     ) -> Completion:
         self.prompts.append(messages)
         return Completion(text=self.reply(messages), prompt_tokens=10, completion_tokens=5, model=self.model_id)
+
+    def stream(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
+    ) -> TokenStream:
+        self.prompts.append(messages)
+        text = self.reply(messages)
+        words = re.findall(r"\S+\s*", text) or [text]
+        with self.lock:
+            sent = 0
+            try:
+                for word in words:
+                    if self.token_delay:
+                        time.sleep(self.token_delay)
+                    self.streamed += 1
+                    sent += 1
+                    yield word
+            finally:
+                self.stopped += sent < len(words)
+        return Completion(text=text, prompt_tokens=10, completion_tokens=len(words), model=self.model_id)
 
     def reply(self, messages: Sequence[dict[str, str]]) -> str:
         """The next scripted reply (subclasses compute one from the prompt instead)."""
