@@ -123,7 +123,12 @@ def test_generate_reask_says_the_answer_is_replaced_then_streams_the_second() ->
     seen: list[object] = []
     llm = ScriptedLLM(["The sources do not say.", "Ann wrote it [1]."])
     g = generate(
-        "Who wrote it?", [strip("Ann wrote it.", 0.9)], llm, reask_above=0.8, on_token=seen.append, on_replace=seen.append
+        "Who wrote it?",
+        [strip("Ann wrote it.", 0.9)],
+        llm,
+        reask_above=0.8,
+        on_token=seen.append,
+        on_replace=seen.append,
     )
     cut = seen.index(Replace("reask"))
     assert "".join(map(str, seen[:cut])) == "The sources do not say."
@@ -178,7 +183,13 @@ def test_plain_rag_streams_too_and_without_on_step_nothing_streams(kb: Knowledge
     seen: list[str] = []
     llm = ScriptedLLM(["Zebras have stripes [1]."])
     deps = Deps(kb, GoldEvaluator(), llm, None)
-    run_rag("Do zebras have stripes?", deps, CragSettings(retrieval={"top_k": 1}), Tracer(), on_step=lambda n, v: seen.append(n))
+    run_rag(
+        "Do zebras have stripes?",
+        deps,
+        CragSettings(retrieval={"top_k": 1}),
+        Tracer(),
+        on_step=lambda n, v: seen.append(n),
+    )
     assert seen.count("token") == 4 and llm.streamed == 4
     run_rag("Do zebras have stripes?", deps, CragSettings(retrieval={"top_k": 1}), Tracer())
     assert llm.streamed == 4  # the second run called complete()
