@@ -38,6 +38,7 @@ from typing import Any
 __all__ = [
     "MIN_SECRET_LEN",
     "REDACTED",
+    "StreamRedactor",
     "install_log_redaction",
     "known_secrets",
     "redact",
@@ -121,6 +122,57 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(_keep_prefix, text)
     return text
+
+
+class StreamRedactor:
+    """Redacts text that arrives in pieces (an answer streamed token by token).
+
+    A secret split across two pieces would pass a check of each piece, so the last few
+    words are held back until more text shows where they end; what is released has been
+    redacted with enough of what follows. Key shapes and secrets hold no whitespace and no
+    CJK characters, and the patterns that span words (``Bearer <key>``, ``api_key = <key>``)
+    span at most three, so text before the last three words is safe to judge.
+
+    ### Usage example
+    >>> r = StreamRedactor(secrets=["canary-4242"])
+    >>> [r.push(p) for p in ("my key is cana", "ry-", "4242 and ", "more ", "words")]
+    ['my ', '', 'key ', 'is ', '*** ']
+    >>> r.flush()
+    'and more words'
+    """
+
+    HELD_WORDS = 3
+
+    def __init__(self, secrets: Iterable[str] | None = None) -> None:
+        self._secrets = None if secrets is None else list(secrets)
+        self._pending = ""
+
+    def push(self, piece: str) -> str:
+        """Take the next piece; return the redacted text that is now safe to release ("" if none)."""
+        self._pending += piece
+        cut = self._safe_end(self._pending)
+        if cut <= 0:
+            return ""
+        out, self._pending = self._pending[:cut], self._pending[cut:]
+        return redact_text(out, self._secrets)
+
+    def flush(self) -> str:
+        """The rest, redacted (the text has ended)."""
+        out, self._pending = self._pending, ""
+        return redact_text(out, self._secrets)
+
+    def reset(self) -> None:
+        """Forget held text (it was replaced: the client discards it)."""
+        self._pending = ""
+
+    @classmethod
+    def _safe_end(cls, text: str) -> int:
+        # Word starts: after whitespace, and at each CJK character (Chinese has no spaces).
+        starts = [m.start() for m in _WORD_START.finditer(text)]
+        return starts[-cls.HELD_WORDS] if len(starts) >= cls.HELD_WORDS else 0
+
+
+_WORD_START = re.compile(r"(?<=\s)\S|[\u3000-\u9fff\uff00-\uffef]")
 
 
 def _keep_prefix(match: re.Match[str]) -> str:
