@@ -115,6 +115,36 @@ def test_real_server_chat_completion(server_url: str, monkeypatch: pytest.Monkey
 
 @pytest.mark.integration
 @pytest.mark.slow
+def test_real_server_streams_tokens_as_they_are_written(server_url: str) -> None:
+    llm = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
+    messages = [{"role": "user", "content": "Write three short sentences about bridges."}]
+    pieces: list[str] = []
+    arrived: list[float] = []
+    t0 = time.monotonic()
+    try:
+        gen = llm.stream(messages, max_tokens=48)
+        while True:
+            try:
+                pieces.append(next(gen))
+                arrived.append(time.monotonic() - t0)
+            except StopIteration as end:
+                done = end.value
+                break
+        total = time.monotonic() - t0
+        # Stopping early closes the connection; the server then answers the next call.
+        early = llm.stream(messages, max_tokens=48)
+        assert next(early)
+        early.close()
+        assert llm.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text
+    finally:
+        llm.close()
+    assert len(pieces) >= 5 and done.text == "".join(pieces).strip()
+    assert arrived[0] < 0.8 * total  # the first piece came well before the end
+    assert 0 < done.completion_tokens <= 48
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("question", "fact", "other", "gold"),
     [
