@@ -28,6 +28,7 @@ from crag.llm.timeout import TimeoutLLM
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import Completion, StreamingLLM, stream_completion
+from crag.redact import StreamRedactor, redact_text
 from crag.testing.fakes import EchoLLM, HashEmbedder, ScriptedLLM, StaticWebSearch
 from crag.trace.spans import Tracer
 from crag.types import Evaluation, Grade, Passage, Strip, WebResult
@@ -367,3 +368,31 @@ def test_stream_thread_does_not_outlive_a_closed_consumer() -> None:
         time.sleep(0.02)
     assert slow.stopped == 1
     assert not [t for t in threading.enumerate() if t.name.startswith("crag-stream-scripted") and t.is_alive()]
+
+
+# -- redaction of text that arrives in pieces -------------------------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The key is canary-secret-4242 and nothing else.",
+        "Send Authorization: Bearer abc123def456ghi789 to the server, then stop.",
+        "Use api_key = sk-proj-abcdefghijklmnop1234 here. 天津犹太会堂建成于1940年。",
+        "Basic auth: Authorization: Basic dXNlcjpwYXNzMTIz works too.",
+    ],
+)
+def test_stream_redactor_catches_a_secret_however_the_text_is_cut(text: str) -> None:
+    secrets = ["canary-secret-4242"]
+    whole = redact_text(text, secrets)
+    assert "***" in whole
+    for size in (1, 2, 3, 5, 8):
+        for offset in range(size):
+            cuts = [text[:offset]] + [text[i : i + size] for i in range(offset, len(text), size)]
+            r = StreamRedactor(secrets)
+            out = "".join(r.push(c) for c in cuts) + r.flush()
+            assert out == whole, (size, offset, out)
+
+
+def test_stream_redactor_releases_text_one_word_behind() -> None:
+    r = StreamRedactor([])
+    assert r.push("The") == "" and r.push(" Tianjin") == "The " and r.push(" Synagogue") == "Tianjin "
+    assert [r.push(c) for c in "天津犹太"] == ["Synagogue", "天", "津", "犹"] and r.flush() == "太"

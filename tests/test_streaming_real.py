@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,3 +152,30 @@ def test_client_hang_up_mid_answer_frees_the_model_within_a_second(engine: CRAG,
         trace = client.get(f"/v1/traces/{trace_id}").json()
     assert any("closed by its reader" in e for e in trace.get("errors", [])), trace.get("errors")
     assert "answer" not in trace  # stopped before an answer was composed
+
+
+def test_cli_prints_the_decision_first_then_the_answer_as_it_is_written(engine: CRAG) -> None:
+    env = {**os.environ, "CRAG_LLM__MODEL": SMALL_MODEL, "CRAG_LLM__MAX_TOKENS": "64", "COLUMNS": "200"}
+    kb = str(engine.settings.kb.path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crag.cli", "ask", QUESTION, "--kb", kb, "--search", "none"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    t0 = time.monotonic()
+    reads: list[tuple[float, bytes]] = []
+    while data := os.read(proc.stdout.fileno(), 4096):  # pieces as the CLI flushes them
+        reads.append((time.monotonic() - t0, data))
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    out = b"".join(d for _, d in reads).decode()
+    assert out.startswith("CORRECT") and "[1]" in out and "total" in out.splitlines()[-1]
+    decided = next(t for t, d in reads if b"confidence" in d)
+    answer_reads = [t for t, d in reads if b"confidence" not in d and b"total" not in d]
+    assert len(answer_reads) >= 5, reads  # written as it came, not in one piece
+    assert decided < answer_reads[0] < answer_reads[-1]
+    # --json keeps its one object
+    one = subprocess.run(
+        [sys.executable, "-m", "crag.cli", "ask", QUESTION, "--kb", kb, "--search", "none", "--json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert json.loads(one.stdout)["answer"]

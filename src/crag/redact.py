@@ -28,6 +28,7 @@ It imports nothing from crag, so the error tree and the tracer can both use it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -127,21 +128,19 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
 class StreamRedactor:
     """Redacts text that arrives in pieces (an answer streamed token by token).
 
-    A secret split across two pieces would pass a check of each piece, so the last few
-    words are held back until more text shows where they end; what is released has been
-    redacted with enough of what follows. Key shapes and secrets hold no whitespace and no
-    CJK characters, and the patterns that span words (``Bearer <key>``, ``api_key = <key>``)
-    span at most three, so text before the last three words is safe to judge.
+    A secret split across two pieces would pass a check of each piece, so the word being
+    written is held back until the next one starts, and so are the words before it while
+    they could open a pattern that spans words (``Bearer <key>``, ``api_key = <key>``,
+    ``Authorization: Basic <key>``). Secrets and key shapes hold no whitespace and no CJK
+    character, so the released text is judged whole. The cost is one word of delay.
 
     ### Usage example
     >>> r = StreamRedactor(secrets=["canary-4242"])
-    >>> [r.push(p) for p in ("my key is cana", "ry-", "4242 and ", "more ", "words")]
-    ['my ', '', 'key ', 'is ', '*** ']
-    >>> r.flush()
-    'and more words'
+    >>> [r.push(p) for p in ("my key is cana", "ry-", "4242 and ", "more")]
+    ['my ', '', 'key is *** ', 'and ']
+    >>> r.push(" Bearer abc123"), r.push("def456 ok"), r.flush()
+    ('more ', '', 'Bearer *** ok')
     """
-
-    HELD_WORDS = 3
 
     def __init__(self, secrets: Iterable[str] | None = None) -> None:
         self._secrets = None if secrets is None else list(secrets)
@@ -150,7 +149,7 @@ class StreamRedactor:
     def push(self, piece: str) -> str:
         """Take the next piece; return the redacted text that is now safe to release ("" if none)."""
         self._pending += piece
-        cut = self._safe_end(self._pending)
+        cut = _safe_end(self._pending)
         if cut <= 0:
             return ""
         out, self._pending = self._pending[:cut], self._pending[cut:]
@@ -165,14 +164,23 @@ class StreamRedactor:
         """Forget held text (it was replaced: the client discards it)."""
         self._pending = ""
 
-    @classmethod
-    def _safe_end(cls, text: str) -> int:
-        # Word starts: after whitespace, and at each CJK character (Chinese has no spaces).
-        starts = [m.start() for m in _WORD_START.finditer(text)]
-        return starts[-cls.HELD_WORDS] if len(starts) >= cls.HELD_WORDS else 0
 
-
+# Word starts: after whitespace, and at each CJK character (Chinese has no spaces).
 _WORD_START = re.compile(r"(?<=\s)\S|[\u3000-\u9fff\uff00-\uffef]")
+# A word after which a secret may follow in the next word or two.
+_OPENER = re.compile(
+    r"(?i)(?:bearer|basic|authorization|key|token|secret|password|passwd|credential|auth)\W*\s*$|[:=]\W*\s*$"
+)
+
+
+def _safe_end(text: str) -> int:
+    """Where the text that can be judged on its own ends (0: nothing yet)."""
+    bounds = [0, *(m.start() for m in _WORD_START.finditer(text))]
+    words = [text[a:b] for a, b in itertools.pairwise(bounds)]  # all but the last
+    i = len(bounds) - 1  # the last word may still grow: held
+    while i > 0 and (_OPENER.search(words[i - 1]) or (i > 1 and _OPENER.search(words[i - 2]))):
+        i -= 1
+    return bounds[i]
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

@@ -27,7 +27,7 @@ from crag.types import Answer
 
 __all__ = ["ask_events", "chat_events", "first_events", "live_events"]
 
-POLL_SECONDS = 0.25  # longest wait in the threadpool: how soon a hang-up stops the model
+POLL_SECONDS = 0.1  # longest wait in the threadpool: how soon a hang-up stops the model
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while nothing happens (proxies drop idle streams)
 # Events after which a chat stream has something to send (an error before them is an HTTP status).
 _CHAT_START = frozenset({"token", "replace", "generate", "abstain", "answer"})
