@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -42,7 +42,9 @@ def _next(stream: AnswerStream) -> tuple[str, StreamEvent | None]:
     return ("event", event) if event is not None else ("idle", None)
 
 
-async def live_events(stream: AnswerStream, keepalive: float | None = None) -> AsyncIterator[StreamEvent | None]:
+async def live_events(
+    stream: AnswerStream, keepalive: float | None = None
+) -> AsyncGenerator[StreamEvent | None, None]:
     """The stream's events, ``None`` every ``keepalive`` idle seconds; closes the stream on the way out."""
     keepalive = KEEPALIVE_SECONDS if keepalive is None else keepalive
     idle_since = time.monotonic()
@@ -108,7 +110,7 @@ async def ask_events(
         await events.aclose()
 
 
-async def first_events(events: AsyncIterator[StreamEvent | None]) -> list[StreamEvent]:
+async def first_events(events: AsyncGenerator[StreamEvent | None, None]) -> list[StreamEvent]:
     """Read events until the answer starts (its first token, or the end of a run without one).
 
     A chat stream waits for this before it answers: an error of the run until then (the
@@ -125,7 +127,7 @@ async def first_events(events: AsyncIterator[StreamEvent | None]) -> list[Stream
 
 async def chat_events(
     first: list[StreamEvent],
-    events: AsyncIterator[StreamEvent | None],
+    events: AsyncGenerator[StreamEvent | None, None],
     metrics: Metrics,
     model: str,
     trace_id: str,
@@ -150,8 +152,8 @@ async def chat_events(
         return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
 
     async def all_events() -> AsyncIterator[StreamEvent | None]:
-        for event in first:
-            yield event
+        for seen in first:
+            yield seen
         async for event in events:
             yield event
 
