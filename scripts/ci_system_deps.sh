@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# System packages CI needs beyond Python, for tests/test_ui_browser.py:
+# System packages CI needs beyond Python, for tests/server/test_ui_browser.py:
 #   chromium            Debian's browser; Playwright drives /usr/bin/chromium (never
 #                       `playwright install`: browser downloads fail on the closed network)
 #   fonts-wqy-microhei  a small CJK font, so Chinese questions render as text, not boxes,

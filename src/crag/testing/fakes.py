@@ -8,6 +8,8 @@ Capabilities are proven with the real components; these make branches reachable
 'Paris [1].'
 >>> list(ScriptedLLM(["It is Paris [1]."]).stream([{"role": "user", "content": "capital of France?"}]))
 ['It ', 'is ', 'Paris ', '[1].']
+>>> [g.score for g in MarkerEvaluator().grade("q", [Passage("a", "gold"), Passage("b", "noise")]).grades]
+[0.9, 0.1]
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from crag.errors import SearchError
+from crag.grade.heuristic import set_confidence
 from crag.protocols import Completion, EmbedKind, TokenStream
 from crag.text import tokenize
-from crag.types import WebResult
+from crag.types import Evaluation, Grade, Passage, WebResult
 
 
 class HashEmbedder:
@@ -35,8 +38,10 @@ class HashEmbedder:
 
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
+        self.calls: list[list[str]] = []  # the texts of every embed call
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
+        self.calls.append(list(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for tok in tokenize(text) or ["_"]:
@@ -47,17 +52,19 @@ class HashEmbedder:
 
 
 class ScriptedLLM:
-    """Replies from a queue (the last reply repeats); records every prompt it got.
+    """Replies from a queue (the last reply repeats); records every prompt and schema it got.
 
+    A reply that is an exception is raised instead, to script an outage or a bad backend.
     ``stream`` hands the reply over word by word, ``token_delay`` seconds apart; ``streamed``
     counts the words handed over and ``stopped`` the streams closed before their end.
     """
 
     model_id = "scripted"
 
-    def __init__(self, replies: Sequence[str], *, token_delay: float = 0.0) -> None:
+    def __init__(self, replies: Sequence[str | BaseException], *, token_delay: float = 0.0) -> None:
         self.replies = deque(replies)
         self.prompts: list[Sequence[dict[str, str]]] = []
+        self.schemas: list[dict[str, Any] | None] = []
         self.token_delay = token_delay
         self.streamed = 0
         self.stopped = 0
@@ -72,6 +79,7 @@ class ScriptedLLM:
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
         self.prompts.append(messages)
+        self.schemas.append(json_schema)
         return Completion(text=self.reply(messages), prompt_tokens=10, completion_tokens=5, model=self.model_id)
 
     def stream(
@@ -95,7 +103,10 @@ class ScriptedLLM:
 
     def reply(self, messages: Sequence[dict[str, str]]) -> str:
         """The next scripted reply (subclasses compute one from the prompt instead)."""
-        return self.replies.popleft() if len(self.replies) > 1 else self.replies[0]
+        reply = self.replies.popleft() if len(self.replies) > 1 else self.replies[0]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
 
 
 class EchoLLM(ScriptedLLM):
@@ -138,3 +149,41 @@ class StaticWebSearch:
         if self.fail:
             raise SearchError("static: simulated outage", backend_id="static", step="search")
         return self.results[:k]
+
+
+class MarkerEvaluator:
+    """Grades by marker words, so a test picks the branch with its text.
+
+    The default: ``"gold"`` 0.9 (Correct), ``"partial"`` 0.5 (Ambiguous), anything else
+    0.1 (Incorrect); the first marker found wins.
+    """
+
+    name = "marker"
+
+    def __init__(self, markers: dict[str, float] | None = None, default: float = 0.1) -> None:
+        self.markers = markers if markers is not None else {"gold": 0.9, "partial": 0.5}
+        self.default = default
+        self.queries: list[str] = []
+        self.graded: list[str] = []  # every passage text, as the evaluator saw it
+
+    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+        self.queries.append(query)
+        self.graded += [p.text for p in passages]
+        grades = [Grade(p.id, self._score(p.text), "marker") for p in passages]
+        return Evaluation(grades, set_confidence(grades), "marker words", self.name)
+
+    def _score(self, text: str) -> float:
+        return next((v for k, v in self.markers.items() if k in text), self.default)
+
+
+class FixedEvaluator:
+    """Returns fixed scores in passage order (and ``degraded``, to test a fallback)."""
+
+    def __init__(self, name: str, scores: Sequence[float], degraded: str = "") -> None:
+        self.name = name
+        self.scores = list(scores)
+        self.degraded = degraded
+
+    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+        grades = [Grade(p.id, s, f"{self.name} says {s}") for p, s in zip(passages, self.scores, strict=True)]
+        return Evaluation(grades, set_confidence(grades), "fixed", self.name, self.degraded)

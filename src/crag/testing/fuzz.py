@@ -1,6 +1,6 @@
 """Fuzz the HTTP API: schemathesis cases from the OpenAPI schema plus hand-written hostile bodies.
 
-Shared by ``tests/test_fuzz.py`` (a bounded run in the default suite) and
+Shared by ``tests/reliability/test_fuzz.py`` (a bounded run in the default suite) and
 ``benchmarks/reliability_input.py`` (≥ 2,000 requests). Both count statuses; a 5xx is a failure,
 whatever the input. Needs the ``dev`` extra (schemathesis, hypothesis).
 

@@ -42,7 +42,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="needs crag[server]")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Artefacts go to the ignored .cache (or CRAG_SCREENSHOT_DIR), so a test run never changes
 # tracked files; the screenshots committed under benchmarks/results/ui/ are copies of these.
 SHOTS = Path(os.environ.get("CRAG_SCREENSHOT_DIR") or ROOT / ".cache" / "artifacts" / "ui")

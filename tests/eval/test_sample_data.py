@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 LANGS = ("zh", "en")
 ACTIONS = ("correct", "ambiguous", "incorrect")
 

@@ -18,7 +18,7 @@ from crag.types import WebResult
 
 pytestmark = pytest.mark.unit
 
-CASSETTES = Path(__file__).parent / "cassettes"
+CASSETTES = Path(__file__).resolve().parents[1] / "cassettes"
 KEY = "tvly-SECRET-test-key-123"
 
 

@@ -23,7 +23,7 @@ from crag.search.duckduckgo import DuckDuckGoSearch
 from crag.search.searxng import SearxngSearch
 from crag.types import WebResult
 
-CASSETTES = Path(__file__).parent / "cassettes"
+CASSETTES = Path(__file__).resolve().parents[1] / "cassettes"
 BRAVE_KEY = "BSA-SECRET-test-key-456"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_correct_decompose import LocalSearxng
 
 from crag.correct.decompose import search_parallel
 from crag.errors import SearchError
@@ -14,7 +15,6 @@ from crag.search.cache import CachedSearch, RewriteCache
 from crag.search.searxng import SearxngSearch
 from crag.testing.fakes import StaticWebSearch
 from crag.types import WebResult
-from test_correct_decompose import LocalSearxng
 
 pytestmark = pytest.mark.unit
 

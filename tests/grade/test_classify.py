@@ -22,7 +22,7 @@ from crag.grade.classify import (
 from crag.protocols import Completion
 
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Explicit base thresholds: the expectations must not follow changes of the defaults.
 BASE = {"upper": 0.6, "lower": 0.35}
 

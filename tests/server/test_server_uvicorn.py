@@ -27,7 +27,7 @@ from crag.server.app import create_app
 from crag.testing.net import free_port
 
 # Not imported from llm_fixtures: whether tests/ is a package decides if that import works.
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_MODEL = "qwen2.5-coder-0.5b"
 KEY = "uvicorn-test-key-42"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -13,7 +13,7 @@ from crag.correct.rewrite import gap_terms, keyword_queries, llm_queries
 from crag.errors import LLMReplyError
 from crag.testing.fakes import ScriptedLLM
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample"
 
 

@@ -18,7 +18,7 @@ from crag.eval.metrics import gold_match
 
 pytestmark = pytest.mark.unit
 
-HARD = Path(__file__).resolve().parents[1] / "data" / "hard"
+HARD = Path(__file__).resolve().parents[2] / "data" / "hard"
 ACTIONS = ("correct", "ambiguous", "incorrect")
 
 
