@@ -21,7 +21,6 @@ from crag.deadline import Deadline
 from crag.errors import LLMError, LLMUnavailableError, RequestCancelled
 from crag.generate import Replace, generate
 from crag.generate.answer import NOT_IN_SOURCES
-from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.llm.openai_chat import OpenAIChatLLM
 from crag.llm.timeout import TimeoutLLM
@@ -29,23 +28,13 @@ from crag.pipeline import Deps, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import Completion, StreamingLLM, stream_completion
 from crag.redact import StreamRedactor, redact_text
-from crag.testing.fakes import EchoLLM, HashEmbedder, ScriptedLLM, StaticWebSearch
+from crag.testing.fakes import EchoLLM, HashEmbedder, MarkerEvaluator, ScriptedLLM, StaticWebSearch
 from crag.trace.spans import Tracer
-from crag.types import Evaluation, Grade, Passage, Strip, WebResult
+from crag.types import Strip, WebResult
 
 pytestmark = pytest.mark.unit
 
 MESSAGES = [{"role": "user", "content": "Who wrote it?"}]
-
-
-class GoldEvaluator:
-    """Grades 'gold' passages 0.9, others 0.1."""
-
-    name = "gold-fake"
-
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
-        grades = [Grade(p.id, 0.9 if "gold" in p.text else 0.1, "scripted") for p in passages]
-        return Evaluation(grades, set_confidence(grades), "scripted", self.name)
 
 
 class PlainLLM:
@@ -167,7 +156,7 @@ def test_stage_events_come_before_tokens_and_tokens_before_generate(kb: Knowledg
     llm = EchoLLM()
     answer = run_crag(
         "How did the stock market close on Friday?",
-        Deps(kb, GoldEvaluator(), llm, StaticWebSearch([WebResult("Zebra", "https://e.org/z", "Web gold text.")])),
+        Deps(kb, MarkerEvaluator(), llm, StaticWebSearch([WebResult("Zebra", "https://e.org/z", "Web gold text.")])),
         CragSettings(retrieval={"top_k": 1}),
         Tracer(),
         on_step=lambda n, v: seen.append((n, v)),
@@ -183,7 +172,7 @@ def test_stage_events_come_before_tokens_and_tokens_before_generate(kb: Knowledg
 def test_plain_rag_streams_too_and_without_on_step_nothing_streams(kb: KnowledgeBase) -> None:
     seen: list[str] = []
     llm = ScriptedLLM(["Zebras have stripes [1]."])
-    deps = Deps(kb, GoldEvaluator(), llm, None)
+    deps = Deps(kb, MarkerEvaluator(), llm, None)
     run_rag(
         "Do zebras have stripes?",
         deps,
@@ -197,7 +186,7 @@ def test_plain_rag_streams_too_and_without_on_step_nothing_streams(kb: Knowledge
 
 
 def live_run(kb: KnowledgeBase, llm: ScriptedLLM, tracer: Tracer) -> Any:
-    deps = Deps(kb, GoldEvaluator(), llm, None)
+    deps = Deps(kb, MarkerEvaluator(), llm, None)
     return lambda on_step: run_crag("Do zebras have stripes?", deps, CragSettings(retrieval={"top_k": 1}), tracer,
                                     on_step=on_step)  # fmt: skip
 
