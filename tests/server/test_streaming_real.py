@@ -23,11 +23,12 @@ import pytest
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.server.app import create_app
+from crag.testing.net import serve_in_thread
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (crag[local])")
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_MODEL = "qwen2.5-coder-0.5b"
 KEY = "streaming-test-key-42"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -61,9 +62,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> CRAG:
 
 @pytest.fixture(scope="module")
 def base_url(engine: CRAG) -> Iterator[str]:
-    from test_server_uvicorn import running
-
-    with running(create_app(engine, api_keys=[KEY])) as url:
+    with serve_in_thread(create_app(engine, api_keys=[KEY])) as url:
         yield url
 
 
