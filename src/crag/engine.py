@@ -219,7 +219,8 @@ class CRAG:
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
-        ...         print(e.data["delta"] if e.name == "token" else f"\n[{e.name}]", end="")
+        ...         if e.name == "token":
+        ...             print(e.data["delta"], end="", flush=True)
         """
         run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
         tracer = Tracer()

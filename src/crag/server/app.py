@@ -43,7 +43,7 @@ from crag.server.auth import (
     keys_from_env,
 )
 from crag.server.body import describe_errors, document_bodies, parse_body
-from crag.server.live import ask_events, chat_events, first_events, live_events
+from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import SSEResponse, chat_completion, crag_error_status
@@ -54,7 +54,6 @@ __all__ = ["crag_error_status", "create_app", "serve"]
 
 log = logging.getLogger("crag.server")
 
-KEEPALIVE_SECONDS = 10.0  # SSE comment interval while the engine works (proxies drop idle streams)
 SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker processes
 
 
