@@ -118,10 +118,13 @@ def run_cli(kb: Path, config: Path, timed: TimedLLM) -> dict[str, Any]:
     finally:
         sys.stdout = real
     end = time.monotonic()
-    lines = [(t, s) for t, s in out.writes]
-    decided = next(i for i, (_, s) in enumerate(lines) if "confidence" in s)
-    # After the decision line and the blank line before the answer: the answer's writes.
-    answer_writes = [(t, s) for t, s in lines[decided + 1 :] if s.strip() and "total" not in s]
+    writes = out.writes
+    decided = next(i for i, (_, s) in enumerate(writes) if "confidence" in s)
+    # The answer is written between the blank line after the decision (and any "searching:"
+    # line) and the blank line before the sources.
+    start = next(i for i in range(decided + 1, len(writes)) if writes[i][1] == "\n") + 1
+    stop = next((i for i in range(start, len(writes)) if writes[i][1].startswith("\n")), len(writes))
+    answer_writes = [(t, s) for t, s in writes[start:stop] if s]
     first = answer_writes[0][0]
     text = "".join(s for _, s in answer_writes)
     return _row(t0, first, end, timed.first[-1], len(answer_writes), text)
