@@ -233,6 +233,20 @@ def test_a_reader_that_falls_behind_holds_the_run_and_close_releases_it(kb: Know
     assert s.wait(timeout=5) and llm.stopped == 1
 
 
+def test_a_stream_dropped_without_close_stops_the_run(kb: KnowledgeBase) -> None:
+    import gc
+
+    llm = ScriptedLLM([" ".join(["word"] * 200)], token_delay=0.01)
+    tracer = Tracer()
+    s = AnswerStream(live_run(kb, llm, tracer), trace_id=tracer.id, max_events=3)
+    assert next(e for e in s if e.name == "token")
+    worker = s._worker
+    del s
+    gc.collect()
+    worker.join(timeout=5)
+    assert not worker.is_alive() and llm.stopped == 1 and not llm.lock.locked()
+
+
 def test_an_error_of_the_run_reaches_the_reader(kb: KnowledgeBase) -> None:
     class Down(ScriptedLLM):
         def stream(self, *a: Any, **kw: Any) -> Any:

@@ -53,16 +53,17 @@ class AnswerStream(Iterator[StreamEvent]):
 
     def __init__(self, run: Callable[[OnStep], Any], *, trace_id: str, max_events: int = QUEUE_EVENTS) -> None:
         self.trace_id = trace_id
-        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, max_events))
-        self._cancel = threading.Event()
+        # The worker holds the channel, not this object: a stream dropped without close()
+        # is collected, and its __del__ stops the run.
+        self._channel = _Channel(max_events)
         self._finished = False
         ctx = contextvars.copy_context()  # spans opened in the run nest under the caller's
+        channel = self._channel
         self._worker = threading.Thread(
-            target=lambda: ctx.run(self._work, run), name=f"crag-stream-{trace_id}", daemon=True
+            target=lambda: ctx.run(channel.work, run), name=f"crag-stream-{trace_id}", daemon=True
         )
         self._worker.start()
 
-    # -- the caller's side -------------------------------------------------------------------
     def __iter__(self) -> AnswerStream:
         return self
 
@@ -80,7 +81,7 @@ class AnswerStream(Iterator[StreamEvent]):
         if self._finished:
             raise StopIteration
         try:
-            kind, value = self._queue.get(timeout=timeout)
+            kind, value = self._channel.queue.get(timeout=timeout)
         except queue.Empty:
             return None
         if kind == "event":
@@ -92,11 +93,11 @@ class AnswerStream(Iterator[StreamEvent]):
 
     def close(self) -> None:
         """Stop the run at its next event (between two tokens while the model writes)."""
-        self._cancel.set()
+        self._channel.cancel.set()
 
     @property
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        return self._channel.cancel.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the worker to end (the model is free again); True if it did."""
@@ -110,33 +111,40 @@ class AnswerStream(Iterator[StreamEvent]):
         self.close()
 
     def __del__(self) -> None:
-        self._cancel.set()
+        self._channel.cancel.set()
 
-    # -- the worker's side -------------------------------------------------------------------
-    def _work(self, run: Callable[[OnStep], Any]) -> None:
+
+class _Channel:
+    """The worker's side: runs the pipeline and queues its events; stops once cancelled."""
+
+    def __init__(self, max_events: int) -> None:
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, max_events))
+        self.cancel = threading.Event()
+
+    def work(self, run: Callable[[OnStep], Any]) -> None:
         try:
-            last = summarise("answer", run(self._observe))
+            last = summarise("answer", run(self.observe))
         except BaseException as exc:  # handed to the caller's thread
-            self._put(("error", exc), final=True)
+            self.put(("error", exc), final=True)
             return
-        self._put(("event", last), final=True)
-        self._put(("end", None), final=True)
+        self.put(("event", last), final=True)
+        self.put(("end", None), final=True)
 
-    def _observe(self, name: str, value: Any) -> None:
+    def observe(self, name: str, value: Any) -> None:
         if name == "answer":
             return  # sent once the run has returned (after the trace is saved)
-        if self._cancel.is_set():
+        if self.cancel.is_set():
             raise RequestCancelled("the streamed answer was closed by its reader; generation stopped")
-        self._put(("event", summarise(name, value)), final=False)
+        self.put(("event", summarise(name, value)), final=False)
 
-    def _put(self, item: tuple[str, Any], *, final: bool) -> None:
+    def put(self, item: tuple[str, Any], *, final: bool) -> None:
         """Queue ``item``, waiting while the reader is behind; give up once it has gone."""
         while True:
-            if self._cancel.is_set() and not final:
+            if self.cancel.is_set() and not final:
                 raise RequestCancelled("the streamed answer was closed by its reader; generation stopped")
             try:
-                self._queue.put(item, timeout=_POLL_SECONDS)
+                self.queue.put(item, timeout=_POLL_SECONDS)
                 return
             except queue.Full:
-                if self._cancel.is_set() and final:
+                if self.cancel.is_set() and final:
                     return  # nobody reads any more: drop the end marker
