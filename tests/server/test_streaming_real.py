@@ -24,6 +24,7 @@ from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.server.app import create_app
 from crag.testing.net import serve_in_thread
+from llm_fixtures import assert_streamed
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (crag[local])")
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -81,9 +82,8 @@ def test_ask_stream_tokens_arrive_before_the_end_and_match_the_trace(engine: CRA
     total = arrivals[-1][1]
     names = [n for n, _, _ in arrivals]
     tokens = [(t, e) for n, t, e in arrivals if n == "token"]
-    assert names[-1] == "answer" and len(tokens) >= 5, names
-    first_token = tokens[0][0]
-    assert first_token < total and first_token < 0.8 * total, (first_token, total)
+    assert names[-1] == "answer", names
+    assert_streamed([t for t, _ in tokens], total)
     first = names.index("token")
     assert names[:4] == ["query", "retrieve", "evaluate", "decide"] and "generate" not in names[:first]
 
@@ -112,9 +112,8 @@ def test_server_sse_and_openai_chat_stream_tokens_live(engine: CRAG, base_url: s
                     event = line[7:]
                     arrivals.append((event, time.monotonic() - t0))
     names = [n for n, _ in arrivals]
-    assert names[-1] == "done" and names.count("token") >= 5, names
-    first_token = next(t for n, t in arrivals if n == "token")
-    assert first_token < 0.8 * arrivals[-1][1]
+    assert names[-1] == "done", names
+    assert_streamed([t for n, t in arrivals if n == "token"], arrivals[-1][1])
     assert names.index("decide") < names.index("token") < names.index("generate")
 
     openai = pytest.importorskip("openai")
@@ -128,7 +127,7 @@ def test_server_sse_and_openai_chat_stream_tokens_live(engine: CRAG, base_url: s
         if chunk.choices and chunk.choices[0].delta.content:
             times.append(time.monotonic() - t0)
             text += chunk.choices[0].delta.content
-    assert len(times) >= 5 and times[0] < 0.8 * times[-1], times
+    assert_streamed(times, time.monotonic() - t0)
     assert text.strip()
 
 
