@@ -6,6 +6,7 @@ project's own ``.cache/crag``) and reused across runs; it is never assembled per
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -36,3 +37,15 @@ def default_llm():  # type: ignore[no-untyped-def]
     model = LlamaCppLLM(CragSettings().llm.model, n_ctx=2048)
     model.warm_up()
     return model
+
+
+def assert_streamed(arrivals: list[float], end: float, *, min_pieces: int = 5) -> None:
+    """Pieces (arrival times, seconds from the request) came as they were written, not in one burst.
+
+    Load on a shared machine moves how long the prompt takes, so no share of the total is
+    asserted: the first piece must come before the end, and the pieces at several moments.
+    """
+    assert len(arrivals) >= min_pieces, f"{len(arrivals)} pieces"
+    assert arrivals[0] < end - 0.05, f"first piece at {arrivals[0]:.3f}s of {end:.3f}s: a burst at the end"
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert sum(g > 0.002 for g in gaps) >= min_pieces - 2, f"pieces arrived together: gaps {gaps}"

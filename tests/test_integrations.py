@@ -89,6 +89,31 @@ def test_langchain_runnable_composes(engine: CRAG) -> None:
         chain.invoke(42)
 
 
+def test_langchain_runnable_streams_tokens(engine: CRAG) -> None:
+    pytest.importorskip("langchain_core", reason="needs crag[langchain]")
+    from crag.integrations.langchain import crag_runnable
+
+    chain = crag_runnable(engine)
+    tokens = list(chain.stream("天津犹太会堂是什么时候建成的？"))
+    assert len(tokens) > 1 and all(isinstance(t, str) for t in tokens)
+    assert "1940" in "".join(tokens)
+
+    async def collect() -> list[str]:
+        return [t async for t in chain.astream({"question": QUESTION})]
+
+    pieces = asyncio.run(collect())
+    assert len(pieces) > 3 and CRAG_FACT in "".join(pieces)
+
+    async def first_only() -> str:
+        stream = chain.astream(QUESTION)
+        first = await anext(stream)
+        await stream.aclose()  # stops the run; the engine answers the next question
+        return first
+
+    assert asyncio.run(first_only())
+    assert chain.invoke(QUESTION)["answer"]
+
+
 # -- LlamaIndex --------------------------------------------------------------------------------
 def test_llamaindex_retriever_returns_nodes(engine: CRAG) -> None:
     pytest.importorskip("llama_index.core", reason="needs crag[llamaindex]")

@@ -17,7 +17,7 @@ import functools
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
-from crag.pipeline import Deps, run_crag, run_rag
+from crag.pipeline import Deps, OnStep, run_crag, run_rag
+from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register_env
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
@@ -188,8 +189,54 @@ class CRAG:
         search_corpus: str | Path | None = None,
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
+        request: dict[str, Any] | None = None,
     ) -> Answer:
-        """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts."""
+        """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
+
+        ``request`` is saved in the trace as how the question was asked (the server's
+        ``{"via": "http", ...}``), so a replay can ask it the same way.
+        """
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        return self._run(run, Tracer(), request, None)
+
+    def ask_stream(
+        self,
+        question: str,
+        *,
+        mode: str = "crag",
+        search: str | None = None,
+        search_corpus: str | Path | None = None,
+        search_record: str | Path | None = None,
+        search_replay: str | Path | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> AnswerStream:
+        """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
+
+        Step events come with their values summarised, then ``token`` events as the model
+        writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
+        missing knowledge base raise here, before anything runs; a failure of the run is
+        raised from ``next()``. Closing the stream (or leaving its ``with``) stops the model
+        between two tokens; the trace is recorded once either way.
+
+        >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
+        ...     for e in events:
+        ...         if e.name == "token":
+        ...             print(e.data["delta"], end="", flush=True)
+        """
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        tracer = Tracer()
+        return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
+
+    def _prepare(
+        self,
+        question: str,
+        mode: str,
+        search: str | None,
+        search_corpus: str | Path | None,
+        search_record: str | Path | None,
+        search_replay: str | Path | None,
+    ) -> Callable[[Tracer, OnStep | None], Answer]:
+        """Check the question and build the request's components; the run, ready to start."""
         question = _check_question(question)
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
@@ -203,10 +250,22 @@ class CRAG:
             if mode == "crag"
             else None,
         )
-        tracer = Tracer()  # the request's recorder: the pipeline writes to it, nothing reads it back
+        pipeline = run_crag if mode == "crag" else run_rag
+        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step)
+
+    def _run(
+        self,
+        run: Callable[[Tracer, OnStep | None], Answer],
+        tracer: Tracer,
+        request: dict[str, Any] | None,
+        on_step: OnStep | None,
+    ) -> Answer:
+        """Run with ``tracer`` (the request's recorder: the pipeline writes, nothing reads it
+        back) and save the trace once, whether the run answered, failed or was cancelled."""
+        if request:
+            tracer.record("request", request)
         try:
-            run = run_crag if mode == "crag" else run_rag
-            answer = run(question, deps, self.settings, tracer)
+            answer = run(tracer, on_step)
         except BaseException as exc:
             if isinstance(exc, CragError):
                 tracer.append("errors", str(exc))

@@ -21,6 +21,7 @@
     ├── ModelIntegrityError         a bundled model failed its checksum
     ├── TraceNotFoundError          unknown trace id
     ├── UnknownBackendError         unknown registry name (also a KeyError)
+    ├── RequestCancelled            the caller stopped reading a streamed answer
     └── ApiError                    an HTTP request the server refuses (carries status, type)
 
 Steps catch ``CragError`` (or a subtype) where a failure degrades the answer, never a
@@ -125,6 +126,13 @@ class UnknownBackendError(CragError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class RequestCancelled(CragError):
+    """The caller stopped reading a streamed answer (closed it, or the client hung up).
+
+    Raised inside the run at its next event, so the model stops between two tokens.
+    """
 
 
 class ApiError(CragError):

@@ -1,13 +1,15 @@
 """Backend interfaces. Each has one essential method; everything else is built on it.
 
 Optional capabilities are protocols of their own, checked with ``isinstance``:
-:class:`ScoringLLM` (token probabilities, for the LLM judge and ``crag eval``'s judge) and
-:class:`FullTextStore` (a vector store with its own keyword ranking).
+:class:`ScoringLLM` (token probabilities, for the LLM judge and ``crag eval``'s judge),
+:class:`StreamingLLM` (token deltas as the model writes them; :func:`stream_completion`
+falls back to one delta from ``complete`` for other LLMs) and :class:`FullTextStore` (a
+vector store with its own keyword ranking).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
@@ -32,9 +34,7 @@ class Embedder(Protocol):
 class VectorStore(Protocol):
     """Holds chunk vectors; ``query`` returns ``(id, cosine similarity, vector)`` best first."""
 
-    def upsert(
-        self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]
-    ) -> None: ...
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None: ...
 
     def delete(self, ids: Sequence[str]) -> None: ...
 
@@ -142,6 +142,44 @@ class ScoringLLM(LLM, Protocol):
     def yes_probability(self, messages: Sequence[dict[str, str]]) -> float: ...
 
     def choice_probabilities(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> list[float]: ...
+
+
+TokenStream = Generator[str, None, Completion]
+"""Text deltas as the model writes them; the generator's return value is the whole
+:class:`Completion` (text and token counts), so ``done = yield from llm.stream(...)``."""
+
+
+@runtime_checkable
+class StreamingLLM(LLM, Protocol):
+    """An LLM that can hand over its reply token by token.
+
+    ``stream`` yields text deltas and *returns* the :class:`Completion`; closing the
+    generator early stops generation (the model is freed for the next call). Text-only:
+    JSON-constrained calls go through ``complete``.
+    """
+
+    def stream(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
+    ) -> TokenStream: ...
+
+
+def stream_completion(
+    llm: LLM, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
+) -> TokenStream:
+    """``llm.stream(...)`` when the LLM streams, else ``complete`` as a single delta.
+
+    >>> class Plain:  # an LLM without ``stream``
+    ...     model_id = "plain"
+    ...     def complete(self, messages, **kw): return Completion("Hi there.", 3, 2)
+    >>> list(stream_completion(Plain(), [{"role": "user", "content": "Hi"}]))
+    ['Hi there.']
+    """
+    if isinstance(llm, StreamingLLM):
+        return (yield from llm.stream(messages, max_tokens=max_tokens, temperature=temperature))
+    done = llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
+    if done.text:
+        yield done.text
+    return done
 
 
 @runtime_checkable

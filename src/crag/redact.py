@@ -28,6 +28,7 @@ It imports nothing from crag, so the error tree and the tracer can both use it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -38,6 +39,7 @@ from typing import Any
 __all__ = [
     "MIN_SECRET_LEN",
     "REDACTED",
+    "StreamRedactor",
     "install_log_redaction",
     "known_secrets",
     "redact",
@@ -121,6 +123,64 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(_keep_prefix, text)
     return text
+
+
+class StreamRedactor:
+    """Redacts text that arrives in pieces (an answer streamed token by token).
+
+    A secret split across two pieces would pass a check of each piece, so the word being
+    written is held back until the next one starts, and so are the words before it while
+    they could open a pattern that spans words (``Bearer <key>``, ``api_key = <key>``,
+    ``Authorization: Basic <key>``). Secrets and key shapes hold no whitespace and no CJK
+    character, so the released text is judged whole. The cost is one word of delay.
+
+    ### Usage example
+    >>> r = StreamRedactor(secrets=["canary-4242"])
+    >>> [r.push(p) for p in ("my key is cana", "ry-", "4242 and ", "more")]
+    ['my ', '', 'key is *** ', 'and ']
+    >>> r.push(" Bearer abc123"), r.push("def456 ok"), r.flush()
+    ('more ', '', 'Bearer *** ok')
+    """
+
+    def __init__(self, secrets: Iterable[str] | None = None) -> None:
+        self._secrets = None if secrets is None else list(secrets)
+        self._pending = ""
+
+    def push(self, piece: str) -> str:
+        """Take the next piece; return the redacted text that is now safe to release ("" if none)."""
+        self._pending += piece
+        cut = _safe_end(self._pending)
+        if cut <= 0:
+            return ""
+        out, self._pending = self._pending[:cut], self._pending[cut:]
+        return redact_text(out, self._secrets)
+
+    def flush(self) -> str:
+        """The rest, redacted (the text has ended)."""
+        out, self._pending = self._pending, ""
+        return redact_text(out, self._secrets)
+
+    def reset(self) -> None:
+        """Forget held text (it was replaced: the client discards it)."""
+        self._pending = ""
+
+
+# Word starts: after whitespace, and at each CJK character (Chinese has no spaces).
+_WORD_START = re.compile(r"(?<=\s)\S|[\u3000-\u9fff\uff00-\uffef]")
+# A word after which a secret may follow in the next word or two.
+_OPENER = re.compile(
+    r"(?i)(?:bearer|basic|authorization|key|token|secret|password|passwd|credential|auth)\W*\s*$|[:=]\W*\s*$"
+)
+
+
+def _safe_end(text: str) -> int:
+    """Where the text that can be judged on its own ends (0: nothing yet)."""
+    bounds = [0, *(m.start() for m in _WORD_START.finditer(text))]
+    words = [text[a:b] for a, b in itertools.pairwise(bounds)]  # all but the last
+    i = len(bounds) - 1  # the last word may still grow: held
+    while i > 0 and (_OPENER.search(words[i - 1]) or (i > 1 and _OPENER.search(words[i - 2]))):
+        i -= 1
+    return bounds[i]
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

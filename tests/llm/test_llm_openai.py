@@ -18,7 +18,7 @@ from crag.llm.openai_chat import OpenAIChatLLM, is_local_url
 from crag.protocols import LLM
 from crag.registry import LLMS, BackendDeps
 from crag.testing.net import free_port
-from llm_fixtures import small_gguf
+from llm_fixtures import assert_streamed, small_gguf
 
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 OK_BODY = {
@@ -111,6 +111,36 @@ def test_real_server_chat_completion(server_url: str, monkeypatch: pytest.Monkey
         llm.close()
     assert "1987" in out.text
     assert out.prompt_tokens > 10 and 0 < out.completion_tokens <= 48
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_server_streams_tokens_as_they_are_written(server_url: str) -> None:
+    llm = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
+    messages = [{"role": "user", "content": "Write three short sentences about bridges."}]
+    pieces: list[str] = []
+    arrived: list[float] = []
+    t0 = time.monotonic()
+    try:
+        gen = llm.stream(messages, max_tokens=48)
+        while True:
+            try:
+                pieces.append(next(gen))
+                arrived.append(time.monotonic() - t0)
+            except StopIteration as end:
+                done = end.value
+                break
+        total = time.monotonic() - t0
+        # Stopping early closes the connection; the server then answers the next call.
+        early = llm.stream(messages, max_tokens=48)
+        assert next(early)
+        early.close()
+        assert llm.complete([{"role": "user", "content": "Say OK."}], max_tokens=4).text
+    finally:
+        llm.close()
+    assert done.text == "".join(pieces).strip()
+    assert_streamed(arrived, total)
+    assert 0 < done.completion_tokens <= 48
 
 
 @pytest.mark.integration

@@ -24,7 +24,6 @@ from crag.protocols import Completion
 from crag.registry import LLMS, SEARCHES
 from crag.server.app import create_app, serve
 from crag.server.auth import Authenticator, RateLimiter, is_loopback
-from crag.server.stream import chunk_text
 from crag.server.ui import STATIC_DIR
 from crag.server.uploads import safe_filename
 from crag.types import WebResult
@@ -61,6 +60,10 @@ class FixedLLM:
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
         return Completion(ANSWER, prompt_tokens=42, completion_tokens=7, model=self.model_id)
+
+    def stream(self, messages: Sequence[dict[str, str]], **kw: Any) -> Iterator[str]:
+        yield from re.findall(r"\S+\s*", ANSWER)
+        return self.complete(messages)
 
 
 class DownLLM(FixedLLM):
@@ -325,20 +328,21 @@ def test_ask_stream_events(client: TestClient) -> None:
         events = parse_sse(r.read().decode())
     names = [n for n, _ in events]
     assert names[0] == "started" and names[-1] == "done"
-    for stage in ("retrieved", "graded", "action", "context", "answer"):
-        assert stage in names, names
-    assert names.index("retrieved") < names.index("graded") < names.index("action") < names.index("context")
+    assert events[0][1]["trace_id"] == r.headers["x-trace-id"] == events[-1][1]["trace_id"]
+    first, last = names.index("token"), len(names) - 1 - names[::-1].index("token")
+    assert names[1:5] == ["query", "retrieve", "evaluate", "decide"] and "fuse" in names[:first]
+    assert names[last + 1 :] == ["generate", "done"]
     done = events[-1][1]
-    assert "".join(d["delta"] for n, d in events if n == "answer") == done["answer"] == ANSWER
-    assert done["action"] == next(d for n, d in events if n == "action")["action"]
-    if done["action"] != "correct":
-        assert "searching" in names
-
-
-def test_chunk_text_keeps_all_text() -> None:
-    text = "天津犹太会堂建成于1940年。 It was built [1] in Tianjin."
-    assert "".join(chunk_text(text, 7)) == text
-    assert chunk_text("", 5) == []
+    assert "".join(d["delta"] for n, d in events if n == "token") == done["answer"] == ANSWER
+    assert names.count("token") > 5  # as the model wrote it, not one burst
+    assert done["action"] == next(d for n, d in events if n == "decide")["action"]
+    generate = next(d for n, d in events if n == "generate")
+    assert generate["citations"] == done["citations"] and generate["usage"]["completion_tokens"] == 7
+    trace = client.get(f"/v1/traces/{done['trace_id']}").json()
+    assert trace["action"] == done["action"] and trace["request"] == {"via": "http", "mode": "crag", "search": None}
+    assert [d["id"] for d in next(d for n, d in events if n == "retrieve")["documents"]] == [
+        r["id"] for r in trace["retrieved"]
+    ]
 
 
 # -- OpenAI-compatible chat -------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ ZH_QUESTION = "天津犹太会堂是什么时候建成的？"
 ZH_ANSWER = "天津犹太会堂建成于1940年[1]。"
 EN_QUESTION = "Who won the 1954 Tour de France cycling race?"
 EN_ANSWER = "Louison Bobet won the 1954 Tour de France [1]."
+STREAM_DELAY = 0.25  # seconds between streamed words
 
 
 class BilingualLLM:
@@ -86,6 +88,14 @@ class BilingualLLM:
             return Completion('{"queries": ["1954 Tour de France winner"]}', prompt_tokens=30, completion_tokens=9)
         text = ZH_ANSWER if re.search(r"[\u4e00-\u9fff]", prompt) and "犹太" in prompt else EN_ANSWER
         return Completion(text, prompt_tokens=120, completion_tokens=12, model=self.model_id)
+
+    def stream(self, messages: Sequence[dict[str, str]], **kw: Any) -> Iterator[str]:
+        """The same answer word by word, slowly enough for the page to be seen mid-answer."""
+        done = self.complete(messages)
+        for word in re.findall(r"\S+\s*", done.text):
+            time.sleep(STREAM_DELAY)
+            yield word
+        return done
 
 
 class TourSearch:
@@ -301,4 +311,36 @@ def test_rating_buttons_store_and_show_feedback(
     assert "Likely grader miss" in page.locator("#grader-miss").text_content()
     assert "0.97" in page.locator("#grader-miss").text_content()
     page.screenshot(path=str(SHOTS / "trace-feedback.png"), full_page=True)
+    assert not page.problems, "\n".join(page.problems)
+
+
+def test_ask_box_shows_stages_and_the_answer_live(served: tuple[str, dict[str, dict[str, Any]]], page: Any) -> None:
+    base, _ = served
+    enter_key(page, base)
+    box = page.locator("#ask")
+    page.locator("#ask-form input[name=question]").fill(EN_QUESTION)
+    page.locator("#ask-form button").click()
+    answer = page.locator("#ask-answer")
+    expect(answer).to_have_text(re.compile(r"^Louison"), timeout=30_000)  # the first words are in
+    assert box.get_attribute("data-state") == "streaming", "the answer should still be arriving"
+    partial = answer.text_content()
+    assert partial != EN_ANSWER and EN_ANSWER.startswith(partial.strip())
+    stages = page.locator("#ask-stages li .name").all_text_contents()
+    assert stages[:4] == ["query", "retrieve", "evaluate", "decide"] and "generate" not in stages
+    assert "search" in stages and "fuse" in stages  # the correction ran before the first token
+    page.screenshot(path=str(SHOTS / "ask-live.png"), full_page=True)
+
+    expect(box).to_have_attribute("data-state", "done", timeout=30_000)
+    assert answer.text_content() == EN_ANSWER
+    assert page.locator("#ask-stages li .name").all_text_contents()[-1] == "generate"
+    decide = page.locator("#ask-stages li", has=page.locator(".name", has_text=re.compile("^decide$")))
+    assert decide.locator(".badge").text_content() in ("correct", "ambiguous", "incorrect")
+    assert page.locator("#ask-sources a").get_attribute("href") == "https://example.org/tour-1954"
+    trace_link = page.locator("#ask-status a")
+    trace_id = trace_link.text_content()
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as api:
+        trace = api.get(f"/v1/traces/{trace_id}").json()
+    assert trace["answer"] == EN_ANSWER and trace["action"] == decide.locator(".badge").text_content()
+    expect(page.locator("#traces tbody tr", has_text=EN_QUESTION)).to_have_count(2)  # the list reloaded
+    page.screenshot(path=str(SHOTS / "ask-done.png"), full_page=True)
     assert not page.problems, "\n".join(page.problems)

@@ -1,4 +1,9 @@
-"""``crag ask``: answer one question, as a person reads it or as one JSON object."""
+"""``crag ask``: answer one question, as a person reads it or as one JSON object.
+
+For a person the answer streams: the decision line as soon as it is known, then the
+answer as the model writes it (a rich ``Live`` view on a terminal, plain incremental
+output otherwise), then the sources. ``--json`` prints one object at the end.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ from rich.markup import escape
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, stdout
 from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
-from crag.redact import redact, redact_text
+from crag.redact import StreamRedactor, redact, redact_text
 
 if TYPE_CHECKING:
+    from crag.pipeline.events import StreamEvent
+    from crag.pipeline.live import AnswerStream
     from crag.types import Answer
 
 __all__ = ["ask", "print_answer"]
@@ -55,20 +62,136 @@ def ask(
         answer = rag.ask(question, **kw)
         stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
         return
-    with err.status("thinking…"):
-        answer = rag.ask(question, **kw)
-    print_answer(answer)
+    with rag.ask_stream(question, **kw) as events:  # leaving early (Ctrl-C) stops the model
+        answer = show_stream(events)
+    print_sources(answer)
+
+
+def show_stream(events: AnswerStream) -> Answer:
+    """Print the decision line when it is known, then the answer as it streams; return the Answer."""
+    view = _AnswerView()
+    status = err.status("thinking…")
+    status.start()
+    answer: Answer | None = None
+    try:
+        for event in events:
+            if event.name == "decide":
+                status.stop()
+                out.print(_decision_line(event.data["action"], event.data["confidence"], events.trace_id))
+            elif event.name == "rewrite" and event.data.get("queries"):
+                out.print("[dim]searching:[/] " + "; ".join(escape(q) for q in event.data["queries"]))
+            elif event.name in ("token", "replace"):
+                view.take(event)
+            elif event.name == "answer":
+                answer = event.value
+    finally:
+        status.stop()
+        view.close()
+    assert answer is not None  # the stream ends with its answer or raises
+    view.finish(answer.answer)
+    return answer
+
+
+class _AnswerView:
+    """The answer as it streams: a rich Live view on a terminal, plain writes otherwise.
+
+    Text is shown as a :class:`~crag.redact.StreamRedactor` releases it (a secret split
+    across tokens is still caught). A terminal redraws a replaced answer in place; plain
+    output cannot take text back, so it says what happened and prints the new text.
+    """
+
+    def __init__(self) -> None:
+        self.redactor = StreamRedactor()
+        self.shown = ""
+        self.live: Any = None
+        if out.is_terminal:
+            from rich.live import Live
+            from rich.text import Text
+
+            self._text = Text
+            # No stdout redirection: the console writes through sys.stdout (RedactingStream).
+            self.live = Live(Text(""), console=out, refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
+        self.started = False
+
+    def _start(self) -> None:
+        if not self.started:
+            self.started = True
+            out.print()
+            if self.live is not None:
+                self.live.start()
+
+    def _show(self, piece: str) -> None:
+        if not piece:
+            return
+        self._start()
+        self.shown += piece
+        if self.live is not None:
+            self.live.update(self._text(self.shown))
+        else:
+            stdout.write(piece)
+            stdout.flush()
+
+    def take(self, event: StreamEvent) -> None:
+        if event.name == "token":
+            self._show(self.redactor.push(str(event.data.get("delta", ""))))
+            return
+        reason, text = str(event.data.get("reason", "")), str(event.data.get("text") or "")
+        if self.live is not None:
+            self.redactor.reset()
+            self.shown = ""
+            self._show(redact_text(text))
+            return
+        self._show(self.redactor.flush())  # plain output keeps what it printed: complete it
+        if reason == "citations":
+            return  # the same answer with [n] markers: the sources list follows
+        if self.started:
+            stdout.write("\n")
+        stdout.flush()
+        err.print(f"[dim]({_REPLACED.get(reason, reason)})[/]")
+        self.shown = ""
+        self._show(redact_text(text))
+
+    def finish(self, answer: str) -> None:
+        """Show what is still held back, and the answer itself if nothing was streamed (abstained)."""
+        self._show(self.redactor.flush())
+        if not self.shown.strip():
+            self._show(redact_text(answer))
+        if self.live is not None:
+            self.live.update(self._text(redact_text(answer)))  # the final text, markers included
+        self.close()
+        if self.live is None and self.started:
+            stdout.write("\n")
+
+    def close(self) -> None:
+        if self.live is not None and self.live.is_started:
+            self.live.stop()
+
+
+_REPLACED = {
+    "reask": "asked again, pointed at the source graded relevant",
+    "refused": "the answer is a refusal",
+    "unsupported": "replaced: the reply was not supported by the sources",
+}
+
+
+def _decision_line(action: str, confidence: float | None, trace_id: str) -> str:
+    style = ACTION_STYLE.get(action, "white")
+    conf = "—" if confidence is None else f"{confidence:.2f}"
+    return f"[bold {style}]{action.upper()}[/]  confidence {conf}  trace {trace_id}"
 
 
 def print_answer(answer: Answer) -> None:
     """Answer, action, confidence, citations and timings as a person reads them."""
-    style = ACTION_STYLE.get(answer.action.value, "white")
-    conf = "—" if answer.confidence is None else f"{answer.confidence:.2f}"
-    out.print(f"[bold {style}]{answer.action.value.upper()}[/]  confidence {conf}  trace {answer.trace_id}")
+    out.print(_decision_line(answer.action.value, answer.confidence, answer.trace_id))
     if answer.queries:
         out.print("[dim]searched:[/] " + "; ".join(escape(q) for q in answer.queries))
     out.print()
     out.print(escape(redact_text(answer.answer)))  # whole, before rich wraps it into lines
+    print_sources(answer)
+
+
+def print_sources(answer: Answer) -> None:
+    """Citations, degradations and timings, after the answer."""
     if answer.citations:
         out.print()
         for c in answer.citations:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crag.correct.diversity import mmr, trigrams
 from crag.errors import BudgetExceeded, CragError, LLMBudgetExceeded, LLMReplyError, SearchBudgetExceeded
-from crag.protocols import LLM, Completion, CompletionOptions, Messages, WebSearch
+from crag.protocols import LLM, Completion, CompletionOptions, Messages, TokenStream, WebSearch, stream_completion
 from crag.text import approx_tokens, detect_language, split_sentences
 from crag.types import Strip, WebResult
 
@@ -342,4 +342,29 @@ class BudgetedLLM:
         out = self.inner.complete(messages, **options)
         spent = (out.prompt_tokens + out.completion_tokens) or (estimate + approx_tokens(out.text))
         self.budget.charge_tokens(max(0, spent - estimate), force=True)
+        return out
+
+    def stream(self, messages: Messages, *, max_tokens: int = 512, temperature: float = 0.0) -> TokenStream:
+        """As ``complete``, token by token; a reply stopped early is charged for what it wrote."""
+        estimate = sum(approx_tokens(m.get("content", "")) for m in messages)
+        self.budget.charge_tokens(estimate)
+        pieces: list[str] = []
+        out: Completion | None = None
+        gen = stream_completion(self.inner, messages, max_tokens=max_tokens, temperature=temperature)
+        try:
+            while True:
+                try:
+                    piece = next(gen)
+                except StopIteration as end:
+                    out = end.value
+                    break
+                pieces.append(piece)
+                yield piece
+        finally:
+            gen.close()  # a caller that stopped early stops the model too
+            if out is None:
+                spent = estimate + approx_tokens("".join(pieces))
+            else:  # servers that send no usage count 0 prompt tokens: use the estimate for those
+                spent = (out.prompt_tokens or estimate) + (out.completion_tokens or approx_tokens(out.text))
+            self.budget.charge_tokens(max(0, spent - estimate), force=True)
         return out

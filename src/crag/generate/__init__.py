@@ -6,7 +6,7 @@ refuses although a source was graded relevant) and returns a :class:`Generation`
 :mod:`crag.generate.refusal` tells a refusal from an answer.
 """
 
-from crag.generate.answer import DEFAULT_MAX_SOURCES, Generation, generate
+from crag.generate.answer import DEFAULT_MAX_SOURCES, Generation, Replace, generate
 from crag.generate.citations import attach_citations, citations_for
 from crag.generate.prompts import build_messages, tag
 from crag.generate.refusal import NO_CONTEXT, is_refusal
@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_MAX_SOURCES",
     "NO_CONTEXT",
     "Generation",
+    "Replace",
     "attach_citations",
     "build_messages",
     "citations_for",

@@ -15,6 +15,13 @@ Refusal is decided from the evidence, not from a sentence the model copies:
    refusal too. Honest abstention when correction found nothing reliable happens before
    generation, in the pipeline.
 
+Streaming (``on_token``): the reply's text is handed on as the model writes it, before
+the verdict above, which needs the whole reply. When what was handed on is not the
+answer, ``on_replace`` says so with a :class:`Replace`: before a re-ask (its text follows
+as tokens) and, at the end, when the answer differs from the last reply streamed (a
+statement instead of an unsupported reply, inferred citation markers). A client shows
+``Replace.text`` in place of what it has.
+
 >>> from crag.testing.fakes import ScriptedLLM
 >>> from crag.types import Strip
 >>> ctx = [Strip("Corser was an Australian politician.", "a.txt", "web", score=0.9)]
@@ -22,19 +29,24 @@ Refusal is decided from the evidence, not from a sentence the model copies:
 ...              reask_above=0.8)
 >>> g.text, g.refused, g.refusal_overridden, len(g.completions)
 ('A politician [1].', False, True, 2)
+>>> seen = []
+>>> g = generate("What was Corser's job?", ctx, ScriptedLLM(["The sources do not say.", "A politician [1]."]),
+...              reask_above=0.8, on_token=seen.append, on_replace=seen.append)
+>>> seen
+['The ', 'sources ', 'do ', 'not ', 'say.', Replace(reason='reask', text=''), 'A ', 'politician ', '[1].']
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crag.generate.citations import CITE, attach_citations, citations_for
 from crag.generate.grounding import adds_nothing, grounded, unsupported_terms
 from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT, is_refusal
-from crag.protocols import LLM, Completion
+from crag.protocols import LLM, Completion, TokenStream, stream_completion
 from crag.text import detect_language
 from crag.types import Citation, Strip
 
@@ -61,6 +73,20 @@ class Generation:
     unsupported: list[str] = field(default_factory=list)  # new words of a rejected reply no source has
 
 
+@dataclass(frozen=True)
+class Replace:
+    """The text streamed so far is not the answer; ``text`` replaces it.
+
+    ``reason``: ``reask`` (the model is asked again; ``text`` is empty and the new reply
+    streams next), ``refused`` (the reply declines to answer), ``unsupported`` (a
+    statement replaces a reply the sources do not support), ``citations`` (the same
+    answer with citation markers matched by overlap).
+    """
+
+    reason: str
+    text: str = ""
+
+
 def generate(
     question: str,
     context: Sequence[Strip],
@@ -72,11 +98,15 @@ def generate(
     extra_instruction: str = "",
     max_sources: int = DEFAULT_MAX_SOURCES,
     reask_above: float | None = None,
+    on_token: Callable[[str], None] | None = None,
+    on_replace: Callable[[Replace], None] | None = None,
 ) -> Generation:
     """Answer ``question`` from ``context`` (best first); see the module docstring for the refusal rule.
 
     ``reask_above`` is τ_high on the Correct/Ambiguous/Incorrect paths (strip scores are
     evaluator grades there); leave it ``None`` when scores are not grades (plain RAG).
+    With ``on_token`` the model streams and each text delta is passed to it; an exception
+    it raises (a cancelled request) stops the model and propagates.
     """
     lang = lang or detect_language(question)
     sources = list(context[: max(1, max_sources)])
@@ -86,7 +116,13 @@ def generate(
 
     def ask(directive: int | None = None) -> Completion:
         messages = build_messages(question, sources, lang, extra_instruction, directive=directive)
-        return llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
+        if on_token is None:
+            return llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
+        return _pass_on(stream_completion(llm, messages, max_tokens=max_tokens, temperature=temperature), on_token)
+
+    def replace(reason: str, new: str = "") -> None:
+        if on_token is not None and on_replace is not None:
+            on_replace(Replace(reason, new))
 
     def verdict(reply: str) -> str:
         if not _CONTENT.search(CITE.sub("", reply)):
@@ -104,6 +140,7 @@ def generate(
     if outcome != "answer" and reask_above is not None:
         best = next((n for n, s in enumerate(sources, 1) if s.score >= reask_above), None)
         if best is not None:
+            replace("reask")
             calls.append(ask(directive=best))
             again = calls[-1].text.strip()
             if verdict(again) == "answer":
@@ -120,6 +157,8 @@ def generate(
         cited = attach_citations(text, sources)
         inferred = cited != text
         text = cited
+    if text != calls[-1].text.strip():  # what was streamed last is not the answer
+        replace("citations" if inferred else ("unsupported" if outcome == "unsupported" else "refused"), text)
     return Generation(
         text,
         [] if refused else citations_for(text, sources),
@@ -130,3 +169,18 @@ def generate(
         completions=calls,
         unsupported=unsupported,
     )
+
+
+def _pass_on(stream: TokenStream, on_token: Callable[[str], None]) -> Completion:
+    """Hand each delta of ``stream`` to ``on_token``; return the Completion. The stream is
+    closed on the way out, so an exception from ``on_token`` stops the model at once."""
+    try:
+        while True:
+            try:
+                piece = next(stream)
+            except StopIteration as end:
+                done: Completion = end.value
+                return done
+            on_token(piece)
+    finally:
+        stream.close()

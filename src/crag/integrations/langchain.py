@@ -2,7 +2,8 @@
 
 ``CragRetriever`` runs the whole CRAG loop (retrieve → evaluate → correct → generate)
 and returns the *corrected* context, internal strips and web strips alike, as
-``Document``s; ``crag_runnable`` maps a question to ``Answer.to_dict()``.
+``Document``s; ``crag_runnable`` maps a question to ``Answer.to_dict()``, and its
+``stream``/``astream`` yield the answer's text as the model writes it.
 
 >>> from crag import CRAG
 >>> from crag.integrations.langchain import CragRetriever, crag_runnable
@@ -12,6 +13,9 @@ and returns the *corrected* context, internal strips and web strips alike, as
 ('internal', 'docs/tianjin.md')
 >>> crag_runnable(engine).invoke("天津犹太会堂是什么时候建成的？")["action"]   # doctest: +SKIP
 'correct'
+>>> for token in crag_runnable(engine).stream("天津犹太会堂是什么时候建成的？"):  # doctest: +SKIP
+...     print(token, end="", flush=True)
+天津犹太会堂建成于1940年[1]。
 
 The retriever pays for one generation per query, because CRAG's corrected context is
 produced by the same pipeline run that answers; ``Document.metadata["answer"]`` carries
@@ -21,8 +25,9 @@ LangChain is imported when a class is first used, never by ``import crag``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crag.integrations import require
@@ -32,10 +37,11 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
 
     from crag.engine import CRAG
+    from crag.pipeline.events import StreamEvent
     from crag.types import Answer
 
-# CragRetriever is built on first access by __getattr__ below (LangChain imported lazily).
-__all__ = ["CragRetriever", "crag_runnable", "to_documents"]  # noqa: F822
+# CragRetriever and CragRunnable are built on first access by __getattr__ below (LangChain imported lazily).
+__all__ = ["CragRetriever", "CragRunnable", "crag_runnable", "to_documents"]  # noqa: F822
 
 EXTRA = "langchain"
 
@@ -93,19 +99,82 @@ def _retriever_class() -> type:
 def crag_runnable(engine: CRAG, *, mode: str = "crag", search: str | None = None) -> Runnable[Any, dict[str, Any]]:
     """A ``Runnable`` from a question (``str`` or ``{"question": str}``) to ``Answer.to_dict()``.
 
-    ``ainvoke``/``abatch`` run the blocking engine in LangChain's thread pool.
+    ``stream``/``astream`` yield the answer's text instead, a ``str`` per piece as the model
+    writes it; when the pipeline replaces what was streamed (a re-ask after a refusal, a
+    statement instead of an unsupported reply) the new text follows after a blank line.
+    Stopping the iteration early stops the model. ``ainvoke``/``abatch`` run the blocking
+    engine in a worker thread.
     """
+    runnable: Runnable[Any, dict[str, Any]] = _runnable_class()(engine, mode, search)
+    return runnable
+
+
+def _question(question: Any) -> str:
+    text = question.get("question") if isinstance(question, Mapping) else question
+    if not isinstance(text, str):
+        raise TypeError("crag_runnable takes a question string or {'question': str}")
+    return text
+
+
+def _text(event: StreamEvent) -> str:
+    """The text a token stream shows for ``event`` ("" for events that add none)."""
+    if event.name == "token":
+        return str(event.data.get("delta", ""))
+    if event.name == "replace" and event.data.get("reason") not in ("reask", "citations"):
+        return "\n\n" + str(event.data.get("text") or "")
+    if event.name == "abstain":  # no model call: the statement and its links are the answer
+        return str(event.value.text)
+    return ""
+
+
+@functools.cache
+def _runnable_class() -> type:
     runnables = require("langchain_core.runnables", EXTRA)
 
-    def run(question: str | Mapping[str, Any]) -> dict[str, Any]:
-        text = question.get("question") if isinstance(question, Mapping) else question
-        if not isinstance(text, str):
-            raise TypeError("crag_runnable takes a question string or {'question': str}")
-        result: dict[str, Any] = engine.ask(text, mode=mode, search=search).to_dict()
-        return result
+    class CragRunnable(runnables.Runnable):  # type: ignore[misc, name-defined]  # base class from an optional package
+        """Question → ``Answer.to_dict()``; ``stream``/``astream`` yield the answer's tokens."""
 
-    runnable: Runnable[Any, dict[str, Any]] = runnables.RunnableLambda(run, name="crag")
-    return runnable
+        name = "crag"
+
+        def __init__(self, engine: CRAG, mode: str, search: str | None) -> None:
+            self.engine = engine
+            self.mode = mode
+            self.search = search
+
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+            result: dict[str, Any] = self.engine.ask(_question(input), mode=self.mode, search=self.search).to_dict()
+            return result
+
+        def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[str]:
+            with self.engine.ask_stream(_question(input), mode=self.mode, search=self.search) as events:
+                for event in events:
+                    if text := _text(event):
+                        yield text
+
+        async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[str]:
+            events = await asyncio.to_thread(
+                self.engine.ask_stream, _question(input), mode=self.mode, search=self.search
+            )
+            try:
+                while True:
+                    kind, event = await asyncio.to_thread(_next_event, events)
+                    if kind == "end":
+                        return
+                    if event is not None and (text := _text(event)):
+                        yield text
+            finally:
+                events.close()  # the caller stopped early: stop the model
+
+    return CragRunnable
+
+
+def _next_event(events: Any) -> tuple[str, StreamEvent | None]:
+    # StopIteration cannot cross into a coroutine (PEP 479); a short wait keeps a
+    # cancelled astream from holding a worker thread for long.
+    try:
+        return "event", events.next_event(0.1)
+    except StopIteration:
+        return "end", None
 
 
 def __getattr__(name: str) -> Any:
@@ -113,4 +182,6 @@ def __getattr__(name: str) -> Any:
     # (e.g. for crag_runnable) does not import LangChain until a class is asked for.
     if name == "CragRetriever":
         return _retriever_class()
+    if name == "CragRunnable":
+        return _runnable_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
-from crag.protocols import Completion
+from crag.protocols import Completion, TokenStream
 from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
@@ -76,6 +76,8 @@ class LlamaCppLLM:
     >>> llm.model_id
     'qwen2.5-coder-0.5b'
     >>> reply = llm.complete([{"role": "user", "content": "Say hi."}], max_tokens=8)  # doctest: +SKIP
+    >>> "".join(llm.stream([{"role": "user", "content": "Say hi."}], max_tokens=8))  # doctest: +SKIP
+    'Hi!'
     >>> llm.yes_probability([{"role": "user", "content": "Is 2 even? Answer yes or no."}])  # doctest: +SKIP
     0.97...
     """
@@ -150,6 +152,55 @@ class LlamaCppLLM:
             text=text.strip(),
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
+            model=self.model_id,
+        )
+
+    def stream(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
+    ) -> TokenStream:
+        """Yield the reply's text as the model writes it; return the whole :class:`Completion`.
+
+        The model's lock is held while the generator runs: close it (``generate`` does, and
+        so does a ``for`` loop that ends) to stop generating and free the model.
+        """
+        loaded = self._ready()
+        pieces: list[str] = []
+        with loaded.lock:
+            try:
+                chunks = iter(
+                    loaded.llama.create_chat_completion(
+                        messages=[dict(m) for m in messages],
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        seed=self.seed,
+                        stream=True,
+                    )
+                )
+            except Exception as exc:
+                raise self._call_error(exc, "stream") from exc
+            try:
+                while True:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        break
+                    except Exception as exc:  # the model failed mid-reply (context full, decode error)
+                        raise self._call_error(exc, "stream") from exc
+                    delta = _chunk_delta(chunk)
+                    if delta:
+                        pieces.append(delta)
+                        yield delta
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()  # stops llama.cpp mid-reply when the caller stopped early
+            # llama.cpp's stream carries no usage: the context holds prompt + reply tokens.
+            completion_tokens = len(pieces)
+            prompt_tokens = max(0, int(loaded.llama.n_tokens) - completion_tokens)
+        return Completion(
+            text="".join(pieces).strip(),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             model=self.model_id,
         )
 
@@ -295,6 +346,16 @@ _CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def _chunk_delta(chunk: Any) -> str:
+    """The text of one ``chat.completion.chunk`` ("" for the role and finish chunks)."""
+    try:
+        return str(chunk["choices"][0]["delta"].get("content") or "")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise LLMError(
+            f"{BACKEND_ID}: unexpected stream chunk format from llama-cpp-python", backend_id=BACKEND_ID, step="stream"
+        ) from None
 
 
 def _single_token_ids(llama: Any, words: Sequence[str]) -> np.ndarray:

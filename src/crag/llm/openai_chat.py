@@ -5,7 +5,7 @@ Qwen/DashScope (compatible mode), vLLM, Ollama (``/v1``), the llama.cpp server a
 ``python -m llama_cpp.server``. JSON output is requested with
 ``response_format={"type": "json_object"}``, the form all of them accept; the schema
 itself travels in the prompt (and as ``json_schema`` for api.openai.com, which
-understands it).
+understands it). ``stream`` reads the same endpoint's server-sent events (``stream=true``).
 
 The API key is needed only for non-local hosts. It is held as a ``SecretStr`` and
 never appears in ``repr`` or error messages.
@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import httpx_sse
 from pydantic import SecretStr
 
 from crag.config import secret_from_env
 from crag.errors import LLMError, LLMUnavailableError
-from crag.http import is_local_url, request_json
-from crag.protocols import Completion
+from crag.http import RETRY_STATUS, is_local_url, request_json
+from crag.protocols import Completion, TokenStream
 from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
@@ -111,9 +113,6 @@ class OpenAIChatLLM:
         if json_schema is not None:
             body["messages"] = _with_json_instruction(body["messages"], json_schema)
             body["response_format"] = self._response_format(json_schema)
-        headers = {"Content-Type": "application/json"}
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         self.warm_up()
         assert self._client is not None
         url = f"{self.base_url}/chat/completions"
@@ -128,13 +127,106 @@ class OpenAIChatLLM:
                 retries=self.retries,
                 timeout=self.timeout,
                 json=body,
-                headers=headers,
+                headers=self._headers(),
             )
         except LLMError as exc:
             raise self._classify(exc) from None
         return self._parse(payload)
 
+    def stream(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
+    ) -> TokenStream:
+        """Yield the reply's text deltas from the server's event stream; return the :class:`Completion`.
+
+        A connection failure, timeout, 429 or 5xx before the first delta is retried like
+        ``complete``; once text has been handed on, a broken, garbled or truncated stream
+        raises ``LLMError`` (a retry would repeat text the caller already has). ``timeout``
+        bounds the wait for each piece, not the whole reply. Closing the generator closes
+        the connection, which stops a server that watches for it.
+        """
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},  # ignored by servers that do not know it
+        }
+        self.warm_up()
+        assert self._client is not None
+        url = f"{self.base_url}/chat/completions"
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(0.5 * (2 ** (attempt - 1)))
+            reply = _StreamReply(self.model)
+            try:
+                with httpx_sse.connect_sse(
+                    self._client, "POST", url, json=body, headers=self._headers(), timeout=self.timeout
+                ) as source:
+                    status = source.response.status_code
+                    if status in RETRY_STATUS:
+                        last = f"HTTP {status}"
+                        continue
+                    if status >= 400:
+                        source.response.read()
+                        raise self._status_error(status, source.response.text)
+                    if source.response.headers.get("content-type", "").startswith("application/json"):
+                        source.response.read()  # a server that does not stream answers in one piece
+                        try:
+                            whole = self._parse(source.response.json())
+                        except ValueError:
+                            raise LLMError(
+                                f"{BACKEND_ID}: {url} returned malformed JSON", backend_id=BACKEND_ID, step="stream"
+                            ) from None
+                        if whole.text:
+                            yield whole.text
+                        return whole
+                    for event in source.iter_sse():
+                        delta = reply.take(event.data, url)
+                        if delta:
+                            yield delta
+                        if reply.done:
+                            break
+            except (httpx.HTTPError, httpx_sse.SSEError) as exc:
+                if not reply.pieces:
+                    last = _transport_failure(exc, self.timeout)
+                    continue
+                raise LLMError(
+                    f"{BACKEND_ID}: the stream from {url} broke after {len(reply.pieces)} piece(s) "
+                    f"({_transport_failure(exc, self.timeout)}); the reply is incomplete",
+                    backend_id=BACKEND_ID,
+                    step="stream",
+                ) from None
+            return reply.completion(url)
+        raise LLMUnavailableError(
+            f"{BACKEND_ID}: POST {url} failed after {self.retries + 1} attempt(s): {last}; check that the "
+            f"server is running and reachable (llm.base_url = {self.base_url})",
+            backend_id=BACKEND_ID,
+            step="stream",
+        )
+
     # -- internals ---------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return headers
+
+    def _status_error(self, status: int, text: str) -> LLMError:
+        if status in (401, 403):
+            where = f" in the environment variable {self._api_key_env}" if self._api_key_env else ""
+            return LLMError(
+                f"{BACKEND_ID}: HTTP {status} from {self.base_url}/chat/completions: check the API key{where}",
+                backend_id=BACKEND_ID,
+                step="stream",
+            )
+        return LLMError(
+            f"{BACKEND_ID}: HTTP {status} from {self.base_url}/chat/completions: {text[:200]!r}",
+            backend_id=BACKEND_ID,
+            step="stream",
+        )
 
     def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
         if httpx.URL(self.base_url).host in _JSON_SCHEMA_HOSTS:
@@ -173,6 +265,77 @@ class OpenAIChatLLM:
                 backend_id=BACKEND_ID,
                 step="complete",
             ) from None
+
+
+class _StreamReply:
+    """What a chat completion event stream has said so far: deltas, usage, whether it ended."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.pieces: list[str] = []
+        self.usage: dict[str, Any] = {}
+        self.finished = False  # a choice said finish_reason
+        self.done = False  # [DONE], or usage after the finish
+
+    def take(self, data: str, url: str) -> str:
+        """Read one event's data; return its text delta ("" for role, finish and usage events)."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        try:
+            chunk = json.loads(data)
+            if not isinstance(chunk, dict):
+                raise TypeError("not an object")
+            if chunk.get("error"):
+                raise LLMError(
+                    f"{BACKEND_ID}: {url} reported an error mid-stream: {str(chunk['error'])[:200]}",
+                    backend_id=BACKEND_ID,
+                    step="stream",
+                )
+            self.model = str(chunk.get("model") or self.model)
+            if chunk.get("usage"):
+                self.usage = dict(chunk["usage"])
+                self.done = self.done or self.finished  # the usage chunk comes last
+            delta = ""
+            for choice in chunk.get("choices") or []:
+                delta += str((choice.get("delta") or {}).get("content") or "")
+                self.finished = self.finished or bool(choice.get("finish_reason"))
+        except (ValueError, TypeError, AttributeError):
+            raise LLMError(
+                f"{BACKEND_ID}: garbled stream from {url} (an event is not a chat.completion.chunk): "
+                f"{data[:120]!r}; check that llm.base_url points at an OpenAI-compatible chat server",
+                backend_id=BACKEND_ID,
+                step="stream",
+            ) from None
+        if delta:
+            self.pieces.append(delta)
+        return delta
+
+    def completion(self, url: str) -> Completion:
+        """The whole reply; a stream that stopped before saying it was finished is an error."""
+        if not (self.finished or self.done):
+            raise LLMError(
+                f"{BACKEND_ID}: the stream from {url} ended after {len(self.pieces)} piece(s) without a "
+                "finish_reason or [DONE]; the reply is incomplete",
+                backend_id=BACKEND_ID,
+                step="stream",
+            )
+        return Completion(
+            text="".join(self.pieces).strip(),
+            prompt_tokens=int(self.usage.get("prompt_tokens") or 0),
+            completion_tokens=int(self.usage.get("completion_tokens") or len(self.pieces)),
+            model=self.model,
+        )
+
+
+def _transport_failure(exc: Exception, timeout: float) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no data for {timeout:g}s"
+    if isinstance(exc, httpx_sse.SSEError):
+        return f"not an event stream ({exc})"
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return f"connection dropped mid-response ({type(exc).__name__})"
+    return f"cannot connect ({type(exc).__name__})"
 
 
 def _with_json_instruction(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:

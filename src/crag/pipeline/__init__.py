@@ -27,9 +27,18 @@ event               value                         when
 ``fuse``            ``Context``                   what the generator will see, conflicts (CRAG)
 ``compress``        ``Context``                   the Correct path's LLM compression (opt-in)
 ``abstain``         ``Generation``                nothing reliable found: titles and links, no guess
+``token``           ``str``                       a piece of the reply as the model writes it
+                                                  (only when ``on_step`` is given)
+``replace``         ``Replace``                   what was streamed is not the answer: a re-ask
+                                                  follows, or ``Replace.text`` is the answer
 ``generate``        ``Generation``                the model's answer, citations, re-ask
 ``answer``          :class:`~crag.types.Answer`   last: what the caller gets
 ==================  ============================  ==============================================
+
+With an ``on_step`` observer the model streams: ``token`` events arrive while
+``generate`` runs, before its own event. Without one the model is called once and no
+``token`` event is sent. An exception raised by ``on_step`` (a cancelled request) ends
+the run there; between tokens it also stops the model.
 
 Every value carries ``degradations``: what that step gave up on, with the reason. The
 Answer's degradations are the steps' own, gathered in order. The tracer is one observer
@@ -130,7 +139,7 @@ def run_crag(
         #    a refusal despite a source graded >= tau_high is asked again once.
         generation = steps.run(
             "generate",
-            lambda: generate_answer(query, context, llm, cfg),
+            lambda: generate_answer(query, context, llm, cfg, **steps.streaming()),
             tags_from=usage,
             model=llm.model_id,
             context_items=len(context.strips),
@@ -153,7 +162,7 @@ def run_rag(
     context = Context([_strip(h) for h in retrieval.hits])
     generation = steps.run(
         "generate",
-        lambda: generate_answer(query, context, deps.llm, cfg),
+        lambda: generate_answer(query, context, deps.llm, cfg, **steps.streaming()),
         tags_from=usage,
         model=deps.llm.model_id,
         context_items=len(context.strips),
@@ -164,7 +173,7 @@ def run_rag(
 
 def _steps(tracer: Tracer, on_step: OnStep | None) -> Steps:
     """The one place a request's observers are set: the tracer's recorder, then ``on_step``."""
-    return Steps(tracer, TraceRecorder(tracer), *([on_step] if on_step else []))
+    return Steps(tracer, TraceRecorder(tracer), *([on_step] if on_step else []), live=on_step is not None)
 
 
 def _strip(h: Hit) -> Strip:

@@ -47,9 +47,16 @@ class Steps:
     (:class:`crag.pipeline.record.TraceRecorder`) first and the caller's ``on_step`` after.
     """
 
-    def __init__(self, tracer: Tracer, *observers: OnStep) -> None:
+    def __init__(self, tracer: Tracer, *observers: OnStep, live: bool = False) -> None:
         self.tracer = tracer
         self.observers = list(observers)
+        self.live = live  # someone watches as it happens: the answer streams as ``token`` events
+
+    def streaming(self) -> dict[str, Callable[[Any], None]]:
+        """``generate``'s streaming callbacks when the run is watched live, else none (one call)."""
+        if not self.live:
+            return {}
+        return {"on_token": lambda delta: self.emit("token", delta), "on_replace": lambda r: self.emit("replace", r)}
 
     def run(
         self, name: str, step: Callable[[], T], *, tags_from: Callable[[T], dict[str, Any]] | None = None, **tags: Any
@@ -151,9 +158,12 @@ def compress_context(query: Query, context: Context, llm: LLM) -> Context:
     return replace(context, strips=out.strips, degradations=out.degradations)
 
 
-def generate_answer(query: Query, context: Context, llm: LLM, cfg: CragSettings) -> Generation:
+def generate_answer(
+    query: Query, context: Context, llm: LLM, cfg: CragSettings, **streaming: Callable[[Any], None]
+) -> Generation:
     """5. Generate from the context, citing it; in CRAG a refusal despite a source graded
-    at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask)."""
+    at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask).
+    ``streaming``: ``on_token`` / ``on_replace`` (:meth:`Steps.streaming`)."""
     return generate(
         query.text,
         context.strips,
@@ -164,6 +174,7 @@ def generate_answer(query: Query, context: Context, llm: LLM, cfg: CragSettings)
         extra_instruction=context.instruction,
         max_sources=cfg.generation.max_sources,
         reask_above=query.upper if query.mode == "crag" else None,
+        **streaming,
     )
 
 

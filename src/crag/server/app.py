@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +30,8 @@ from starlette.responses import Response
 from crag._version import __version__
 from crag.config import CragSettings
 from crag.engine import CRAG
-from crag.errors import (
-    ApiError,
-    BackendError,
-    ConfigError,
-    CragError,
-    InputError,
-    KnowledgeBaseError,
-    LLMUnavailableError,
-    ModelIntegrityError,
-    TraceNotFoundError,
-    UnknownBackendError,
-    UnsupportedFileError,
-)
+from crag.errors import ApiError, ConfigError, CragError
+from crag.pipeline.live import AnswerStream
 from crag.redact import install_log_redaction, redact_text, register
 from crag.server import feedback, ui
 from crag.server.auth import (
@@ -54,47 +43,18 @@ from crag.server.auth import (
     keys_from_env,
 )
 from crag.server.body import describe_errors, document_bodies, parse_body
+from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
-from crag.server.stream import (
-    ANSWER_CHUNK_CHARS,
-    SSEResponse,
-    chat_chunks,
-    chat_completion,
-    chunk_text,
-    sse,
-    stage_events,
-)
+from crag.server.stream import SSEResponse, chat_completion, crag_error_status
 from crag.server.uploads import ingest_summary, save_uploads, write_jsonl
 from crag.types import Answer
 
-__all__ = ["create_app", "serve"]
+__all__ = ["crag_error_status", "create_app", "serve"]
 
 log = logging.getLogger("crag.server")
 
-KEEPALIVE_SECONDS = 10.0  # SSE comment interval while the engine works (proxies drop idle streams)
 SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker processes
-
-
-def crag_error_status(exc: CragError) -> tuple[int, str]:
-    """HTTP status and error type for a crag error: the client's fault is 4xx, ours 5xx."""
-    table: Sequence[tuple[type[CragError], int, str]] = (
-        (TraceNotFoundError, 404, "not_found"),
-        (UnknownBackendError, 400, "unknown_backend"),
-        (UnsupportedFileError, 415, "unsupported_file"),
-        (InputError, 400, "invalid_input"),
-        (KnowledgeBaseError, 409, "knowledge_base_error"),
-        (LLMUnavailableError, 503, "llm_unavailable"),
-        (ConfigError, 503, "config_error"),
-        (ModelIntegrityError, 503, "model_integrity_error"),
-        (BackendError, 502, "backend_error"),
-    )
-    if isinstance(exc, ApiError):
-        return exc.status, exc.type
-    for cls, status, name in table:
-        if isinstance(exc, cls):
-            return status, name
-    return 500, "crag_error"
 
 
 def create_app(
@@ -167,7 +127,9 @@ def create_app(
     async def ask(request: Request) -> Response:
         req = await parse_body(request, AskRequest)
         if req.stream:
-            return SSEResponse(_ask_events(engine, metrics, req))
+            stream = await _start_stream(engine, metrics, req.question, req.mode, req.search)
+            events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
+            return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
         answer = await _answer(engine, metrics, req.question, req.mode, req.search)
         return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
@@ -176,21 +138,27 @@ def create_app(
         req = await parse_body(request, ChatRequest)
         users = [m for m in req.messages if m.role == "user"]
         if not users:
-            raise ApiError(
-                400, "invalid_input", "messages has no user message; the last user message is the question"
-            )
+            raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
         mode = "rag" if req.model == "rag" else "crag"
-        # Run first, stream after: the trace id header and HTTP error codes (503, 409)
-        # then reach OpenAI clients the normal way instead of as a broken stream.
+        if req.stream:
+            # Tokens go out as the model writes them. The response starts at the first one,
+            # so an error before it (503 model unavailable, 409 no knowledge base) still
+            # reaches OpenAI clients as an HTTP status instead of a broken stream.
+            stream = await _start_stream(engine, metrics, users[-1].text(), mode, None)
+            events = live_events(stream, KEEPALIVE_SECONDS)
+            try:
+                first = await first_events(events)
+            except BaseException as exc:
+                await events.aclose()
+                if isinstance(exc, CragError):
+                    metrics.error(crag_error_status(exc)[1])
+                raise
+            include_usage = bool((req.stream_options or {}).get("include_usage"))
+            body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
+            return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
         answer = await _answer(engine, metrics, users[-1].text(), mode, None)
         usage = await run_in_threadpool(_usage, engine, answer.trace_id)
-        headers = {"X-Trace-Id": answer.trace_id}
-        if req.stream:
-            include_usage = bool((req.stream_options or {}).get("include_usage"))
-            return SSEResponse(
-                chat_chunks(answer, req.model, usage if include_usage else None), headers=headers
-            )
-        return RedactedJSONResponse(chat_completion(answer, req.model, usage), headers=headers)
+        return RedactedJSONResponse(chat_completion(answer, req.model, usage), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
@@ -224,9 +192,7 @@ def create_app(
         )
         if latency:
             lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
-            rows = [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi][
-                :limit
-            ]
+            rows = [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi][:limit]
         return {"traces": rows}
 
     @app.get("/v1/traces/{trace_id}")
@@ -245,9 +211,7 @@ def create_app(
             raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
         mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
         search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
-        answer = await _answer(
-            engine, metrics, question, str(mode), search, replay_of=str(original.get("id"))
-        )
+        answer = await _answer(engine, metrics, question, str(mode), search, replay_of=str(original.get("id")))
         replayed = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
         return {"original": original, "replay": replayed, "answer": answer.to_dict()}
 
@@ -273,21 +237,27 @@ async def _answer(
     return answer
 
 
-def _ask_and_annotate(
-    engine: CRAG, question: str, mode: str, search: str | None, replay_of: str | None
-) -> Answer:
-    answer = engine.ask(question, mode=mode, search=search)
-    if engine.settings.trace.enabled:
-        # Remember how the question was asked, so a replay runs it the same way.
-        try:
-            trace = engine.traces.get(answer.trace_id)
-            info: dict[str, Any] = {"via": "http", "mode": mode, "search": search}
-            if replay_of:
-                info["replay_of"] = replay_of
-            engine.traces.save(trace | {"request": info})
-        except CragError as exc:  # the answer matters more than the annotation
-            log.warning("could not annotate trace %s: %s", answer.trace_id, exc)
-    return answer
+def _ask_and_annotate(engine: CRAG, question: str, mode: str, search: str | None, replay_of: str | None) -> Answer:
+    return engine.ask(question, mode=mode, search=search, request=_request_info(mode, search, replay_of))
+
+
+def _request_info(mode: str, search: str | None, replay_of: str | None = None) -> dict[str, Any]:
+    """How the question was asked, saved in its trace so a replay runs it the same way."""
+    info: dict[str, Any] = {"via": "http", "mode": mode, "search": search}
+    if replay_of:
+        info["replay_of"] = replay_of
+    return info
+
+
+async def _start_stream(engine: CRAG, metrics: Metrics, question: str, mode: str, search: str | None) -> AnswerStream:
+    """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
+    try:
+        return await run_in_threadpool(
+            lambda: engine.ask_stream(question, mode=mode, search=search, request=_request_info(mode, search))
+        )
+    except CragError as exc:
+        metrics.error(crag_error_status(exc)[1])
+        raise
 
 
 def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:
@@ -308,45 +278,6 @@ def _usage(engine: CRAG, trace_id: str) -> dict[str, int]:
             prompt += int(tags.get("prompt_tokens") or 0)
             completion += int(tags.get("completion_tokens") or 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _consume(task: asyncio.Future[Any]) -> None:
-    # The client may have left; fetch the outcome so asyncio does not warn about it.
-    if not task.cancelled():
-        task.exception()
-
-
-async def _ask_events(engine: CRAG, metrics: Metrics, req: AskRequest) -> AsyncIterator[bytes]:
-    """SSE for ``/v1/ask`` with ``stream=true``.
-
-    The pipeline has no progress callbacks, so the stage events are derived from the
-    trace once the run is done; while it runs, comments keep the connection alive. If
-    the client leaves, the run still finishes in its thread and its trace is saved.
-    """
-    yield sse("started", {"question": req.question, "mode": req.mode})
-    task = asyncio.ensure_future(_answer(engine, metrics, req.question, req.mode, req.search))
-    task.add_done_callback(_consume)
-    while not task.done():
-        done, _ = await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS)
-        if not done:
-            yield b": keep-alive\n\n"
-    try:
-        answer = task.result()
-    except CragError as exc:
-        status, type_ = crag_error_status(exc)
-        yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
-        return
-    except Exception:
-        log.exception("ask failed")
-        yield sse("error", {"status": 500, "error": {"type": "internal_error", "message": "internal error"}})
-        return
-    trace = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
-    for name, data in stage_events(answer, trace):
-        yield sse(name, data)
-    # Redacted whole before it is cut: a key split across two events would pass each check.
-    for piece in chunk_text(redact_text(answer.answer), ANSWER_CHUNK_CHARS):
-        yield sse("answer", {"delta": piece})
-    yield sse("done", answer.to_dict())
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
@@ -382,7 +313,14 @@ class _MetricsMiddleware:
     """Counts every response by route template and status (bounded label values)."""
 
     ROUTES = (
-        "/healthz", "/metrics", "/v1/ask", "/v1/chat/completions", "/v1/ingest", "/v1/traces", "/v1/feedback", "/ui"
+        "/healthz",
+        "/metrics",
+        "/v1/ask",
+        "/v1/chat/completions",
+        "/v1/ingest",
+        "/v1/traces",
+        "/v1/feedback",
+        "/ui",
     )
 
     def __init__(self, app: Any, *, metrics: Metrics) -> None:
@@ -442,8 +380,7 @@ def serve(
     keys = keys_from_env()
     if not keys and not is_loopback(host):
         raise ConfigError(
-            f"refusing to listen on {host} without API keys; "
-            "set CRAG_API_KEYS=key1,key2 or use --host 127.0.0.1"
+            f"refusing to listen on {host} without API keys; set CRAG_API_KEYS=key1,key2 or use --host 127.0.0.1"
         )
     if workers > 1:
         _check_shareable_store(settings, workers)
@@ -454,9 +391,7 @@ def serve(
     }
     if workers > 1:
         # Worker processes import the app by name, so settings travel through the environment.
-        os.environ[SETTINGS_ENV] = json.dumps(
-            {"settings": settings.model_dump(mode="json"), "options": options}
-        )
+        os.environ[SETTINGS_ENV] = json.dumps({"settings": settings.model_dump(mode="json"), "options": options})
         uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers)
         return
     app = create_app(CRAG(settings), api_keys=keys, **options)

@@ -1,10 +1,11 @@
-"""What the service streams and returns: server-sent events and OpenAI-compatible shapes.
+"""What the service returns: server-sent events, OpenAI-compatible shapes, error statuses.
 
-Every byte leaves redacted (:mod:`crag.redact`); a text is redacted whole before it is cut
-into events, because a key split across two events would pass each check.
+Every byte leaves redacted (:mod:`crag.redact`); streamed answer text goes through a
+:class:`~crag.redact.StreamRedactor` first (:mod:`crag.server.live`), because a key split
+across two events would pass a check of each.
 
->>> chunk_text("the answer is here", 8)
-['the ', 'answer ', 'is here']
+>>> sse("token", {"delta": "Par"})
+b'event: token\\ndata: {"delta": "Par"}\\n\\n'
 """
 
 from __future__ import annotations
@@ -12,72 +13,60 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 
-from crag.redact import redact, redact_text
+from crag.errors import (
+    ApiError,
+    BackendError,
+    ConfigError,
+    CragError,
+    InputError,
+    KnowledgeBaseError,
+    LLMUnavailableError,
+    ModelIntegrityError,
+    TraceNotFoundError,
+    UnknownBackendError,
+    UnsupportedFileError,
+)
+from crag.redact import redact
 from crag.types import Answer
 
 __all__ = [
-    "ANSWER_CHUNK_CHARS",
     "SSEResponse",
-    "chat_chunks",
     "chat_completion",
-    "chunk_text",
+    "crag_error_status",
     "crag_meta",
+    "sources_text",
     "sse",
-    "stage_events",
     "with_sources",
 ]
 
 log = logging.getLogger("crag.server")
-ANSWER_CHUNK_CHARS = 24  # the pipeline returns the whole answer; streamed in pieces of this size
 
 
-def stage_events(answer: Answer, trace: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """The pipeline stages as (event, data) pairs: retrieved, graded, action, searching, context."""
-    t = trace or {}
-    events: list[tuple[str, Any]] = []
-    retrieved = [r for r in t.get("retrieved") or [] if isinstance(r, dict)]
-    if retrieved:
-        keep = ("id", "title", "source", "url", "score", "rank")
-        events.append(("retrieved", {"documents": [{k: r.get(k) for k in keep} for r in retrieved]}))
-    if t.get("grades"):
-        events.append(
-            (
-                "graded",
-                {"grades": t["grades"], "confidence": answer.confidence, "evaluator": t.get("evaluator")},
-            )
-        )
-    events.append(
-        (
-            "action",
-            {
-                "action": answer.action.value,
-                "confidence": answer.confidence,
-                "thresholds": t.get("thresholds"),
-            },
-        )
+def crag_error_status(exc: CragError) -> tuple[int, str]:
+    """HTTP status and error type for a crag error: the client's fault is 4xx, ours 5xx."""
+    table: Sequence[tuple[type[CragError], int, str]] = (
+        (TraceNotFoundError, 404, "not_found"),
+        (UnknownBackendError, 400, "unknown_backend"),
+        (UnsupportedFileError, 415, "unsupported_file"),
+        (InputError, 400, "invalid_input"),
+        (KnowledgeBaseError, 409, "knowledge_base_error"),
+        (LLMUnavailableError, 503, "llm_unavailable"),
+        (ConfigError, 503, "config_error"),
+        (ModelIntegrityError, 503, "model_integrity_error"),
+        (BackendError, 502, "backend_error"),
     )
-    if answer.queries:
-        external = [r for r in t.get("external") or [] if isinstance(r, dict)]
-        results = [{k: r.get(k) for k in ("title", "url", "provider", "query")} for r in external]
-        events.append(("searching", {"queries": answer.queries, "results": results}))
-    events.append(("context", {"items": answer.to_dict()["context"], "degradations": answer.degradations}))
-    return events
-
-
-def chunk_text(text: str, size: int) -> list[str]:
-    """``text`` in pieces of about ``size`` characters, split after spaces where possible."""
-    pieces: list[str] = []
-    while text:
-        cut = len(text) if len(text) <= size else (text.rfind(" ", 0, size) + 1 or size)
-        pieces.append(text[:cut])
-        text = text[cut:]
-    return pieces
+    if isinstance(exc, ApiError):
+        return exc.status, exc.type
+    for cls, status, name in table:
+        if isinstance(exc, cls):
+            return status, name
+    return 500, "crag_error"
 
 
 def sse(event: str, data: Any) -> bytes:
@@ -97,15 +86,26 @@ class SSEResponse(StreamingResponse):
             await super().__call__(scope, receive, send)
         except (ClientDisconnect, OSError):
             log.info("client disconnected mid-stream")
+        finally:
+            # A hang-up cancels the body while it waits to send: close it now (its cleanup
+            # stops the model) instead of whenever the garbage collector gets to it.
+            close = getattr(self.body_iterator, "aclose", None)
+            if close is not None:
+                await close()
 
 
 # -- OpenAI-compatible shapes -------------------------------------------------------------
 def with_sources(answer: Answer) -> str:
     """The answer text with its citations appended as a ``Sources:`` list."""
+    return answer.answer + sources_text(answer)
+
+
+def sources_text(answer: Answer) -> str:
+    """``"\\n\\nSources:\\n[1] title url…"`` for the answer's citations ("" without any)."""
     if not answer.citations:
-        return answer.answer
+        return ""
     lines = [f"[{c.id}] {' '.join(p for p in (c.title, c.url or c.source) if p)}" for c in answer.citations]
-    return answer.answer + "\n\nSources:\n" + "\n".join(lines)
+    return "\n\nSources:\n" + "\n".join(lines)
 
 
 def crag_meta(answer: Answer) -> dict[str, Any]:
@@ -129,29 +129,3 @@ def chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[s
         "usage": usage,
         "crag": crag_meta(answer),
     }
-
-
-async def chat_chunks(answer: Answer, model: str, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
-    base = {
-        "id": f"chatcmpl-{answer.trace_id}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        body = (
-            base
-            | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-            | extra
-        )
-        return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
-
-    yield chunk({"role": "assistant", "content": ""})
-    # Redacted whole before it is cut, as in /v1/ask streams.
-    for piece in chunk_text(redact_text(with_sources(answer)), ANSWER_CHUNK_CHARS):
-        yield chunk({"content": piece})
-    yield chunk({}, "stop", crag=crag_meta(answer))
-    if usage is not None:
-        yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
-    yield b"data: [DONE]\n\n"

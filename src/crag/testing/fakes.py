@@ -6,6 +6,8 @@ Capabilities are proven with the real components; these make branches reachable
 >>> llm = ScriptedLLM(["Paris [1]."])
 >>> llm.complete([{"role": "user", "content": "capital of France?"}]).text
 'Paris [1].'
+>>> list(ScriptedLLM(["It is Paris [1]."]).stream([{"role": "user", "content": "capital of France?"}]))
+['It ', 'is ', 'Paris ', '[1].']
 >>> [g.score for g in MarkerEvaluator().grade("q", [Passage("a", "gold"), Passage("b", "noise")]).grades]
 [0.9, 0.1]
 """
@@ -13,6 +15,9 @@ Capabilities are proven with the real components; these make branches reachable
 from __future__ import annotations
 
 import hashlib
+import re
+import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +26,7 @@ import numpy as np
 
 from crag.errors import SearchError
 from crag.grade.heuristic import set_confidence
-from crag.protocols import Completion, EmbedKind
+from crag.protocols import Completion, EmbedKind, TokenStream
 from crag.text import tokenize
 from crag.types import Evaluation, Grade, Passage, WebResult
 
@@ -50,14 +55,20 @@ class ScriptedLLM:
     """Replies from a queue (the last reply repeats); records every prompt and schema it got.
 
     A reply that is an exception is raised instead, to script an outage or a bad backend.
+    ``stream`` hands the reply over word by word, ``token_delay`` seconds apart; ``streamed``
+    counts the words handed over and ``stopped`` the streams closed before their end.
     """
 
     model_id = "scripted"
 
-    def __init__(self, replies: Sequence[str | BaseException]) -> None:
+    def __init__(self, replies: Sequence[str | BaseException], *, token_delay: float = 0.0) -> None:
         self.replies = deque(replies)
         self.prompts: list[Sequence[dict[str, str]]] = []
         self.schemas: list[dict[str, Any] | None] = []
+        self.token_delay = token_delay
+        self.streamed = 0
+        self.stopped = 0
+        self.lock = threading.Lock()  # held while a stream runs, as a local model's is
 
     def complete(
         self,
@@ -70,6 +81,25 @@ class ScriptedLLM:
         self.prompts.append(messages)
         self.schemas.append(json_schema)
         return Completion(text=self.reply(messages), prompt_tokens=10, completion_tokens=5, model=self.model_id)
+
+    def stream(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
+    ) -> TokenStream:
+        self.prompts.append(messages)
+        text = self.reply(messages)
+        words = re.findall(r"\S+\s*", text) or [text]
+        with self.lock:
+            sent = 0
+            try:
+                for word in words:
+                    if self.token_delay:
+                        time.sleep(self.token_delay)
+                    self.streamed += 1
+                    sent += 1
+                    yield word
+            finally:
+                self.stopped += sent < len(words)
+        return Completion(text=text, prompt_tokens=10, completion_tokens=len(words), model=self.model_id)
 
     def reply(self, messages: Sequence[dict[str, str]]) -> str:
         """The next scripted reply (subclasses compute one from the prompt instead)."""

@@ -1,0 +1,286 @@
+"""Streaming (issue 13): what streaming adds to the model's own first token, how early the
+first token comes, and what cancelling mid-answer leaves behind.
+
+The embedded model is wrapped so the time of its own first delta is known in every run;
+each path is measured in this process against that time, one after another, same engine:
+
+* ``llama.cpp``: a direct ``LlamaCppLLM.stream`` call on the generator's exact prompt;
+* ``python``: ``CRAG.ask_stream`` (first ``token`` event);
+* ``cli``: ``crag ask`` run in-process, its stdout timed at each write (first answer byte);
+* ``sse``: ``POST /v1/ask`` with ``stream=true`` over uvicorn on 127.0.0.1 (first ``event: token``);
+* ``chat``: ``/v1/chat/completions`` through the official ``openai`` client, ``stream=True``.
+
+Then ``--cancels`` streamed requests are cut after their first token: how long until the
+model is free, whether any generation is left running, and when the next request's model
+call starts.
+
+    python benchmarks/streaming.py [--model qwen2.5-coder-1.5b] [--cancels 20] [--max-tokens 160]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crag.config import CragSettings
+from crag.engine import CRAG
+from crag.llm.llama_cpp import LlamaCppLLM
+from crag.protocols import Completion, TokenStream
+from crag.registry import LLMS
+from crag.server.app import create_app
+from crag.testing.net import serve_in_thread
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+QUESTION = "What happened to Warsaw between 1796 and 1816? Answer in three sentences."
+
+
+class TimedLLM:
+    """The embedded model, noting when each stream's first delta came out of llama.cpp."""
+
+    def __init__(self, inner: LlamaCppLLM) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.first: list[float] = []
+        self.messages: Sequence[dict[str, str]] = []
+
+    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
+        return self.inner.complete(messages, **kw)
+
+    def stream(self, messages: Sequence[dict[str, str]], **kw: Any) -> TokenStream:
+        self.messages = messages
+        gen = self.inner.stream(messages, **kw)
+        noted = False
+        try:
+            while True:
+                try:
+                    delta = next(gen)
+                except StopIteration as end:
+                    return end.value  # type: ignore[no-any-return]
+                if not noted:
+                    self.first.append(time.monotonic())
+                    noted = True
+                yield delta
+        finally:
+            gen.close()
+
+
+class TimedStdout(io.TextIOBase):
+    """sys.stdout for the in-process CLI: remembers when each write happened."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[float, str]] = []
+
+    def write(self, s: str) -> int:
+        self.writes.append((time.monotonic(), s))
+        return len(s)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def run_python(engine: CRAG, timed: TimedLLM) -> dict[str, Any]:
+    t0 = time.monotonic()
+    first = None
+    pieces = 0
+    with engine.ask_stream(QUESTION) as events:
+        for e in events:
+            if e.name == "token":
+                pieces += 1
+                first = first or time.monotonic()
+            if e.name == "answer":
+                answer = e.value
+    end = time.monotonic()
+    assert first is not None
+    return _row(t0, first, end, timed.first[-1], pieces, answer.answer)
+
+
+def run_cli(kb: Path, config: Path, timed: TimedLLM) -> dict[str, Any]:
+    from crag.cli import app
+
+    out = TimedStdout()
+    real = sys.stdout
+    sys.stdout = out  # the CLI's RedactingStream looks sys.stdout up at each write
+    t0 = time.monotonic()
+    try:
+        app(["ask", QUESTION, "--kb", str(kb), "-c", str(config), "--search", "none"], standalone_mode=False)
+    finally:
+        sys.stdout = real
+    end = time.monotonic()
+    writes = out.writes
+    decided = next(i for i, (_, s) in enumerate(writes) if "confidence" in s)
+    # The answer is written between the blank line after the decision (and any "searching:"
+    # line) and the blank line before the sources.
+    start = next(i for i in range(decided + 1, len(writes)) if writes[i][1] == "\n") + 1
+    stop = next((i for i in range(start, len(writes)) if writes[i][1].startswith("\n")), len(writes))
+    answer_writes = [(t, s) for t, s in writes[start:stop] if s]
+    first = answer_writes[0][0]
+    text = "".join(s for _, s in answer_writes)
+    return _row(t0, first, end, timed.first[-1], len(answer_writes), text)
+
+
+def run_sse(base: str, timed: TimedLLM) -> dict[str, Any]:
+    t0 = time.monotonic()
+    first = None
+    pieces = 0
+    text = ""
+    with httpx.Client(base_url=base, timeout=600) as client:
+        with client.stream("POST", "/v1/ask", json={"question": QUESTION, "stream": True}) as r:
+            event = ""
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == "token":
+                    pieces += 1
+                    first = first or time.monotonic()
+                    text += json.loads(line[6:])["delta"]
+    end = time.monotonic()
+    assert first is not None
+    return _row(t0, first, end, timed.first[-1], pieces, text)
+
+
+def run_chat(base: str, timed: TimedLLM) -> dict[str, Any]:
+    import openai
+
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=600)
+    t0 = time.monotonic()
+    first = None
+    pieces = 0
+    text = ""
+    for chunk in client.chat.completions.create(
+        model="crag", stream=True, messages=[{"role": "user", "content": QUESTION}]
+    ):
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces += 1
+            first = first or time.monotonic()
+            text += chunk.choices[0].delta.content
+    end = time.monotonic()
+    assert first is not None
+    return _row(t0, first, end, timed.first[-1], pieces, text)
+
+
+def run_direct(timed: TimedLLM, max_tokens: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    first = None
+    pieces = []
+    for delta in timed.inner.stream(timed.messages, max_tokens=max_tokens):
+        first = first or time.monotonic()
+        pieces.append(delta)
+    end = time.monotonic()
+    assert first is not None
+    return _row(t0, first, end, first, len(pieces), "".join(pieces))
+
+
+def _row(t0: float, first: float, end: float, model_first: float, pieces: int, text: str) -> dict[str, Any]:
+    return {
+        "first_token_s": round(first - t0, 3),
+        "total_s": round(end - t0, 3),
+        "first_token_share": round((first - t0) / (end - t0), 3),
+        "added_over_model_first_token_s": round(first - model_first, 3),
+        "pieces": pieces,
+        "sentences": sum(text.count(c) for c in ".。!?！？"),
+        "text": text.strip()[:400],
+    }
+
+
+def cancels(base: str, engine: CRAG, timed: TimedLLM, n: int) -> dict[str, Any]:
+    lock = timed.inner._loaded.lock  # type: ignore[union-attr]
+    freed: list[float] = []
+    next_start: list[float] = []
+    with httpx.Client(base_url=base, timeout=600) as client:
+        for _ in range(n):
+            with client.stream("POST", "/v1/ask", json={"question": QUESTION, "stream": True}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("event: token"):
+                        break
+            cancelled = time.monotonic()  # the connection is closed here, mid-answer
+            while lock.locked() and time.monotonic() - cancelled < 30:
+                time.sleep(0.005)
+            freed.append(time.monotonic() - cancelled)
+            # The next request: when does its model call start (its first delta minus the
+            # time its own steps before generation took is not needed: the lock was free)?
+            before = len(timed.first)
+            with client.stream("POST", "/v1/ask", json={"question": QUESTION, "stream": True}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("event: token"):
+                        break
+            assert len(timed.first) > before
+            next_start.append(timed.first[before] - cancelled)
+    deadline = time.monotonic() + 10
+    while lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)
+    stuck = [t.name for t in threading.enumerate() if t.name.startswith("crag-stream") and t.is_alive()]
+    return {
+        "cancelled": n,
+        "stuck_generations": len(stuck) + int(lock.locked()),
+        "model_free_after_cancel_s": {"max": round(max(freed), 3), "median": round(statistics.median(freed), 3)},
+        "next_request_first_token_after_cancel_s": {
+            "max": round(max(next_start), 3),
+            "median": round(statistics.median(next_start), 3),
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kb", default=str(ROOT / ".cache" / "bench-stream-kb"))
+    ap.add_argument("--model", default=CragSettings().llm.model)
+    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--cancels", type=int, default=20)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "streaming.json"))
+    args = ap.parse_args()
+
+    timed = TimedLLM(LlamaCppLLM(args.model, n_ctx=4096))
+    timed.inner.warm_up()
+    LLMS.register("bench-timed", lambda settings, deps: timed)
+    kb = Path(args.kb)
+    overrides = {
+        "kb": {"path": kb},
+        "search": {"provider": "none"},
+        "llm": {"backend": "bench-timed", "max_tokens": args.max_tokens},
+    }
+    engine = CRAG(CragSettings(**overrides))
+    engine.ingest([SAMPLE / "internal"])
+    config = kb.parent / "bench-stream.toml"
+    config.write_text(
+        f'[kb]\npath = "{kb}"\n[llm]\nbackend = "bench-timed"\nmax_tokens = {args.max_tokens}\n'
+        '[search]\nprovider = "none"\n',
+        encoding="utf-8",
+    )
+    # Warm the embedder, evaluator and model with another question: the timed question's own
+    # prompt is new to llama.cpp on its first (python) run; the later paths find it cached.
+    engine.ask("When was the Royal University of Warsaw established?")
+
+    results: dict[str, Any] = {"model": args.model, "question": QUESTION, "load_average": os.getloadavg()}
+    rows: dict[str, Any] = {}
+    rows["python"] = run_python(engine, timed)
+    rows["llama.cpp"] = run_direct(timed, args.max_tokens)
+    rows["cli"] = run_cli(kb, config, timed)
+    with serve_in_thread(create_app(engine, api_keys=[])) as base:
+        rows["sse"] = run_sse(base, timed)
+        rows["chat"] = run_chat(base, timed)
+        results["cancel"] = cancels(base, engine, timed, args.cancels)
+    results["paths"] = rows
+    results["load_average_after"] = os.getloadavg()
+    Path(args.out).write_text(json.dumps(results, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    for name, row in rows.items():
+        print(f"{name:10} first {row['first_token_s']:6.2f}s of {row['total_s']:6.2f}s "
+              f"({row['first_token_share']:.0%}), +{row['added_over_model_first_token_s']:.3f}s over the model, "
+              f"{row['pieces']} pieces, {row['sentences']} sentence(s)")  # fmt: skip
+    print(json.dumps(results["cancel"], indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""A run watched live: the pipeline in a worker thread, its events handed over as they happen.
+
+:class:`AnswerStream` runs a request (``run(on_step)``, e.g. ``run_crag`` with the engine's
+tracer) in a worker thread. Each step event is summarised (:mod:`crag.pipeline.events`)
+and put on a bounded queue; the caller iterates the stream and gets them in order, then the
+``answer`` event. An error of the run is raised to the caller from ``next()``.
+
+The caller may stop early: :meth:`AnswerStream.close` (also called by ``with``, or when the
+stream is garbage collected) sets a cancel flag; the worker sees it at its next event and
+raises :class:`~crag.errors.RequestCancelled`, which stops the model between two tokens
+and ends the run (the engine still records its trace, once). ``close`` never blocks, so
+an event loop may call it.
+
+>>> from crag.types import Action, Answer, Query
+>>> def run(on_step):
+...     on_step("query", Query("Who?", "en"))
+...     for piece in ("Ann ", "[1]."):
+...         on_step("token", piece)
+...     return Answer("Who?", "Ann [1].", Action.CORRECT, 0.9, [], [], "t1", {})
+>>> with AnswerStream(run, trace_id="t1") as events:
+...     [(e.name, e.data.get("delta")) for e in events]
+[('query', None), ('token', 'Ann '), ('token', '[1].'), ('answer', None)]
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from crag.errors import RequestCancelled
+from crag.pipeline.events import StreamEvent, summarise
+from crag.pipeline.steps import OnStep
+
+__all__ = ["AnswerStream"]
+
+QUEUE_EVENTS = 256  # a reader this far behind holds the run back (the worker waits to put)
+_POLL_SECONDS = 0.1  # how often a worker waiting on a full queue checks for a cancel
+
+
+class AnswerStream(Iterator[StreamEvent]):
+    """The events of one run, in order: step events, ``token``/``replace``, then ``answer``.
+
+    ### Usage example
+    >>> from crag import CRAG                                           # doctest: +SKIP
+    >>> with CRAG.from_config().ask_stream("What is CRAG?") as events:  # doctest: +SKIP
+    ...     for e in events:
+    ...         if e.name == "token":
+    ...             print(e.data["delta"], end="", flush=True)
+    """
+
+    def __init__(self, run: Callable[[OnStep], Any], *, trace_id: str, max_events: int = QUEUE_EVENTS) -> None:
+        self.trace_id = trace_id
+        # The worker holds the channel, not this object: a stream dropped without close()
+        # is collected, and its __del__ stops the run.
+        self._channel = _Channel(max_events)
+        self._finished = False
+        ctx = contextvars.copy_context()  # spans opened in the run nest under the caller's
+        channel = self._channel
+        self._worker = threading.Thread(
+            target=lambda: ctx.run(channel.work, run), name=f"crag-stream-{trace_id}", daemon=True
+        )
+        self._worker.start()
+
+    def __iter__(self) -> AnswerStream:
+        return self
+
+    def __next__(self) -> StreamEvent:
+        while True:
+            event = self.next_event(timeout=None)
+            if event is not None:
+                return event
+
+    def next_event(self, timeout: float | None) -> StreamEvent | None:
+        """The next event, or ``None`` when none came within ``timeout`` seconds.
+
+        Raises ``StopIteration`` after the ``answer`` event and the run's error if it failed.
+        """
+        if self._finished:
+            raise StopIteration
+        try:
+            kind, value = self._channel.queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if kind == "event":
+            return value  # type: ignore[no-any-return]
+        self._finished = True
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the run at its next event (between two tokens while the model writes)."""
+        self._channel.cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._channel.cancel.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the worker to end (the model is free again); True if it did."""
+        self._worker.join(timeout)
+        return not self._worker.is_alive()
+
+    def __enter__(self) -> AnswerStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._channel.cancel.set()
+
+
+class _Channel:
+    """The worker's side: runs the pipeline and queues its events; stops once cancelled."""
+
+    def __init__(self, max_events: int) -> None:
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, max_events))
+        self.cancel = threading.Event()
+
+    def work(self, run: Callable[[OnStep], Any]) -> None:
+        try:
+            last = summarise("answer", run(self.observe))
+        except BaseException as exc:  # handed to the caller's thread
+            self.put(("error", exc), final=True)
+            return
+        self.put(("event", last), final=True)
+        self.put(("end", None), final=True)
+
+    def observe(self, name: str, value: Any) -> None:
+        if name == "answer":
+            return  # sent once the run has returned (after the trace is saved)
+        if self.cancel.is_set():
+            raise RequestCancelled("the streamed answer was closed by its reader; generation stopped")
+        self.put(("event", summarise(name, value)), final=False)
+
+    def put(self, item: tuple[str, Any], *, final: bool) -> None:
+        """Queue ``item``, waiting while the reader is behind; give up once it has gone."""
+        while True:
+            if self.cancel.is_set() and not final:
+                raise RequestCancelled("the streamed answer was closed by its reader; generation stopped")
+            try:
+                self.queue.put(item, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                if self.cancel.is_set() and final:
+                    return  # nobody reads any more: drop the end marker

@@ -1,0 +1,206 @@
+"""Streamed answers over HTTP: ``/v1/ask`` events and OpenAI chat chunks as the model writes.
+
+Both read one :class:`~crag.pipeline.live.AnswerStream` (the engine's run in a worker
+thread). The event loop never blocks on it: each wait for the next event runs in the
+threadpool for at most :data:`POLL_SECONDS`, so a client that hangs up is noticed within
+that time plus one token, and the stream is closed, which stops the model between two
+tokens and frees it for the next request. Answer text leaves through a
+:class:`~crag.redact.StreamRedactor` (a secret split across tokens is still caught).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from crag.errors import CragError
+from crag.pipeline.events import StreamEvent
+from crag.pipeline.live import AnswerStream
+from crag.redact import StreamRedactor, redact, redact_text
+from crag.server.metrics import Metrics
+from crag.server.stream import crag_error_status, crag_meta, sources_text, sse
+from crag.types import Answer
+
+__all__ = ["ask_events", "chat_events", "first_events", "live_events"]
+
+POLL_SECONDS = 0.1  # longest wait in the threadpool: how soon a hang-up stops the model
+KEEPALIVE_SECONDS = 10.0  # SSE comment interval while nothing happens (proxies drop idle streams)
+# Events after which a chat stream has something to send (an error before them is an HTTP status).
+_CHAT_START = frozenset({"token", "replace", "generate", "abstain", "answer"})
+
+
+def _next(stream: AnswerStream) -> tuple[str, StreamEvent | None]:
+    # StopIteration cannot cross into a coroutine (PEP 479): say "end" instead.
+    try:
+        event = stream.next_event(POLL_SECONDS)
+    except StopIteration:
+        return "end", None
+    return ("event", event) if event is not None else ("idle", None)
+
+
+async def live_events(
+    stream: AnswerStream, keepalive: float | None = None
+) -> AsyncGenerator[StreamEvent | None, None]:
+    """The stream's events, ``None`` every ``keepalive`` idle seconds; closes the stream on the way out."""
+    keepalive = KEEPALIVE_SECONDS if keepalive is None else keepalive
+    idle_since = time.monotonic()
+    try:
+        while True:
+            kind, event = await run_in_threadpool(_next, stream)
+            if kind == "end":
+                return
+            if event is not None:
+                idle_since = time.monotonic()
+                yield event
+            elif time.monotonic() - idle_since >= keepalive:
+                idle_since = time.monotonic()
+                yield None
+    finally:
+        stream.close()  # a no-op after the end; after a hang-up it stops the model
+
+
+class _AnswerText:
+    """The answer's text as it streams: tokens through the redactor, replacements reset it."""
+
+    def __init__(self) -> None:
+        self.redactor = StreamRedactor()
+
+    def take(self, event: StreamEvent) -> str:
+        if event.name == "token":
+            return self.redactor.push(str(event.data.get("delta", "")))
+        return ""
+
+    def flush(self) -> str:
+        return self.redactor.flush()
+
+
+async def ask_events(
+    stream: AnswerStream, metrics: Metrics, question: str, mode: str, keepalive: float | None = None
+) -> AsyncIterator[bytes]:
+    """SSE for ``POST /v1/ask`` with ``stream=true``: ``started``, the step events as they happen,
+    ``token`` events, ``replace`` when the streamed text is not the answer, the ``generate`` event
+    (citations, usage), then ``done`` with the whole answer, or ``error``."""
+    yield sse("started", {"question": question, "mode": mode, "trace_id": stream.trace_id})
+    text = _AnswerText()
+    events = live_events(stream, keepalive)
+    try:
+        async for event in events:
+            if event is None:
+                yield b": keep-alive\n\n"
+            elif event.name == "token":
+                if piece := text.take(event):
+                    yield sse("token", {"delta": piece})
+            elif event.name == "answer":
+                metrics.answer(event.value)
+                yield sse("done", event.data)
+            else:
+                if event.name in ("replace", "generate", "abstain") and (rest := text.flush()):
+                    if event.name != "replace":  # held words of a replaced text are dropped
+                        yield sse("token", {"delta": rest})
+                yield sse(event.name, event.data)
+    except CragError as exc:
+        status, type_ = crag_error_status(exc)
+        metrics.error(type_)
+        yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
+    finally:
+        await events.aclose()
+
+
+async def first_events(events: AsyncGenerator[StreamEvent | None, None]) -> list[StreamEvent]:
+    """Read events until the answer starts (its first token, or the end of a run without one).
+
+    A chat stream waits for this before it answers: an error of the run until then (the
+    model unreachable, the budget spent) still reaches the client as an HTTP status.
+    """
+    seen: list[StreamEvent] = []
+    async for event in events:
+        if event is not None:
+            seen.append(event)
+            if event.name in _CHAT_START:
+                break
+    return seen
+
+
+async def chat_events(
+    first: list[StreamEvent],
+    events: AsyncGenerator[StreamEvent | None, None],
+    metrics: Metrics,
+    model: str,
+    trace_id: str,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    """``chat.completion.chunk`` events as the model writes: ``delta.content`` per token, the
+    sources after the text, a final chunk with ``finish_reason`` (and ``usage`` when asked).
+
+    Chunks only add text: when the pipeline replaces what was streamed (a re-ask after a
+    refusal, a statement instead of an unsupported reply) the new text follows after a blank
+    line. Inferred citation markers are not re-sent; the sources list follows the text.
+    """
+    base = {
+        "id": f"chatcmpl-{trace_id}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        body = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]} | extra
+        return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
+
+    async def all_events() -> AsyncIterator[StreamEvent | None]:
+        for seen in first:
+            yield seen
+        async for event in events:
+            yield event
+
+    yield chunk({"role": "assistant", "content": ""})
+    text = _AnswerText()
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    answer: Answer | None = None
+    try:
+        async for event in all_events():
+            if event is None:
+                yield b": keep-alive\n\n"
+            elif event.name == "token":
+                if piece := text.take(event):
+                    yield chunk({"content": piece})
+            elif event.name == "replace":
+                reason = event.data.get("reason")
+                rest = "" if reason == "reask" else text.flush()  # a re-ask's first reply ends here
+                text.redactor.reset()
+                if reason != "citations":  # the same text with markers: the sources list follows
+                    yield chunk({"content": rest + "\n\n" + redact_text(str(event.data.get("text") or ""))})
+            elif event.name == "generate":
+                if rest := text.flush():
+                    yield chunk({"content": rest})
+                usage = _usage(event.data.get("usage") or {})
+            elif event.name == "abstain":  # no model call: the statement and the links are the answer
+                yield chunk({"content": redact_text(str(event.value.text))})
+            elif event.name == "answer":
+                answer = event.value
+                metrics.answer(event.value)
+    except CragError as exc:
+        status, type_ = crag_error_status(exc)
+        metrics.error(type_)
+        yield chunk({}, "error", error={"status": status, "type": type_, "message": str(exc)})
+        yield b"data: [DONE]\n\n"
+        return
+    finally:
+        await events.aclose()
+    if answer is None:  # pragma: no cover - a run ends with its answer or an error
+        return
+    if answer.citations:
+        yield chunk({"content": redact_text(sources_text(answer))})
+    yield chunk({}, "stop", crag=crag_meta(answer))
+    if include_usage:
+        yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+def _usage(u: dict[str, Any]) -> dict[str, int]:
+    prompt, completion = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

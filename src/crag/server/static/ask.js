@@ -1,0 +1,103 @@
+// The list page's "Ask" box: POST /v1/ask with stream=true and show the run as it happens:
+// each pipeline step as it finishes, then the answer as the model writes it, then its sources.
+// Everything is built with text nodes (el), as in the rest of the viewer.
+"use strict";
+
+function describe(name, d) {
+  const n = (xs) => (Array.isArray(xs) ? xs.length : 0);
+  switch (name) {
+    case "query": return `${d.language || "?"}${d.query_type ? `, ${d.query_type}` : ""}`;
+    case "retrieve": return `${n(d.documents)} document(s)`;
+    case "evaluate": return `confidence ${num(d.confidence)} (${d.evaluator || "evaluator"})`;
+    case "decide": return [badge(d.action), ` confidence ${num(d.confidence)}`];
+    case "refine": case "refine_external": return `${n(d.kept)} strip(s) kept of ${d.graded || 0}`;
+    case "rewrite": return (d.queries || []).join("; ");
+    case "search": return `${n(d.results)} result(s)`;
+    case "rounds": return `${d.rounds} round(s), ${d.stopped || ""}`;
+    case "correct": return `${d.internal} internal, ${d.external} external`;
+    case "fuse": case "compress": return `${n(d.context)} in context`;
+    case "replace": return `answer replaced (${d.reason})`;
+    case "generate": return `${n(d.citations)} citation(s)${d.refused ? ", refused" : ""}`;
+    case "abstain": return "nothing reliable found: no guess";
+    default: return "";
+  }
+}
+
+// Server-sent events from a fetch body: blocks separated by a blank line, "event:" and "data:" lines.
+async function* sseEvents(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) yield [name, JSON.parse(data)];
+    }
+    if (done) return;
+  }
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const form = event.target;
+  const box = document.getElementById("ask");
+  const stages = document.getElementById("ask-stages");
+  const answer = document.getElementById("ask-answer");
+  const sources = document.getElementById("ask-sources");
+  const status = document.getElementById("ask-status");
+  const button = form.querySelector("button");
+  stages.replaceChildren(); answer.textContent = ""; sources.replaceChildren(); status.textContent = "asking…";
+  box.dataset.state = "running";
+  button.disabled = true;
+  const headers = { "Content-Type": "application/json" };
+  const key = sessionStorage.getItem(KEY_NAME);
+  if (key) headers["Authorization"] = `Bearer ${key}`;
+  try {
+    const body = { question: form.elements.question.value, mode: form.elements.mode.value, stream: true };
+    const response = await fetch("/v1/ask", { method: "POST", headers, body: JSON.stringify(body) });
+    if (!response.ok) {
+      let message = `HTTP ${response.status}`;
+      try { const e = await response.json(); message = `${e.error.type}: ${e.error.message}`; } catch (_) { /* keep */ }
+      throw new Error(message);
+    }
+    for await (const [name, data] of sseEvents(response)) {
+      if (name === "token") {
+        box.dataset.state = "streaming";
+        answer.textContent += data.delta;
+      } else if (name === "replace") {
+        answer.textContent = data.text || "";
+        stages.append(el("li", {}, el("span", { class: "name" }, name), " ", describe(name, data)));
+      } else if (name === "done") {
+        answer.textContent = data.answer;
+        for (const c of data.citations || []) {
+          sources.append(el("li", {}, `[${c.id}] `, c.url ? el("a", { href: c.url }, c.title || c.url) : (c.title || c.source)));
+        }
+        status.replaceChildren("trace ", el("a", { href: `/ui/trace/${encodeURIComponent(data.trace_id)}` }, data.trace_id));
+        box.dataset.state = "done";
+        if (typeof loadList === "function") loadList();
+      } else if (name === "error") {
+        throw new Error(`${data.error.type}: ${data.error.message}`);
+      } else if (name !== "started") {
+        stages.append(el("li", {}, el("span", { class: "name" }, name), " ", describe(name, data)));
+      }
+    }
+  } catch (err) {
+    status.replaceChildren(el("span", { class: "error" }, err.message));
+    box.dataset.state = "error";
+  } finally {
+    button.disabled = false;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("ask-form").addEventListener("submit", ask);
+});
