@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,7 +17,7 @@ from crag.grade.classify import (
     query_thresholds,
     thresholds_for,
 )
-from crag.protocols import Completion
+from crag.testing.fakes import ScriptedLLM
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,23 +77,7 @@ def test_sample_questions_are_mostly_factoid() -> None:
     assert counts["factoid"] / len(rows) >= 0.9
 
 
-class OneReplyLLM:
-    model_id = "fake"
 
-    def __init__(self, reply: str | Exception) -> None:
-        self.reply = reply
-
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return Completion(self.reply)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +92,7 @@ class OneReplyLLM:
     ],
 )
 def test_classify_with_llm_falls_back_to_rules(reply: str | Exception, qtype: str) -> None:
-    assert classify_with_llm("Who wrote Hamlet?", OneReplyLLM(reply)) == qtype
+    assert classify_with_llm("Who wrote Hamlet?", ScriptedLLM([reply])) == qtype
 
 
 def test_default_thresholds_per_type() -> None:
@@ -152,4 +134,4 @@ def test_query_thresholds() -> None:
     assert off == ("", 0.6, 0.35)
     on = CragSettings(evaluator={**BASE, "classify": True})
     assert query_thresholds("谁发明了电话？", on) == ("factoid", 0.65, 0.35)
-    assert query_thresholds("谈谈人工智能", on, OneReplyLLM("open-ended")).query_type == "open-ended"
+    assert query_thresholds("谈谈人工智能", on, ScriptedLLM(["open-ended"])).query_type == "open-ended"

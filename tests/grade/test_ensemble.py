@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -12,9 +11,10 @@ from crag.decide import decide
 from crag.errors import ConfigError, CragError, LLMError
 from crag.grade.ensemble import EnsembleEvaluator
 from crag.grade.heuristic import HeuristicEvaluator, set_confidence
-from crag.protocols import Completion, Evaluator
+from crag.protocols import Evaluator
 from crag.registry import EVALUATORS, BackendDeps
-from crag.types import Action, Evaluation, Grade, Passage
+from crag.testing.fakes import FixedEvaluator, ScriptedLLM
+from crag.types import Action, Evaluation, Passage
 
 pytestmark = pytest.mark.unit
 
@@ -22,36 +22,10 @@ PASSAGES = [Passage("a", "first"), Passage("b", "second")]
 UPPER, LOWER = 0.6, 0.35
 
 
-class FixedEvaluator:
-    """An evaluator that returns fixed scores (a fake for control flow)."""
-
-    def __init__(self, name: str, scores: Sequence[float], degraded: str = "") -> None:
-        self.name = name
-        self.scores = list(scores)
-        self.degraded = degraded
-
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
-        grades = [Grade(p.id, s, f"{self.name} says {s}") for p, s in zip(passages, self.scores, strict=True)]
-        return Evaluation(grades, set_confidence(grades), "fixed", self.name, self.degraded)
 
 
-class ScriptedLLM:
-    """Replies from a queue (the LLM protocol)."""
 
-    model_id = "scripted"
 
-    def __init__(self, replies: Sequence[str]) -> None:
-        self.replies = list(replies)
-
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        return Completion(self.replies.pop(0))
 
 
 class BrokenEvaluator:

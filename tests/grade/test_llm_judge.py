@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import pytest
 
@@ -23,36 +22,13 @@ from crag.grade.llm_judge import (
     yes_no_messages,
 )
 from crag.grade.parse import parse_batch, parse_judgement, parse_reason, parse_score, parse_yes_no
-from crag.protocols import LLM, Completion, Evaluator
+from crag.protocols import LLM, Evaluator
 from crag.registry import EVALUATORS, BackendDeps
+from crag.testing.fakes import ScriptedLLM
 from crag.types import Passage
 
-
 # -- fakes -------------------------------------------------------------------------------
-class ScriptedLLM:
-    """Replies from a queue, in order; records the prompts it was sent."""
 
-    model_id = "scripted"
-
-    def __init__(self, replies: Sequence[str | Exception]) -> None:
-        self.replies = list(replies)
-        self.prompts: list[Sequence[dict[str, str]]] = []
-        self.schemas: list[dict[str, Any] | None] = []
-
-    def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        self.prompts.append(messages)
-        self.schemas.append(json_schema)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return Completion(reply, model=self.model_id)
 
 
 class YesNoLLM(ScriptedLLM):

@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from crag.config import CragSettings
 from crag.engine import CRAG
@@ -24,7 +21,7 @@ from crag.protocols import Completion
 from crag.registry import LLMS
 from crag.server import app as server_app
 from crag.server.app import create_app
-from crag.testing.net import free_port
+from crag.testing.net import serve_in_thread
 
 # Not imported from llm_fixtures: whether tests/ is a package decides if that import works.
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,26 +60,6 @@ def project_cache_dir() -> Path:
     return Path(os.environ.get("CRAG_CACHE_DIR") or ROOT / ".cache" / "crag")
 
 
-@contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn in a thread; yield its base URL; stop it afterwards."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start within 30 s")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-
 
 def build_kb(root: Path, **settings: Any) -> CRAG:
     src = root / "docs.jsonl"
@@ -95,7 +72,7 @@ def build_kb(root: Path, **settings: Any) -> CRAG:
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     engine = build_kb(tmp_path_factory.mktemp("uvicorn"), llm={"backend": "test-slow"})
-    with running(create_app(engine, api_keys=[KEY])) as url:
+    with serve_in_thread(create_app(engine, api_keys=[KEY])) as url:
         yield url
 
 
@@ -160,7 +137,7 @@ def test_real_llm_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     engine = build_kb(tmp_path, llm={"backend": "llama-cpp", "max_tokens": 64})
     assert engine.settings.llm.model == SMALL_MODEL
     with (
-        running(create_app(engine, api_keys=[KEY])) as url,
+        serve_in_thread(create_app(engine, api_keys=[KEY])) as url,
         httpx.Client(base_url=url, headers=AUTH, timeout=300) as client,
     ):
         r = client.post("/v1/ask", json={"question": "When was the Tianjin Synagogue completed?"})
