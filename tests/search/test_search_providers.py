@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from crag.registry import SEARCHES, BackendDeps
 from crag.search.brave import BraveSearch
 from crag.search.duckduckgo import DuckDuckGoSearch
 from crag.search.searxng import SearxngSearch
+from crag.testing.net import Recorder
 from crag.types import WebResult
 
 CASSETTES = Path(__file__).resolve().parents[1] / "cassettes"
@@ -31,18 +32,6 @@ def cassette(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((CASSETTES / f"{name}.json").read_text(encoding="utf-8"))
     return data
 
-
-class Recorder:
-    """A MockTransport handler that replays responses in order and keeps the requests."""
-
-    def __init__(self, *responses: httpx.Response | Callable[[httpx.Request], httpx.Response]) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        nxt = self.responses[min(len(self.requests), len(self.responses)) - 1]
-        return nxt(request) if callable(nxt) else nxt
 
 
 def mock(rec: Recorder) -> httpx.Client:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from crag.config import CragSettings
 from crag.errors import MissingAPIKeyError, SearchError
 from crag.registry import SEARCHES, BackendDeps
 from crag.search.tavily import TavilySearch
+from crag.testing.net import Recorder
 from crag.types import WebResult
 
 pytestmark = pytest.mark.unit
@@ -26,18 +26,6 @@ def cassette(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((CASSETTES / f"tavily_{name}.json").read_text(encoding="utf-8"))
     return data
 
-
-class Recorder:
-    """A MockTransport handler that replays responses in order and keeps the requests."""
-
-    def __init__(self, *responses: httpx.Response | Callable[[httpx.Request], httpx.Response]) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        nxt = self.responses[min(len(self.requests), len(self.responses)) - 1]
-        return nxt(request) if callable(nxt) else nxt
 
 
 def make(recorder: Recorder, **kw: Any) -> TavilySearch:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import httpx
 
 
 def free_port() -> int:
@@ -44,3 +46,23 @@ def serve_in_thread(app: Any, *, start_timeout: float = 30.0) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+class Recorder:
+    """An ``httpx.MockTransport`` handler: replays responses in order (the last repeats) and
+    keeps every request, so a test sees what a backend sent without a network.
+
+    >>> rec = Recorder(httpx.Response(500), httpx.Response(200, json={"ok": True}))
+    >>> client = httpx.Client(transport=httpx.MockTransport(rec))
+    >>> [client.get("https://e.test/a").status_code for _ in range(3)], len(rec.requests)
+    ([500, 200, 200], 3)
+    """
+
+    def __init__(self, *responses: httpx.Response | Callable[[httpx.Request], httpx.Response]) -> None:
+        self.responses = list(responses)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        nxt = self.responses[min(len(self.requests), len(self.responses)) - 1]
+        return nxt(request) if callable(nxt) else nxt
