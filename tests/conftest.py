@@ -4,7 +4,8 @@ step or backend package (correct, grade, generate, llm, kb, search, server, trac
 for what spans the whole engine (architecture, end to end, pipeline flow, registries).
 
 Fakes live in :mod:`crag.testing.fakes` (control flow only; capabilities are proven with the
-real components); the fixtures below hand out fresh ones. ``llm_fixtures`` (the bundled
+real components); tests import them from there, and the fixtures below hand out
+fresh ones where several tests share the same setup. ``llm_fixtures`` (the bundled
 models and the project cache) is importable from every folder, because pytest puts the
 directory of this rootmost conftest on ``sys.path``.
 """
@@ -13,28 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from crag.testing.fakes import HashEmbedder, MarkerEvaluator, ScriptedLLM, StaticWebSearch
-
-
-@pytest.fixture
-def hash_embedder() -> HashEmbedder:
-    """A deterministic embedder: equal texts embed equally, nothing is downloaded."""
-    return HashEmbedder()
+from crag.testing.fakes import MarkerEvaluator
 
 
 @pytest.fixture
 def marker_evaluator() -> MarkerEvaluator:
     """Grades by marker words: "gold" 0.9, "partial" 0.5, anything else 0.1."""
     return MarkerEvaluator()
-
-
-@pytest.fixture
-def answer_llm() -> ScriptedLLM:
-    """An LLM that answers "Paris [1]." to everything and records the prompts."""
-    return ScriptedLLM(["Paris [1]."])
-
-
-@pytest.fixture
-def no_results_search() -> StaticWebSearch:
-    """An external source that finds nothing (and records the queries it got)."""
-    return StaticWebSearch([])
