@@ -7,13 +7,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_correct_decompose import LocalSearxng
 
 from crag.correct.decompose import search_parallel
 from crag.errors import SearchError
 from crag.search.cache import CachedSearch, RewriteCache
 from crag.search.searxng import SearxngSearch
 from crag.testing.fakes import StaticWebSearch
+from crag.testing.searxng import LocalSearxng
 from crag.types import WebResult
 
 pytestmark = pytest.mark.unit
