@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,8 +92,8 @@ def _bar(console: Console) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("chunks embedded"),
+        DownloadColumn(),  # the knowledge base reports progress in bytes read
+        TextColumn("read and embedded"),
         console=console,
         transient=False,
     )
