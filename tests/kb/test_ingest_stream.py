@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,65 @@ def test_whitespace_only_large_file_is_reported(tmp_path: Path, monkeypatch: pyt
     blank.write_text(" \n\t\n" * 1000, "utf-8")
     with pytest.raises(UnsupportedFileError, match="no extractable text"):
         list(file_chunks(blank, scan(blank), size=400, overlap=60))
+
+
+def _jsonl(path: Path, rows: int) -> Path:
+    import json
+
+    lines = []
+    for i in range(rows):
+        if i % 97 == 5:
+            lines.append("{not json")  # a bad line: warned about, skipped
+            continue
+        text = f"第{i}号文件说明长江大桥建于一九五七年。" if i % 2 else f"Record {i}: the river bridge opened in 1957."
+        # A raw U+2028 inside a JSON string is text, not a line end.
+        lines.append(json.dumps({"id": i, "text": text + "\u2028end", "metadata": {"n": i}}, ensure_ascii=False))
+    path.write_text("\ufeff" + "\r\n".join(lines) + "\r\n", "utf-8", newline="")
+    return path
+
+
+def test_jsonl_streams_line_by_line_with_the_chunks_of_a_whole_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 4096)
+    path = _jsonl(tmp_path / "rows.jsonl", 3000)
+    info = scan(path)
+    warns: list[str] = []
+    got = list(file_chunks(path, info, size=400, overlap=60, warnings=warns))
+    whole, whole_warns = load_file(path)
+    assert [(c.source, c.text) for c, _ in got] == [(d.source, d.text) for d in whole]
+    assert warns == whole_warns and len(warns) == 31 and "line 6: invalid JSON" in warns[0]
+    assert got[0][0].source.endswith("rows.jsonl#0") and got[0][0].metadata == {"n": 0}
+    offsets = [o for _, o in got]
+    assert offsets == sorted(offsets) and offsets[-1] == info.size
+
+
+def test_jsonl_memory_holds_a_line_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 4096)
+    rows = 60_000
+    path = _jsonl(tmp_path / "rows.jsonl", rows)
+    info = scan(path)
+
+    def peak_of(read: Callable[[], object]) -> int:
+        tracemalloc.start()
+        try:
+            read()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    streamed = peak_of(lambda: sum(1 for _ in file_chunks(path, info, size=400, overlap=60)))
+    whole = peak_of(lambda: load_file(path))
+    # Streamed, memory holds one line plus, per row, its id and a 64-bit chunk key (to skip
+    # duplicates): ~160 bytes a row, not the file's text, documents and metadata at once.
+    assert streamed < 200 * rows + 1_000_000, f"streamed peak {streamed} bytes for {rows} rows"
+    assert streamed * 3 < whole, f"streamed peak {streamed} vs {whole} bytes read whole"
+
+
+def test_jsonl_without_one_valid_line_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 1024)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"title": "no text"}\n' * 200, "utf-8")
+    problem = r'no valid JSONL line.*first problem: .*line 1: missing or empty "text"'
+    with pytest.raises(UnsupportedFileError, match=problem):
+        list(file_chunks(bad, scan(bad), size=400, overlap=60))

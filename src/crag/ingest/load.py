@@ -17,7 +17,7 @@ import os
 import re
 import unicodedata
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,9 +327,7 @@ def _detect(data: bytes) -> str | None:
         1
         for c in best
         if c not in "\t\n\r\f"
-        and (
-            unicodedata.category(c) in ("Cc", "Co", "Cn", "Cs") or "\uff61" <= c <= "\uff9f" or c == "\ufffd"
-        )
+        and (unicodedata.category(c) in ("Cc", "Co", "Cn", "Cs") or "\uff61" <= c <= "\uff9f" or c == "\ufffd")
     )
     return best if odd <= 0.005 * len(best) else None
 
@@ -361,26 +359,40 @@ def split_markdown(text: str) -> tuple[str, str]:
 
 def _load_jsonl(path: Path, source: str, data: bytes) -> tuple[list[SourceDoc], list[str]]:
     """One document per line; bad lines are skipped with a warning naming the line number."""
-    docs: list[SourceDoc] = []
     warns: list[str] = []
+    docs = list(jsonl_docs(path, source, decode_text(path, data).split("\n"), warns))
+    if not docs:
+        raise no_valid_jsonl(path, warns)
+    return docs, warns
+
+
+def jsonl_docs(path: Path, source: str, lines: Iterable[str], warns: list[str]) -> Iterator[SourceDoc]:
+    """The documents of JSONL ``lines`` in order; each bad line adds a warning to ``warns``.
+
+    Lines end at ``\n`` only (a raw U+2028 inside a JSON string is text, not a line end), so
+    a file read whole and a file read line by line give the same documents.
+    """
     ids: set[str] = set()
-    for lineno, line in enumerate(decode_text(path, data).splitlines(), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        problem, doc = _jsonl_doc(line, f"{source}#{lineno}", source)
-        if doc is not None and doc.source in ids:
-            problem, doc = f"duplicate id {doc.source.rsplit('#', 1)[1]!r}", None
+        problem, doc = _jsonl_doc(line.rstrip("\r"), f"{source}#{lineno}", source)
+        key = doc.source[len(source) + 1 :] if doc is not None else ""  # the id (or line number) alone
+        if doc is not None and key in ids:
+            problem, doc = f"duplicate id {key!r}", None
         if doc is None:
             warns.append(f"{path} line {lineno}: {problem}; line skipped")
             continue
-        ids.add(doc.source)
-        docs.append(doc)
-    if not docs:
-        first = f" (first problem: {warns[0]})" if warns else ""
-        raise UnsupportedFileError(
-            f'{path}: no valid JSONL line; each line needs a JSON object with a non-empty "text"{first}'
-        )
-    return docs, warns
+        ids.add(key)
+        yield doc
+
+
+def no_valid_jsonl(path: Path, warns: Sequence[str]) -> UnsupportedFileError:
+    """The error for a JSONL file without a single usable line."""
+    first = f" (first problem: {warns[0]})" if warns else ""
+    return UnsupportedFileError(
+        f'{path}: no valid JSONL line; each line needs a JSON object with a non-empty "text"{first}'
+    )
 
 
 def _jsonl_doc(line: str, default_source: str, source: str) -> tuple[str, SourceDoc | None]:

@@ -4,8 +4,9 @@
 ``file_chunks`` then yields the file's chunks in order, each with the byte offset reached.
 Plain-text and Markdown files that are clean UTF-8 are decoded block by block
 (``BLOCK_BYTES``), cut at the last paragraph break (else line break, sentence end or space)
-so that chunking a block gives the chunks the whole text would; everything else (PDF, DOCX,
-HTML, JSONL, other encodings) is read whole by :func:`crag.ingest.load.load_file` as before.
+so that chunking a block gives the chunks the whole text would; JSONL files that are clean
+UTF-8 are read line by line (memory bounded by the longest line). Everything else (PDF,
+DOCX, HTML, other encodings) is read whole by :func:`crag.ingest.load.load_file`.
 Files below ``STREAM_MIN_BYTES`` are always read whole, so small files chunk exactly as they
 always did.
 
@@ -24,17 +25,18 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
-from crag.ingest.load import SourceDoc, load_file, split_markdown, strip_controls
+from crag.ingest.load import SourceDoc, jsonl_docs, load_file, no_valid_jsonl, split_markdown, strip_controls
 from crag.types import Chunk
 
 __all__ = ["BLOCK_BYTES", "STREAM_MIN_BYTES", "FileScan", "file_chunks", "scan"]
 
 BLOCK_BYTES = 1 << 20  # read and chunk 1 MiB of a large text file at a time
 STREAM_MIN_BYTES = 1 << 20  # smaller files are read whole (exactly the chunks of load_file)
-_STREAM_SUFFIXES = {".txt", ".md", ".markdown"}
+_STREAM_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
 _MARKDOWN = {".md", ".markdown"}
 # Cut points for a block, best first: a paragraph break, a line break, a sentence end, a space.
 _CUTS = (re.compile(r"\n[^\S\n]*\n"), re.compile(r"\n"), re.compile(r"[。！？!?；;.]"), re.compile(r"\s"))
@@ -83,18 +85,22 @@ def file_chunks(
     for a large text file with no text at all). Loader warnings (bad JSONL lines) are appended
     to ``warnings``.
     """
-    seen: set[str] = set()
-    if _streams(path, info):
-        docs = _text_blocks(path)
+    seen: set[int] = set()  # 64 bits of each chunk id (a small int, not a 32-char string)
+    warnings = warnings if warnings is not None else []
+    if not _streams(path, info):
+        docs = _whole(path, info.size, warnings)
+    elif path.suffix.lower() == ".jsonl":
+        docs = _jsonl_lines(path, warnings)
     else:
-        docs = _whole(path, info.size, warnings if warnings is not None else [])
+        docs = _text_blocks(path)
     for doc, start, end in docs:
         pieces = chunk_text(doc.text, size=size, overlap=overlap)
         for n, text in enumerate(pieces, start=1):
             cid = chunk_id(doc.source, text)
-            if cid in seen:
+            key = int(cid[:16], 16)
+            if key in seen:
                 continue
-            seen.add(cid)
+            seen.add(key)
             offset = start + (end - start) * n // len(pieces)
             yield Chunk(cid, text, doc.source, doc.title, doc.url, dict(doc.metadata)), offset
 
@@ -109,6 +115,26 @@ def _whole(path: Path, size: int, warnings: list[str]) -> Iterator[tuple[SourceD
     # JSONL: progress moves document by document through the file's bytes.
     for n, doc in enumerate(docs):
         yield doc, size * n // len(docs), size * (n + 1) // len(docs)
+
+
+def _jsonl_lines(path: Path, warnings: list[str]) -> Iterator[tuple[SourceDoc, int, int]]:
+    """The documents of a UTF-8 JSONL file, one line at a time, with each line's byte range."""
+    span = [0, 0]  # byte range of the line last handed to the parser
+
+    def lines(fh: BinaryIO) -> Iterator[str]:
+        for n, raw in enumerate(fh):
+            span[:] = [span[1], span[1] + len(raw)]
+            text = raw.decode("utf-8")
+            yield text.removeprefix("\ufeff") if n == 0 else text
+
+    source = str(path.resolve())
+    any_doc = False
+    with path.open("rb") as fh:
+        for doc in jsonl_docs(path, source, lines(fh), warnings):
+            any_doc = True
+            yield doc, span[0], span[1]
+    if not any_doc:
+        raise no_valid_jsonl(path, warnings)
 
 
 def _text_blocks(path: Path) -> Iterator[tuple[SourceDoc, int, int]]:
