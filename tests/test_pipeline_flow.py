@@ -206,6 +206,16 @@ def test_refusal_without_a_reliable_source_stands(kb: KnowledgeBase) -> None:
     assert len(llm.prompts) == 1
     assert answer.refused and answer.to_dict()["refused"] is True and answer.citations == []
     assert "refusal_overridden" not in trace and trace["refused"] is True
+    assert trace["reply_rejected"] == "declined" and trace["first_reply"].startswith("The sources do not say")
+
+
+def test_a_reply_that_restates_the_question_is_refused_and_traced(kb: KnowledgeBase) -> None:
+    # The model's words are kept in the trace with the reason they were not shown as the answer.
+    llm = ScriptedLLM(["Lions partial is what lions partial is."])
+    answer, trace, llm = _run_scripted(kb, "Lions partial?", llm)
+    assert answer.refused and answer.answer == "The sources found do not answer this question."
+    assert trace["reply_rejected"] == "restates the question"
+    assert trace["first_reply"] == "Lions partial is what lions partial is."
 
 
 def test_instruction_like_strips_are_flagged_and_ranked_lower(kb: KnowledgeBase) -> None:

@@ -71,6 +71,9 @@ class Generation:
     citations_inferred: bool = False  # the model cited nothing; markers were matched by overlap
     completions: list[Completion] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)  # new words of a rejected reply no source has
+    # Why the last reply was not taken as the answer: "" (it was), "declined", "empty" (only
+    # markers or punctuation), "restates the question", or "not in the sources".
+    rejected: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,12 +129,12 @@ def generate(
 
     def verdict(reply: str) -> str:
         if not _CONTENT.search(CITE.sub("", reply)):
-            return "unsupported"  # only markers or punctuation ("[1]"): says nothing
+            return "empty"  # only markers or punctuation ("[1]"): says nothing
         if is_refusal(reply):
-            return "refused"
+            return "declined"
         if adds_nothing(reply, question):
-            return "unsupported"  # restates the question: an answer shaped reply that says nothing
-        return "answer" if grounded(reply, question, texts) else "unsupported"
+            return "restates the question"  # an answer-shaped reply that says nothing
+        return "answer" if grounded(reply, question, texts) else "not in the sources"
 
     calls = [ask()]
     text = calls[0].text.strip()
@@ -146,7 +149,7 @@ def generate(
             if verdict(again) == "answer":
                 text, outcome, overridden = again, "answer", True
     unsupported: list[str] = []
-    if outcome == "unsupported":
+    if outcome not in ("answer", "declined"):
         unsupported = unsupported_terms(text, question, texts)
         text = NOT_IN_SOURCES.get(lang, NOT_IN_SOURCES["en"])
     refused = outcome != "answer"
@@ -158,7 +161,7 @@ def generate(
         inferred = cited != text
         text = cited
     if text != calls[-1].text.strip():  # what was streamed last is not the answer
-        replace("citations" if inferred else ("unsupported" if outcome == "unsupported" else "refused"), text)
+        replace("citations" if inferred else ("refused" if outcome == "declined" else "unsupported"), text)
     return Generation(
         text,
         [] if refused else citations_for(text, sources),
@@ -168,6 +171,7 @@ def generate(
         citations_inferred=inferred,
         completions=calls,
         unsupported=unsupported,
+        rejected="" if outcome == "answer" else outcome,
     )
 
 

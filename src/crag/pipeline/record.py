@@ -119,8 +119,10 @@ def _generate(t: Tracer, g: Generation) -> None:
         t.record("citations_inferred", True)  # the model gave none; matched by overlap
     if g.refusal_overridden:
         t.record("refusal_overridden", True)
-    if len(g.completions) > 1 or g.unsupported:
+    if len(g.completions) > 1 or g.unsupported or g.rejected:
         t.record("first_reply", g.completions[0].text)
+    if g.rejected:  # what the model said is in first_reply; why it is not the answer, here
+        t.record("reply_rejected", g.rejected)
     if g.unsupported:  # the reply's new words that no source contains: not shown as an answer
         t.record("unsupported_terms", g.unsupported)
 
