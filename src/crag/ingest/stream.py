@@ -4,9 +4,12 @@
 ``file_chunks`` then yields the file's chunks in order, each with the byte offset reached.
 Plain-text and Markdown files that are clean UTF-8 are decoded block by block
 (``BLOCK_BYTES``), cut at the last paragraph break (else line break, sentence end or space)
-so that chunking a block gives the chunks the whole text would; JSONL files that are clean
-UTF-8 are read line by line (memory bounded by the longest line). Everything else (PDF,
-DOCX, HTML, other encodings) is read whole by :func:`crag.ingest.load.load_file`.
+so that chunking a block gives the chunks the whole text would. Plain text in another
+encoding (GB18030, UTF-16, Big5, …) streams the same way when the encoding chosen from its
+first block (:func:`crag.ingest.load.text_encoding`) decodes the whole file. JSONL files that
+are clean UTF-8 are read line by line (memory bounded by the longest line). Everything else
+(PDF, DOCX, HTML, text whose encoding is unclear) is read whole by
+:func:`crag.ingest.load.load_file`.
 Files below ``STREAM_MIN_BYTES`` are always read whole, so small files chunk exactly as they
 always did.
 
@@ -29,14 +32,23 @@ from typing import BinaryIO
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
-from crag.ingest.load import SourceDoc, jsonl_docs, load_file, no_valid_jsonl, split_markdown, strip_controls
+from crag.ingest.load import (
+    SourceDoc,
+    jsonl_docs,
+    load_file,
+    no_valid_jsonl,
+    split_markdown,
+    strip_controls,
+    text_encoding,
+)
 from crag.types import Chunk
 
 __all__ = ["BLOCK_BYTES", "STREAM_MIN_BYTES", "FileScan", "file_chunks", "scan"]
 
 BLOCK_BYTES = 1 << 20  # read and chunk 1 MiB of a large text file at a time
 STREAM_MIN_BYTES = 1 << 20  # smaller files are read whole (exactly the chunks of load_file)
-_STREAM_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
+_TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
+_STREAM_SUFFIXES = _TEXT_SUFFIXES | {".jsonl"}
 _MARKDOWN = {".md", ".markdown"}
 # Cut points for a block, best first: a paragraph break, a line break, a sentence end, a space.
 _CUTS = (re.compile(r"\n[^\S\n]*\n"), re.compile(r"\n"), re.compile(r"[。！？!?；;.]"), re.compile(r"\s"))
@@ -50,6 +62,7 @@ class FileScan:
     sha256: str
     size: int
     utf8: bool  # decodes as UTF-8 (BOM allowed) and holds no NUL byte
+    encoding: str = ""  # a large text file's codec when it streams in another one ("" otherwise)
 
 
 def scan(path: Path, block: int = BLOCK_BYTES) -> FileScan:
@@ -72,7 +85,32 @@ def scan(path: Path, block: int = BLOCK_BYTES) -> FileScan:
             decoder.decode(b"", final=True)  # a multi-byte character cut off at the end
         except UnicodeDecodeError:
             utf8 = False
-    return FileScan(digest.hexdigest(), size, utf8)
+    encoding = ""
+    if not utf8 and size >= STREAM_MIN_BYTES and path.suffix.lower() in _TEXT_SUFFIXES:
+        encoding = _stream_encoding(path, block)
+    return FileScan(digest.hexdigest(), size, utf8, encoding)
+
+
+def _stream_encoding(path: Path, block: int) -> str:
+    """The codec of a large non-UTF-8 text file, chosen from its first block and checked on
+    every byte; "" when it is unclear or does not hold for the whole file (read whole then)."""
+    with path.open("rb") as fh:
+        try:
+            codec = text_encoding(path, fh.read(block))
+            decoder = codecs.getincrementaldecoder(codec)()
+        except (UnsupportedFileError, LookupError):
+            return ""
+        wide = codecs.lookup(codec).name.startswith(("utf-16", "utf-32"))  # NUL bytes belong there
+        fh.seek(0)
+        try:
+            while data := fh.read(block):
+                if not wide and b"\x00" in data:
+                    return ""
+                decoder.decode(data)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return ""
+    return codec
 
 
 def file_chunks(
@@ -92,7 +130,7 @@ def file_chunks(
     elif path.suffix.lower() == ".jsonl":
         docs = _jsonl_lines(path, warnings)
     else:
-        docs = _text_blocks(path)
+        docs = _text_blocks(path, "utf-8-sig" if info.utf8 else info.encoding)
     for doc, start, end in docs:
         pieces = chunk_text(doc.text, size=size, overlap=overlap)
         for n, text in enumerate(pieces, start=1):
@@ -106,7 +144,9 @@ def file_chunks(
 
 
 def _streams(path: Path, info: FileScan) -> bool:
-    return info.utf8 and info.size >= STREAM_MIN_BYTES and path.suffix.lower() in _STREAM_SUFFIXES
+    if info.size < STREAM_MIN_BYTES or path.suffix.lower() not in _STREAM_SUFFIXES:
+        return False
+    return info.utf8 or (bool(info.encoding) and path.suffix.lower() != ".jsonl")
 
 
 def _whole(path: Path, size: int, warnings: list[str]) -> Iterator[tuple[SourceDoc, int, int]]:
@@ -137,14 +177,15 @@ def _jsonl_lines(path: Path, warnings: list[str]) -> Iterator[tuple[SourceDoc, i
         raise no_valid_jsonl(path, warnings)
 
 
-def _text_blocks(path: Path) -> Iterator[tuple[SourceDoc, int, int]]:
-    """Paragraph-aligned blocks of a UTF-8 text file as documents, with their byte range.
+def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]:
+    """Paragraph-aligned blocks of a text file in ``codec`` as documents, with their byte range.
 
     The text is processed as ``load_file`` would (controls stripped, whitespace normalised,
     Markdown front matter and title taken from the first block), one block at a time.
     """
     source = str(path.resolve())
-    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    decoder = codecs.getincrementaldecoder(codec)()
+    unit = _without_bom(codec)  # byte counts of pending text must not include a BOM
     title, first, pending, done, any_text = path.stem, True, "", 0, False
     with path.open("rb") as fh:
         while True:
@@ -158,7 +199,7 @@ def _text_blocks(path: Path) -> Iterator[tuple[SourceDoc, int, int]]:
             text, pending = (pending, "") if final else _cut(pending)
             pending += carry
             # Bytes of the text handed on so far: what was read minus what is still pending.
-            reached = max(done, fh.tell() - len(pending.encode("utf-8")))
+            reached = max(done, fh.tell() - len(pending.encode(unit, "replace")))
             if first and path.suffix.lower() in _MARKDOWN:
                 text, heading = split_markdown(text)
                 title = heading.strip() or title
@@ -172,6 +213,14 @@ def _text_blocks(path: Path) -> Iterator[tuple[SourceDoc, int, int]]:
                 break
     if not any_text:
         raise UnsupportedFileError(f"{path}: no extractable text; add text or remove the file")
+
+
+def _without_bom(codec: str) -> str:
+    """The codec that encodes like ``codec`` but writes no byte-order mark."""
+    name = codecs.lookup(codec).name
+    if name == "utf-8-sig":
+        return "utf-8"
+    return "utf-16-le" if name.startswith("utf-16") else "utf-32-le" if name.startswith("utf-32") else codec
 
 
 def _cut(text: str) -> tuple[str, str]:
