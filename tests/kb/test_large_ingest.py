@@ -97,6 +97,36 @@ def test_updated_large_file_ends_with_exactly_the_new_chunks(tmp_path: Path, sma
     assert kb.remove([big])[0].chunks == clean.stats()["chunks"] and kb.stats()["chunks"] == 0
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "gb18030"])
+def test_interrupted_jsonl_or_gb18030_file_resumes_like_text(tmp_path: Path, small_blocks: None, kind: str) -> None:
+    # The streamed readers of JSONL (line by line) and of other encodings (block by block) go
+    # through the same batches, partial marker and resume as UTF-8 text.
+    text = write_mixed_text(tmp_path / "src.txt", 60_000, seed=6).read_text("utf-8")
+    if kind == "jsonl":
+        import json
+
+        big = tmp_path / "rows.jsonl"
+        rows = [p for p in text.split("\n") if p.strip()]
+        big.write_text("\n".join(json.dumps({"id": i, "text": p}, ensure_ascii=False) for i, p in enumerate(rows)))
+    else:
+        big = tmp_path / "gbk.txt"
+        big.write_bytes(text.encode("gb18030"))
+    info = stream.scan(big)
+    assert info.utf8 == (kind == "jsonl") and info.encoding == ("" if kind == "jsonl" else "gb18030")
+    kb = KnowledgeBase(tmp_path / "kb", CrashingEmbedder(calls=3), commit_chunks=32)
+    with pytest.raises(KeyboardInterrupt):
+        kb.ingest([big])  # three batches of 32 commit, the fourth embedding dies
+    kb = KnowledgeBase(tmp_path / "kb", HashEmbedder(), commit_chunks=32)
+    assert kb.stats()["chunks"] == 96 and consistent(kb)
+    report = kb.ingest([big])
+    assert report.files[0].reason == "resumed an interrupted ingest"
+    clean = KnowledgeBase(tmp_path / "clean", HashEmbedder(), commit_chunks=32)
+    clean.ingest([big])
+    assert kb.manifest.ordered_ids() == clean.manifest.ordered_ids() and consistent(kb)
+    assert clean.stats()["chunks"] > 100
+    assert any("长江" in h.chunk.text or "北京" in h.chunk.text for h in kb.search("长江大学图书馆", k=5))
+
+
 def test_progress_counts_bytes_to_the_end(tmp_path: Path, small_blocks: None) -> None:
     files = [write_mixed_text(tmp_path / "docs" / f"f{i}.txt", n, seed=i) for i, n in enumerate((30_000, 500))]
     seen: list[tuple[int, int, str]] = []
@@ -216,7 +246,5 @@ def test_progress_bar_in_bytes_on_a_terminal_and_quiet_when_piped(tmp_path: Path
 
     small = tmp_path / "small.txt"
     small.write_text("The river bridge opened in 1888. 长江大桥建于一九五七年。", "utf-8")
-    piped = subprocess.run(
-        [*cmd[:4], str(small), *cmd[5:]], env=env, capture_output=True, text=True, timeout=300
-    )
+    piped = subprocess.run([*cmd[:4], str(small), *cmd[5:]], env=env, capture_output=True, text=True, timeout=300)
     assert piped.returncode == 0 and "ingesting" not in piped.stderr and "\r" not in piped.stderr
