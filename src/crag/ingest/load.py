@@ -264,7 +264,7 @@ def decode_text(path: Path, data: bytes, declared: str = "") -> str:
 
     The encoding is :func:`text_encoding`'s choice.
     """
-    return data.decode(text_encoding(path, data, declared))
+    return _decode(path, data, declared)[1]
 
 
 def text_encoding(path: Path, data: bytes, declared: str = "") -> str:
@@ -273,25 +273,28 @@ def text_encoding(path: Path, data: bytes, declared: str = "") -> str:
     Order: BOM / UTF-8, a declared charset (HTML), GB18030 when the result reads as common
     simplified Chinese, then charset_normalizer only when its answer is unambiguous.
     """
+    return _decode(path, data, declared)[0]
+
+
+def _decode(path: Path, data: bytes, declared: str) -> tuple[str, str]:
+    """(codec, text): the choice :func:`text_encoding` documents, and the text it gives."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with BOM legitimately contains NUL bytes
         with contextlib.suppress(UnicodeDecodeError):
-            data.decode("utf-16")
-            return "utf-16"
+            return "utf-16", data.decode("utf-16")
     for magic, what in _MAGIC.items():
         if data.startswith(magic):
             raise UnsupportedFileError(f"{path}: binary content, looks like {what}")
     if b"\x00" in data:
         raise UnsupportedFileError(f"{path}: binary content (NUL bytes), not text; remove it or convert it")
     with contextlib.suppress(UnicodeDecodeError):
-        data.decode("utf-8-sig")
-        return "utf-8-sig"
+        return "utf-8-sig", data.decode("utf-8-sig")
     if declared:
         with contextlib.suppress(LookupError, UnicodeDecodeError):
-            data.decode(declared)
-            return declared
+            return declared, data.decode(declared)
     with contextlib.suppress(UnicodeDecodeError):
-        if _looks_simplified_chinese(data.decode("gb18030")):
-            return "gb18030"
+        text = data.decode("gb18030")
+        if _looks_simplified_chinese(text):
+            return "gb18030", text
     guess = _detect(data)
     if guess is None:
         raise UnsupportedFileError(f"{path}: not UTF-8 text and its encoding is unclear; re-save it as UTF-8")
@@ -318,8 +321,8 @@ def _looks_simplified_chinese(text: str) -> bool:
     return common >= 0.9 * len(wide)
 
 
-def _detect(data: bytes) -> str | None:
-    """charset_normalizer's encoding, or None when it is missing, messy or ambiguous."""
+def _detect(data: bytes) -> tuple[str, str] | None:
+    """charset_normalizer's (encoding, text), or None when it is missing, messy or ambiguous."""
     try:
         from charset_normalizer import from_bytes
     except ImportError:  # optional: without it, only UTF-8 and GB18030 are accepted
@@ -339,7 +342,7 @@ def _detect(data: bytes) -> str | None:
         if c not in "\t\n\r\f"
         and (unicodedata.category(c) in ("Cc", "Co", "Cn", "Cs") or "\uff61" <= c <= "\uff9f" or c == "\ufffd")
     )
-    return str(matches[0].encoding) if odd <= 0.005 * len(best) else None
+    return (str(matches[0].encoding), best) if odd <= 0.005 * len(best) else None
 
 
 def strip_controls(text: str) -> str:
