@@ -75,6 +75,27 @@ def test_a_reply_that_only_restates_the_question_is_no_answer() -> None:
 
 
 @pytest.mark.unit
+def test_a_source_sentence_quoted_in_the_answer_is_not_a_refusal() -> None:
+    # Seen on data/hard: the answer, then the source's own "… is not known", was taken as declining.
+    src = "Nearly 3,000 Protestants were slaughtered in Toulouse alone. The exact number of fatalities is not known."
+    reply = "[1] 3,000 Protestants were slaughtered in Toulouse alone. The exact number of fatalities is not known."
+    g = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)], ScriptedLLM([reply]))
+    assert not g.refused and g.rejected == "" and "3,000" in g.text
+    declined = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)],
+                        ScriptedLLM(["The number killed in Toulouse is not known."]))  # fmt: skip
+    assert declined.refused and declined.rejected == "declined"
+
+
+@pytest.mark.unit
+def test_a_short_code_is_new_content_not_a_restatement() -> None:
+    ctx = [strip("上海轨道交通16号线（线路编号L2）是上海的一条地铁线路。", 0.9)]
+    g = generate("上海轨道交通16号线的编号是多少？", ctx, ScriptedLLM(["上海轨道交通16号线的编号是L2。[1]"]))
+    assert not g.refused and g.text.startswith("上海轨道交通16号线的编号是L2")
+    same = generate("上海轨道交通16号线的编号是多少？", ctx, ScriptedLLM(["上海轨道交通16号线的编号是编号。[1]"]))
+    assert same.refused and same.rejected == "restates the question"
+
+
+@pytest.mark.unit
 def test_empty_context_is_a_refusal_in_the_question_language() -> None:
     g = generate("谁写的？", [], ScriptedLLM(["x"]))
     assert g.refused and g.completions == [] and g.text.startswith("未能找到可靠的答案")

@@ -130,7 +130,7 @@ def generate(
     def verdict(reply: str) -> str:
         if not _CONTENT.search(CITE.sub("", reply)):
             return "empty"  # only markers or punctuation ("[1]"): says nothing
-        if is_refusal(reply):
+        if is_refusal(reply, texts):
             return "declined"
         if adds_nothing(reply, question):
             return "restates the question"  # an answer-shaped reply that says nothing

@@ -38,6 +38,7 @@ _CITATION = re.compile(r"\[\d{1,3}\]")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
 _ACRONYM = re.compile(r"\b[A-Z]{2}\b")
+_CODE = re.compile(r"^(?:[a-z]\d|\d[a-z])$")  # "L2", "F1", "3G": a two-character code is an answer too
 # Questions answered by choosing: yes/no, either-or (是否…, …吗, …还是…).
 _CLOSED = re.compile(
     r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|must)\b"
@@ -79,6 +80,8 @@ def adds_nothing(answer: str, question: str) -> bool:
     False
     >>> adds_nothing("Yes, it is [1].", "Is the tower taller than the bridge?")
     False
+    >>> adds_nothing("上海轨道交通16号线的编号是L2。[1]", "上海轨道交通16号线的编号是多少？")
+    False
     """
     return not _CLOSED.search(question) and not _new_terms(answer, question)
 
@@ -97,7 +100,7 @@ def _new_terms(answer: str, question: str) -> list[str]:
             continue
         if _CJK.search(t) and (len(t) < 2 or t in asked_text):
             continue  # single characters are particles; a word the question used is not new
-        if not _CJK.search(t) and len(t) < 3 and not t.isdigit() and t not in acronyms:
+        if not _CJK.search(t) and len(t) < 3 and not t.isdigit() and t not in acronyms and not _CODE.match(t):
             continue
         out.append(t)
     return out

@@ -17,9 +17,11 @@ False
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from crag.text import split_sentences
 
+_MARKER = re.compile(r"\[\d{1,3}\]")
 # What the engine says when it has nothing to generate from (no context at all).
 NO_CONTEXT = {
     "en": "I could not find a reliable answer: no relevant sources were found for this question.",
@@ -49,15 +51,29 @@ _ZH = re.compile(
 )
 
 
-def is_refusal(answer: str) -> bool:
+def is_refusal(answer: str, sources: Sequence[str] = ()) -> bool:
     """True when the reply says the sources do not hold the answer.
 
     Only the opening sentence (or a short reply as a whole) counts: a long answer that
-    mentions in passing what a source leaves out is still an answer.
+    mentions in passing what a source leaves out is still an answer. A sentence copied from
+    one of ``sources`` is the source's content, not the model declining ("3,000 were killed.
+    The exact number is not known." quotes a source that says so).
+
+    >>> is_refusal("3,000 were killed [2]. The exact number is not known.", ["The exact number is not known."])
+    False
+    >>> is_refusal("The number is not known.", ["3,000 were killed."])
+    True
     """
     text = answer.strip()
     if not text:
         return True
-    sents = split_sentences(text)
-    head = text if len(text) <= 160 or not sents else sents[0]
-    return bool(_EN.search(head) or _ZH.search(head))
+    sents = split_sentences(text) or [text]
+    head = sents if len(text) <= 160 else sents[:1]
+    quoted = _norm(" ".join(sources))
+    said = " ".join(t for t in head if not (quoted and _norm(t) and _norm(t) in quoted))
+    return bool(_EN.search(said) or _ZH.search(said))
+
+
+def _norm(text: str) -> str:
+    """Lower case, no citation markers, single spaces, no closing punctuation."""
+    return " ".join(_MARKER.sub(" ", text).lower().split()).rstrip(" .。!！?？;；")
