@@ -66,51 +66,57 @@ class FileScan:
 
 
 def scan(path: Path, block: int = BLOCK_BYTES) -> FileScan:
-    """Hash ``path`` block by block, checking on the way that it is clean UTF-8 text."""
+    """Hash ``path`` block by block, checking on the way that it is clean UTF-8 text.
+
+    A large text file whose first block is not UTF-8 is checked, in the same pass, against
+    the encoding that block reads as (:func:`~crag.ingest.load.text_encoding`): when every
+    byte decodes, it streams in that encoding.
+    """
     digest = hashlib.sha256()
-    decoder = codecs.getincrementaldecoder("utf-8-sig")()
-    size, utf8 = 0, True
+    utf8, other = _Decodes("utf-8-sig"), None
+    large_text = path.suffix.lower() in _TEXT_SUFFIXES and path.stat().st_size >= STREAM_MIN_BYTES
+    size = 0
     with path.open("rb") as fh:
         while data := fh.read(block):
             digest.update(data)
+            utf8.feed(data)
+            if size == 0 and large_text and not utf8.ok:
+                other = _Decodes.of_first_block(path, data)
+            if other is not None:
+                other.feed(data)
             size += len(data)
-            if utf8:
-                try:
-                    decoder.decode(data)
-                except UnicodeDecodeError:
-                    utf8 = False
-                utf8 = utf8 and b"\x00" not in data
-    if utf8:
-        try:
-            decoder.decode(b"", final=True)  # a multi-byte character cut off at the end
-        except UnicodeDecodeError:
-            utf8 = False
-    encoding = ""
-    if not utf8 and size >= STREAM_MIN_BYTES and path.suffix.lower() in _TEXT_SUFFIXES:
-        encoding = _stream_encoding(path, block)
-    return FileScan(digest.hexdigest(), size, utf8, encoding)
+    utf8.feed(b"", final=True)  # a multi-byte character cut off at the end
+    if other is not None:
+        other.feed(b"", final=True)
+    encoding = other.codec if other is not None and other.ok else ""
+    return FileScan(digest.hexdigest(), size, utf8.ok, encoding)
 
 
-def _stream_encoding(path: Path, block: int) -> str:
-    """The codec of a large non-UTF-8 text file, chosen from its first block and checked on
-    every byte; "" when it is unclear or does not hold for the whole file (read whole then)."""
-    with path.open("rb") as fh:
+class _Decodes:
+    """Whether a file's blocks, fed in order, decode in ``codec`` (and hold no NUL byte,
+    except in UTF-16/32, where NUL bytes belong)."""
+
+    def __init__(self, codec: str) -> None:
+        self.codec, self.ok = codec, True
+        self._decoder = codecs.getincrementaldecoder(codec)()
+        self._nul_ok = codecs.lookup(codec).name.startswith(("utf-16", "utf-32"))
+
+    @classmethod
+    def of_first_block(cls, path: Path, data: bytes) -> _Decodes | None:
+        """A check for the encoding ``data`` reads as, or None when that is unclear."""
         try:
-            codec = text_encoding(path, fh.read(block))
-            decoder = codecs.getincrementaldecoder(codec)()
+            return cls(text_encoding(path, data))
         except (UnsupportedFileError, LookupError):
-            return ""
-        wide = codecs.lookup(codec).name.startswith(("utf-16", "utf-32"))  # NUL bytes belong there
-        fh.seek(0)
+            return None
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        if not self.ok:
+            return
         try:
-            while data := fh.read(block):
-                if not wide and b"\x00" in data:
-                    return ""
-                decoder.decode(data)
-            decoder.decode(b"", final=True)
+            self._decoder.decode(data, final=final)
         except UnicodeDecodeError:
-            return ""
-    return codec
+            self.ok = False
+        self.ok = self.ok and (self._nul_ok or b"\x00" not in data)
 
 
 def file_chunks(

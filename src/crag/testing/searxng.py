@@ -1,6 +1,7 @@
 """A SearXNG-shaped HTTP server on 127.0.0.1 for tests, its behaviour chosen by the query:
 ``boom`` → HTTP 500, ``garbage`` → malformed JSON, ``empty`` → no results, ``hang`` → no
-answer for ``HANG_SECONDS``; anything else answers three results after ``delay`` seconds.
+answer for ``HANG_SECONDS``; anything else answers ``results`` results (three) after ``delay``
+seconds.
 
 >>> import httpx
 >>> with LocalSearxng() as server:
@@ -23,8 +24,9 @@ HANG_SECONDS = 3.0  # bounded, so a test that forgets its deadline still ends
 class LocalSearxng:
     """A tiny SearXNG stand-in on 127.0.0.1 (see the module docstring)."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.0, results: int = 3) -> None:
         self.delay = delay
+        self.results = results
         self.requests = 0
         owner = self
 
@@ -49,7 +51,7 @@ class LocalSearxng:
                             "content": f"Result {i} about {q}.",
                             "score": 1.0 - i / 10,
                         }
-                        for i in range(3)
+                        for i in range(owner.results)
                     ]
                 )
                 self._send(200, json.dumps({"query": q, "results": results}).encode())
