@@ -24,6 +24,9 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _SENT_END = re.compile(
     r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“‘(\[\u4e00-\u9fff])|\n{2,}|\n(?=\s*[-*#\d])"
 )
+# Full-width letters and digits (ＩＢＭ, １８８７), common in Chinese text, read as ASCII: the
+# token pattern below only knows ASCII, so without this "１８８７年" lost its year.
+_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[.'’-][A-Za-z0-9]+)*|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 EN_STOP = frozenset(
@@ -68,9 +71,13 @@ def tokenize(text: str, *, keep_stopwords: bool = False, search_mode: bool = Tru
 
     ``search_mode`` (for indexing and matching) also emits the sub-words of long words
     (通信卫星 → 通信, 卫星, 通信卫星); precise mode gives one segmentation, for keywords.
+    Full-width letters and digits count as their ASCII forms.
+
+    >>> tokenize("１８８７年ＩＢＭ")
+    ['1887', '年', 'ibm']
     """
     out: list[str] = []
-    for m in _TOKEN.finditer(text):
+    for m in _TOKEN.finditer(text.translate(_FULLWIDTH)):
         tok = m.group(0)
         if _CJK.match(tok):
             cut = _jieba().cut_for_search if search_mode else _jieba().cut

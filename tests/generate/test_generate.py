@@ -96,6 +96,23 @@ def test_a_short_code_is_new_content_not_a_restatement() -> None:
 
 
 @pytest.mark.unit
+def test_hedges_and_british_spellings_do_not_make_an_answer_unsupported() -> None:
+    # Seen on data/hard: "approximately 260 kilometers" from "roughly 260 kilometres" was refused.
+    src = "Warsaw lies in east-central Poland, roughly 260 kilometres (160 mi) from the Baltic Sea."
+    reply = "Warsaw is approximately 260 kilometers from the Baltic Sea [1]."
+    g = generate("How far is Warsaw from the Baltic Sea?", [strip(src, 0.5)], ScriptedLLM([reply]))
+    assert not g.refused and "260" in g.text
+    wrong = generate("How far is Warsaw from the Baltic Sea?", [strip(src, 0.5)],
+                     ScriptedLLM(["Warsaw is approximately 350 kilometers from the Baltic Sea [1]."]))  # fmt: skip
+    assert wrong.refused and wrong.unsupported == ["350"]  # a hedge does not excuse a wrong figure
+    zh = "华沙位于波兰中东部，距离波罗的海约260公里。"
+    ok = generate("华沙距离波罗的海多远？", [strip(zh, 0.5)], ScriptedLLM(["华沙距离波罗的海大约260公里左右。[1]"]))
+    assert not ok.refused
+    bad = generate("华沙距离波罗的海多远？", [strip(zh, 0.5)], ScriptedLLM(["华沙距离波罗的海大约350公里左右。[1]"]))
+    assert bad.refused and bad.unsupported == ["350"]
+
+
+@pytest.mark.unit
 def test_empty_context_is_a_refusal_in_the_question_language() -> None:
     g = generate("谁写的？", [], ScriptedLLM(["x"]))
     assert g.refused and g.completions == [] and g.text.startswith("未能找到可靠的答案")

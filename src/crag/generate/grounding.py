@@ -8,7 +8,8 @@ the engine refuses instead (:mod:`crag.generate.answer`).
 
 The check is lexical on purpose: cheap, the same for every model, in both languages
 (Chinese by substring over the sources, English by word with light stemming), and
-numbers must match exactly, since a wrong figure is the costliest hallucination.
+every number must be in a source exactly, since a wrong figure is the costliest
+hallucination. Hedges ("approximately", 大约) claim nothing and are not counted.
 
 >>> src = ["Edward Corser (1852 – 1928) was an Australian politician."]
 >>> grounded("Edward Corser was an Australian politician [1].", "What was Corser's job?", src)
@@ -34,10 +35,18 @@ _META = frozenset(
     mentioned state states stated say says said provided given information answer yes no true false
     资料 来源 根据 提到 提及 显示 表明 文中 所述 记载 答案 信息 是的 不是 没有 可以""".split()
 )
+# Hedges qualify a figure, they claim nothing: "approximately 260 km" is grounded by "roughly 260 km".
+_HEDGES = frozenset(
+    """approximately approx roughly around nearly almost exactly estimated circa least
+    大约 大概 左右 将近 差不多 超过 至少 大致""".split()
+)
 _CITATION = re.compile(r"\[\d{1,3}\]")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
 _ACRONYM = re.compile(r"\b[A-Z]{2}\b")
+_BRITISH_RE = re.compile(r"(?<=[a-z]{2})([tb])re(s?)$")  # centre(s), metre, fibre
+_BRITISH_OUR = re.compile(r"(?<=[a-z]{3})our$")  # colour, harbour, labour
+_BRITISH_IZE = re.compile(r"(?<=[a-z]{3})is(?=e|ed|es|ing|ation|ations$)")  # organise(d), realisation
 _CODE = re.compile(r"^(?:[a-z]\d|\d[a-z])$")  # "L2", "F1", "3G": a two-character code is an answer too
 # Questions answered by choosing: yes/no, either-or (是否…, …吗, …还是…).
 _CLOSED = re.compile(
@@ -56,15 +65,24 @@ def unsupported_terms(answer: str, question: str, sources: Sequence[str]) -> lis
 
 
 def grounded(answer: str, question: str, sources: Sequence[str], *, min_support: float = MIN_SUPPORT) -> bool:
-    """True when at least ``min_support`` of the answer's new content words are in the sources.
+    """True when at least ``min_support`` of the answer's new content words are in the sources
+    and every new figure is: a wrong number is not excused by the words around it.
 
     An answer that adds nothing to the question (it only restates it) counts as grounded:
     there is nothing in it to check.
+
+    >>> src = ["Warsaw lies roughly 260 kilometres from the Baltic Sea."]
+    >>> grounded("About 260 kilometers [1].", "How far is Warsaw from the sea?", src)
+    True
+    >>> grounded("About 350 kilometers [1].", "How far is Warsaw from the sea?", src)
+    False
     """
     new = _new_terms(answer, question)
     if not new:
         return True
     missing = unsupported_terms(answer, question, sources)
+    if any(t.isdigit() for t in missing):
+        return False
     return 1.0 - len(missing) / len(new) >= min_support
 
 
@@ -94,7 +112,7 @@ def _new_terms(answer: str, question: str) -> list[str]:
     out: list[str] = []
     for tok in tokenize(text, search_mode=False):
         t = tok.lower()
-        if t in out or t in _META or _stem(t) in asked:
+        if t in out or t in _META or t in _HEDGES or _stem(t) in asked:
             continue
         if (t in EN_STOP or t in ZH_STOP) and t not in acronyms:
             continue
@@ -115,9 +133,18 @@ def _found(term: str, corpus: str, words: set[str]) -> bool:
 
 
 def _stem(word: str) -> str:
-    """Light English stemming, so "politicians" matches "politician" and "founded" "founding"."""
+    """Light English stemming, so "politicians" matches "politician" and "founded" "founding".
+
+    British and American spellings meet too (a model writes "kilometers" for a source's
+    "kilometres"): -tre/-bre as -ter/-ber, -our as -or, -ise as -ize.
+
+    >>> [_stem(w) for w in ("kilometres", "kilometers", "colour", "organised", "organized")]
+    ['kilometer', 'kilometer', 'color', 'organiz', 'organiz']
+    """
     w = re.sub(r"['’]s$", "", word.lower())
+    w = _BRITISH_RE.sub(r"\1er\2", _BRITISH_IZE.sub("iz", w))
     for suffix in ("ies", "es", "s", "ed", "ing", "ly"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
-            return w[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return w
+            w = w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return _BRITISH_OUR.sub("or", w)

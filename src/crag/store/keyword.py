@@ -32,6 +32,9 @@ from crag.text import tokenize
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 log = logging.getLogger(__name__)
+# Bump when crag.text.tokenize changes: cached tokens and a persisted index are then redone.
+# 2: full-width letters and digits are tokenised as ASCII.
+TOKENIZER_VERSION = "2"
 
 
 class BM25Index:
@@ -57,6 +60,9 @@ class BM25Index:
             import bm25s
 
             info = json.loads(meta.read_text("utf-8"))
+            if str(info.get("tokenizer", "1")) != TOKENIZER_VERSION:
+                log.info("keyword index %s was built by an older tokenizer; rebuilding it", self.path)
+                return
             self._model = bm25s.BM25.load(str(self.path)) if info["ids"] else None
             self._ids = list(info["ids"])
             self.generation = int(info["generation"])
@@ -107,7 +113,7 @@ class BM25Index:
             if self._model is not None:
                 self._model.save(str(tmp))
             (tmp / "crag_meta.json").write_text(
-                json.dumps({"generation": self.generation, "ids": self._ids}), "utf-8"
+                json.dumps({"generation": self.generation, "ids": self._ids, "tokenizer": TOKENIZER_VERSION}), "utf-8"
             )
             old.rmdir()  # only its unique name is needed
             try:
@@ -139,7 +145,6 @@ class BM25Index:
 
 _SEP = "\x1f"  # unit separator: never inside a token
 _TOKENIZE_SLICE = 2000  # chunks tokenised and cached at a time during a rebuild
-TOKENIZER_VERSION = "1"  # bump when crag.text.tokenize changes, so cached tokens are redone
 
 
 class TokenCache:
