@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from crag.generate import build_messages, generate, is_refusal
+from crag.generate.answer import Replace
 from crag.generate.prompts import SYSTEM
 from crag.testing.fakes import ScriptedLLM
 from crag.types import Strip
@@ -110,6 +111,24 @@ def test_hedges_and_british_spellings_do_not_make_an_answer_unsupported() -> Non
     assert not ok.refused
     bad = generate("华沙距离波罗的海多远？", [strip(zh, 0.5)], ScriptedLLM(["华沙距离波罗的海大约350公里左右。[1]"]))
     assert bad.refused and bad.unsupported == ["350"]
+
+
+@pytest.mark.unit
+def test_a_source_cited_by_its_fence_tag_or_number_is_a_citation_not_a_figure() -> None:
+    # Seen on data/hard: "… argued by Hayri Abaza in <source id="1" from="[web]" title="Islamism">."
+    src = "Hayri Abaza argues the failure to tell Islam from Islamism leads many to support illiberal regimes."
+    q = "What does the failure to tell Islam from Islamism lead many to support?"
+    tag = '<source id="1" from="[web]" title="Islamism">'
+    reply = f"It leads many to support illiberal regimes, argues Hayri Abaza in {tag}."
+    seen: list[object] = []
+    g = generate(q, [strip(src, 0.5)], ScriptedLLM([reply]), on_token=seen.append, on_replace=seen.append)
+    assert not g.refused and g.text.endswith("Hayri Abaza in [1].") and [c.id for c in g.citations] == [1]
+    assert seen[-1] == Replace("citations", g.text)  # the client swaps the echoed tag for the marker
+    by_number = generate(q, [strip(src, 0.5)], ScriptedLLM(["Illiberal regimes, as source 1 says."]))
+    assert not by_number.refused
+    zh = generate("华沙距离波罗的海多远？", [strip("华沙距离波罗的海约260公里。", 0.5)],
+                  ScriptedLLM(["华沙距离波罗的海260公里，见资料1。"]))  # fmt: skip
+    assert not zh.refused
 
 
 @pytest.mark.unit

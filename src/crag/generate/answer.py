@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crag.generate.citations import CITE, attach_citations, citations_for
+from crag.generate.citations import CITE, attach_citations, citations_for, fence_markers
 from crag.generate.grounding import adds_nothing, grounded, unsupported_terms
 from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT, is_refusal
@@ -83,7 +83,8 @@ class Replace:
     ``reason``: ``reask`` (the model is asked again; ``text`` is empty and the new reply
     streams next), ``refused`` (the reply declines to answer), ``unsupported`` (a
     statement replaces a reply the sources do not support), ``citations`` (the same
-    answer with citation markers matched by overlap).
+    answer with citation markers matched by overlap, or with echoed ``<source id="n">``
+    tags as ``[n]``).
     """
 
     reason: str
@@ -137,7 +138,7 @@ def generate(
         return "answer" if grounded(reply, question, texts) else "not in the sources"
 
     calls = [ask()]
-    text = calls[0].text.strip()
+    text = fence_markers(calls[0].text).strip()
     outcome = verdict(text)
     overridden = False
     if outcome != "answer" and reask_above is not None:
@@ -145,7 +146,7 @@ def generate(
         if best is not None:
             replace("reask")
             calls.append(ask(directive=best))
-            again = calls[-1].text.strip()
+            again = fence_markers(calls[-1].text).strip()
             if verdict(again) == "answer":
                 text, outcome, overridden = again, "answer", True
     unsupported: list[str] = []
@@ -161,7 +162,7 @@ def generate(
         inferred = cited != text
         text = cited
     if text != calls[-1].text.strip():  # what was streamed last is not the answer
-        replace("citations" if inferred else ("refused" if outcome == "declined" else "unsupported"), text)
+        replace("citations" if not refused else ("refused" if outcome == "declined" else "unsupported"), text)
     return Generation(
         text,
         [] if refused else citations_for(text, sources),

@@ -6,6 +6,8 @@
 'The Ming dynasty followed the Yuan[1].'
 >>> [c.id for c in citations_for("Ming [1] and [7].", ctx)]
 [1]
+>>> fence_markers('Ming, argues <source id="1" from="[web]" title="Yuan">.')
+'Ming, argues [1].'
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from crag.text import join_sentences, split_sentences
 from crag.types import Citation, Strip
 
 CITE = re.compile(r"\[(\d{1,3})\]")
+# The prompt's fence tags echoed in a reply: a small model sometimes cites a source that way.
+_FENCE_OPEN = re.compile(r"""<\s*source\b[^>]*?\bid\s*=\s*["']?(\d{1,3})["']?[^>]*>""", re.I)
+_FENCE_OTHER = re.compile(r"<\s*/?\s*source\b[^>]*>", re.I)
+
+
+def fence_markers(answer: str) -> str:
+    """A reply that echoes the prompt's ``<source id="n" …>`` tags cites ``[n]`` instead."""
+    return _FENCE_OTHER.sub("", _FENCE_OPEN.sub(r"[\1]", answer))
 
 
 def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:

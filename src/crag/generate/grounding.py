@@ -41,6 +41,10 @@ _HEDGES = frozenset(
     大约 大概 左右 将近 差不多 超过 至少 大致""".split()
 )
 _CITATION = re.compile(r"\[\d{1,3}\]")
+# "source 2", "资料2": a reference to a source by its number, not a figure the answer claims.
+_SOURCE_REF = re.compile(
+    r"\b(?:sources?|documents?|passages?)\s*#?\s*\d{1,3}(?!\d)|(?:资料|来源)\s*\d{1,3}(?!\d)", re.I
+)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
 _ACRONYM = re.compile(r"\b[A-Z]{2}\b")
@@ -107,7 +111,7 @@ def adds_nothing(answer: str, question: str) -> bool:
 def _new_terms(answer: str, question: str) -> list[str]:
     asked = {_stem(t) for t in tokenize(_NUM_SEP.sub("", question), keep_stopwords=True)}
     asked_text = question.lower()
-    text = _NUM_SEP.sub("", _CITATION.sub(" ", answer))
+    text = _NUM_SEP.sub("", _SOURCE_REF.sub(" ", _CITATION.sub(" ", answer)))
     acronyms = {m.lower() for m in _ACRONYM.findall(text)}  # "NL", "NC": short but they are the answer
     out: list[str] = []
     for tok in tokenize(text, search_mode=False):
