@@ -127,7 +127,7 @@ def test_a_source_cited_by_its_fence_tag_or_number_is_a_citation_not_a_figure() 
     by_number = generate(q, [strip(src, 0.5)], ScriptedLLM(["Illiberal regimes, as source 1 says."]))
     assert not by_number.refused
     zh = generate("华沙距离波罗的海多远？", [strip("华沙距离波罗的海约260公里。", 0.5)],
-                  ScriptedLLM(["华沙距离波罗的海260公里，见资料1。"]))  # fmt: skip
+                  ScriptedLLM(["根据资料编号1，华沙距离波罗的海260公里，见第1条资料。"]))  # fmt: skip
     assert not zh.refused
 
 

@@ -43,7 +43,9 @@ _HEDGES = frozenset(
 _CITATION = re.compile(r"\[\d{1,3}\]")
 # "source 2", "资料2": a reference to a source by its number, not a figure the answer claims.
 _SOURCE_REF = re.compile(
-    r"\b(?:sources?|documents?|passages?)\s*#?\s*\d{1,3}(?!\d)|(?:资料|来源)\s*\d{1,3}(?!\d)", re.I
+    r"\b(?:sources?|documents?|passages?)\s*(?:number|no\.?|#)?\s*\d{1,3}(?!\d)"
+    r"|(?:资料|来源|文档|段落)\s*(?:编号|第)?\s*\d{1,3}(?!\d)|第\s*\d{1,3}\s*(?:条|个|篇|段)?\s*(?:资料|来源)",
+    re.I,
 )
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
