@@ -52,7 +52,7 @@ _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
 _ACRONYM = re.compile(r"\b[A-Z]{2}\b")
 _BRITISH_RE = re.compile(r"(?<=[a-z]{2})([tb])re(s?)$")  # centre(s), metre, fibre
 _BRITISH_OUR = re.compile(r"(?<=[a-z]{3})our$")  # colour, harbour, labour
-_BRITISH_IZE = re.compile(r"(?<=[a-z]{3})is(?=e|ed|es|ing|ation|ations$)")  # organise(d), realisation
+_BRITISH_IZE = re.compile(r"(?<=[a-z]{3})is(?=(?:e|ed|es|ing|ation|ations)$)")  # organise(d), realisation
 _CODE = re.compile(r"^(?:[a-z]\d|\d[a-z])$")  # "L2", "F1", "3G": a two-character code is an answer too
 # Questions answered by choosing: yes/no, either-or (是否…, …吗, …还是…).
 _CLOSED = re.compile(
