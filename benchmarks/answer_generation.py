@@ -48,7 +48,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from crag.eval.metrics import context_recall, gold_match
-from crag.generate import generate, is_refusal
+from crag.generate import build_messages, generate, is_refusal
 from crag.generate.answer import DEFAULT_MAX_SOURCES
 from crag.protocols import LLM, Completion
 from crag.types import Strip
@@ -186,7 +186,7 @@ def _answer(r: dict[str, Any], prompt: str, llm: LLM, label: str, max_sources: i
         )
         text, refused, calls = g.text, g.refused, len(g.completions)
     elif prompt == "extractive":
-        text, refused, calls = _extract(r["question"], context[:max_sources], r["lang"], llm), False, 1
+        text, calls = _extract(r["question"], context[:max_sources], r["lang"], llm), 1
         refused = not text
     else:
         joined = "\n\n".join(s.text for s in context)
@@ -212,8 +212,6 @@ def _answer(r: dict[str, Any], prompt: str, llm: LLM, label: str, max_sources: i
 
 def _extract(question: str, sources: list[Strip], lang: str, llm: LLM) -> str:
     """One JSON-constrained call: the answer span and its source, as ``span [n]`` ("" = no answer)."""
-    from crag.generate.prompts import build_messages
-
     messages = build_messages(question, sources, lang)
     messages[0]["content"] = EXTRACTIVE.get(lang, EXTRACTIVE["en"])
     out = llm.complete(messages, max_tokens=96, json_schema=EXTRACTIVE_SCHEMA)

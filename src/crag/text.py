@@ -24,7 +24,7 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _SENT_END = re.compile(
     r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“‘(\[\u4e00-\u9fff])|\n{2,}|\n(?=\s*[-*#\d])"
 )
-# Full-width letters and digits (ＩＢＭ, １８８７), common in Chinese text, read as ASCII: the
+# Full-width ASCII forms (ＩＢＭ, １８８７, １２．５), common in Chinese text, read as ASCII: the
 # token pattern below only knows ASCII, so without this "１８８７年" lost its year.
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[.'’-][A-Za-z0-9]+)*|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from crag.generate.citations import CITE
 from crag.text import EN_STOP, ZH_STOP, tokenize
 
 MIN_SUPPORT = 0.5  # share of the answer's new content words the sources must contain
@@ -40,7 +41,7 @@ _HEDGES = frozenset(
     """approximately approx roughly around nearly almost exactly estimated circa least
     大约 大概 左右 将近 差不多 超过 至少 大致""".split()
 )
-_CITATION = re.compile(r"\[\d{1,3}\]")
+_NO_CLAIM = _META | _HEDGES
 # "source 2", "资料2": a reference to a source by its number, not a figure the answer claims.
 _SOURCE_REF = re.compile(
     r"\b(?:sources?|documents?|passages?)\s*(?:number|no\.?|#)?\s*\d{1,3}(?!\d)"
@@ -113,12 +114,12 @@ def adds_nothing(answer: str, question: str) -> bool:
 def _new_terms(answer: str, question: str) -> list[str]:
     asked = {_stem(t) for t in tokenize(_NUM_SEP.sub("", question), keep_stopwords=True)}
     asked_text = question.lower()
-    text = _NUM_SEP.sub("", _SOURCE_REF.sub(" ", _CITATION.sub(" ", answer)))
+    text = _NUM_SEP.sub("", _SOURCE_REF.sub(" ", CITE.sub(" ", answer)))
     acronyms = {m.lower() for m in _ACRONYM.findall(text)}  # "NL", "NC": short but they are the answer
     out: list[str] = []
     for tok in tokenize(text, search_mode=False):
         t = tok.lower()
-        if t in out or t in _META or t in _HEDGES or _stem(t) in asked:
+        if t in out or t in _NO_CLAIM or _stem(t) in asked:
             continue
         if (t in EN_STOP or t in ZH_STOP) and t not in acronyms:
             continue

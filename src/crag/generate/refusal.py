@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from crag.generate.citations import CITE
 from crag.text import split_sentences
 
-_MARKER = re.compile(r"\[\d{1,3}\]")
 # What the engine says when it has nothing to generate from (no context at all).
 NO_CONTEXT = {
     "en": "I could not find a reliable answer: no relevant sources were found for this question.",
@@ -76,4 +76,4 @@ def is_refusal(answer: str, sources: Sequence[str] = ()) -> bool:
 
 def _norm(text: str) -> str:
     """Lower case, no citation markers, single spaces, no closing punctuation."""
-    return " ".join(_MARKER.sub(" ", text).lower().split()).rstrip(" .。!！?？;；")
+    return " ".join(CITE.sub(" ", text).lower().split()).rstrip(" .。!！?？;；")
