@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from crag.config import CragSettings, RetrievalSettings
+from crag.generate import Replace
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.pipeline import Deps, run_crag, run_rag
@@ -240,6 +241,64 @@ def test_abstention_lists_titles_and_links_not_raw_text(kb: KnowledgeBase) -> No
     answer, _, _ = run(kb, "How did the stock market close on Friday?", StaticWebSearch(junk))
     assert answer.refused and "HACKED" not in answer.answer
     assert "Noise https://example.org/noise" in answer.answer
+
+
+def test_a_refusal_on_the_correct_path_searches_once_and_answers_again(kb: KnowledgeBase) -> None:
+    # The internal strip is graded Correct, but the model finds no answer in it: no re-ask over
+    # the same strip, a search instead, and the question asked again with both.
+    search = StaticWebSearch(WEB)
+    llm = ScriptedLLM(["The sources do not say.", "Zebras sleep standing up [1]."])
+    tracer = Tracer()
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
+    trace = tracer.to_dict()
+    assert len(llm.prompts) == 2 and len(search.queries) == 1
+    assert answer.action is Action.AMBIGUOUS and not answer.refused
+    assert {s.origin for s in answer.context} == {"internal", "web"}  # internal strips are kept
+    assert "[web]" in llm.prompts[1][1]["content"] and "[web]" not in llm.prompts[0][1]["content"]
+    assert trace["escalated"] == {
+        "from": "correct", "reply": "The sources do not say.", "rejected": "declined", "llm_calls": 1
+    }  # fmt: skip
+    assert trace["action"] == "ambiguous" and trace["external"][0]["url"] == "https://example.org/zebra"
+
+
+def test_escalation_happens_once_and_only_with_a_search(kb: KnowledgeBase) -> None:
+    refusals = ["The sources do not say."] * 4
+    llm = ScriptedLLM(refusals)
+    answer = run_crag(
+        "Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(WEB)), _one_doc(), Tracer()
+    )
+    assert answer.refused and answer.action is Action.AMBIGUOUS and len(llm.prompts) == 3  # 1 + re-ask, never again
+    no_search = ScriptedLLM(list(refusals))
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), no_search, None), _one_doc(), Tracer())
+    assert answer.refused and answer.action is Action.CORRECT and len(no_search.prompts) == 2
+    off = _one_doc()
+    off.correction.escalate_on_refusal = False
+    llm = ScriptedLLM(list(refusals))
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(WEB)), off, Tracer())
+    assert answer.action is Action.CORRECT and len(llm.prompts) == 2
+
+
+def test_escalation_events_and_stream_replace(kb: KnowledgeBase) -> None:
+    seen: list[tuple[str, object]] = []
+    llm = ScriptedLLM(["No answer here.", "They sleep standing up [1]."])
+    run_crag(
+        "Do zebras have stripes?",
+        Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(WEB)),
+        _one_doc(),
+        Tracer(),
+        on_step=lambda n, v: seen.append((n, v)),
+    )
+    names = [n for n, _ in seen if n != "token"]
+    at = names.index("escalate")
+    assert names[at - 1] == "generate" and names[at + 1] == "replace"  # streamed clients drop the refusal
+    assert names.count("replace") == 1  # no re-ask before the escalation
+    assert names[at + 2 : at + 5] == ["refine", "rewrite", "search"] and names[-3:] == ["fuse", "generate", "answer"]
+    assert Replace("escalate") in [v for n, v in seen if n == "replace"]
+    assert dict(seen)["escalate"].escalated_from.rejected == "declined"
+
+
+def _one_doc() -> CragSettings:
+    return CragSettings(retrieval={"top_k": 1})
 
 
 def _run_scripted(kb: KnowledgeBase, question: str, llm: ScriptedLLM) -> tuple:

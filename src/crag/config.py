@@ -179,6 +179,11 @@ class CorrectionSettings(_Section):
         description="When the best strip still scores <= evaluator.lower after the last round, say no reliable "
         "answer was found and list what was found, with sources.",
     )
+    escalate_on_refusal: bool = Field(
+        True,
+        description="On the Correct path, when the generator finds no answer in the internal documents, search the "
+        "external source once (the Ambiguous action) and answer again.",
+    )
     decompose: bool = Field(False, description="Split compound questions into sub-queries searched in parallel.")
     context_tokens: int | None = Field(
         None,

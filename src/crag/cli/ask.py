@@ -169,6 +169,7 @@ class _AnswerView:
 
 _REPLACED = {
     "reask": "asked again, pointed at the source graded relevant",
+    "escalate": "no answer in the documents graded relevant: searched further and asked again",
     "refused": "the answer is a refusal",
     "unsupported": "replaced: the reply was not supported by the sources",
 }

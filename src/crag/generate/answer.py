@@ -81,7 +81,8 @@ class Replace:
     """The text streamed so far is not the answer; ``text`` replaces it.
 
     ``reason``: ``reask`` (the model is asked again; ``text`` is empty and the new reply
-    streams next), ``refused`` (the reply declines to answer), ``unsupported`` (a
+    streams next), ``escalate`` (the same, after a search for more evidence: the pipeline's
+    step 6), ``refused`` (the reply declines to answer), ``unsupported`` (a
     statement replaces a reply the sources do not support), ``citations`` (the same
     answer with citation markers matched by overlap, or with echoed ``<source id="n">``
     tags as ``[n]``).

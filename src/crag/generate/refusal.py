@@ -12,6 +12,8 @@ True
 False
 >>> is_refusal("He did not contain his anger, the sources say [2].")
 False
+>>> is_refusal("Not in the sources."), is_refusal("答案不在资料中。")
+(True, True)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _EN = re.compile(
     r"|i\s+(?:do\s*n[o'’]t|don[’']t)\s+know"
     r"|not\s+enough\s+information"
     r"|there\s+is\s+no\s+(?:information|mention|answer)"
+    r"|\bnot\s+(?:in|found\s+in|given\s+in)\s+(?:the\s+|any\s+(?:of\s+the\s+)?)?(?:provided\s+)?(?:sources?|documents?|context|passages?)\b"
     r"|could\s+not\s+find\s+a\s+reliable\s+answer"
     r")",
     re.I,
@@ -48,6 +51,7 @@ _ZH = re.compile(
     r"|无法(?:确定|回答|找到|得知|判断|得出|提供)"
     r"|不知道|没有答案|不包含|尚无(?:相关)?(?:信息|资料|记载)"
     r"|未能找到可靠的答案|没能找到可靠的答案|资料中没有|资料没有回答|信息不足"
+    r"|不在(?:所给|提供的|这些)?资料(?:中|里|之中)"
 )
 
 

@@ -120,7 +120,7 @@ def _text(event: StreamEvent) -> str:
     """The text a token stream shows for ``event`` ("" for events that add none)."""
     if event.name == "token":
         return str(event.data.get("delta", ""))
-    if event.name == "replace" and event.data.get("reason") not in ("reask", "citations"):
+    if event.name == "replace" and event.data.get("reason") not in ("reask", "escalate", "citations"):
         return "\n\n" + str(event.data.get("text") or "")
     if event.name == "abstain":  # no model call: the statement and its links are the answer
         return str(event.value.text)

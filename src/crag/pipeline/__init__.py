@@ -32,6 +32,9 @@ event               value                         when
 ``replace``         ``Replace``                   what was streamed is not the answer: a re-ask
                                                   follows, or ``Replace.text`` is the answer
 ``generate``        ``Generation``                the model's answer, citations, re-ask
+``escalate``        ``Decision``                  Correct, but the answer was a refusal: Ambiguous
+                                                  now (``escalated_from``: that generation);
+                                                  ``correct``, ``fuse``, ``generate`` follow again
 ``answer``          :class:`~crag.types.Answer`   last: what the caller gets
 ==================  ============================  ==============================================
 
@@ -52,6 +55,7 @@ from dataclasses import dataclass
 
 from crag.config import CragSettings
 from crag.deadline import Deadline
+from crag.generate import Replace
 from crag.kb import KnowledgeBase
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.guard import guard
@@ -62,6 +66,7 @@ from crag.pipeline.steps import (
     OnStep,
     Steps,
     abstain,
+    can_escalate,
     compose_answer,
     compress_context,
     decide_action,
@@ -131,15 +136,34 @@ def run_crag(
     if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
         context = steps.run("compress", lambda: compress_context(query, context, llm))
 
+    escalation = can_escalate(decision, search, cfg)
     # Abstain honestly when correction found nothing reliable (best grade still ≤ tau_low).
     if cfg.correction.abstain and decision.action is not Action.CORRECT and correction.best() <= query.lower:
         generation = steps.emit("abstain", abstain(query, context))
     else:
         # 5. Generate from the corrected context, citing it (and told about any conflict);
-        #    a refusal despite a source graded >= tau_high is asked again once.
+        #    a refusal despite a source graded >= tau_high is asked again once (unless step 6
+        #    will ask again with more evidence).
         generation = steps.run(
             "generate",
-            lambda: generate_answer(query, context, llm, cfg, **steps.streaming()),
+            lambda: generate_answer(query, context, llm, cfg, steps.streaming(), reask=not escalation),
+            tags_from=usage,
+            model=llm.model_id,
+            context_items=len(context.strips),
+        )
+
+    # 6. Escalate: the documents were graded Correct, yet the generator found no answer in
+    #    them. That refusal is evidence the grade was wrong (an on-topic passage that does
+    #    not answer), so search as the Ambiguous action would, once, and answer again.
+    if escalation and generation.refused and not deadline.expired():
+        decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, escalated_from=generation))
+        if steps.live:
+            steps.emit("replace", Replace("escalate"))
+        correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+        context = steps.run("fuse", lambda: fuse([correction.internal, correction.external], cfg, query.language))
+        generation = steps.run(
+            "generate",
+            lambda: generate_answer(query, context, llm, cfg, steps.streaming()),
             tags_from=usage,
             model=llm.model_id,
             context_items=len(context.strips),
@@ -162,7 +186,7 @@ def run_rag(
     context = Context([_strip(h) for h in retrieval.hits])
     generation = steps.run(
         "generate",
-        lambda: generate_answer(query, context, deps.llm, cfg, **steps.streaming()),
+        lambda: generate_answer(query, context, deps.llm, cfg, steps.streaming()),
         tags_from=usage,
         model=deps.llm.model_id,
         context_items=len(context.strips),

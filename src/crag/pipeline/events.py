@@ -77,6 +77,11 @@ def _decide(d: Decision) -> dict[str, Any]:
     return {"action": d.action.value, "confidence": d.confidence}
 
 
+def _escalate(d: Decision) -> dict[str, Any]:
+    first = d.escalated_from
+    return _decide(d) | {"rejected": first.rejected if first else ""}
+
+
 def _refine(r: Refinement) -> dict[str, Any]:
     return {"kept": [_strip(s) for s in r.kept], "graded": len(r.graded)}
 
@@ -130,6 +135,7 @@ _SUMMARIES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "retrieve": _retrieve,
     "evaluate": _evaluate,
     "decide": _decide,
+    "escalate": _escalate,
     "refine": _refine,
     "rewrite": _rewrite,
     "search": _search,

@@ -68,6 +68,19 @@ def _decide(t: Tracer, d: Decision) -> None:
     t.record("action", d.action.value)
 
 
+def _escalate(t: Tracer, d: Decision) -> None:
+    """The first action and the refused reply that escalated it; the later events overwrite
+    ``strips``, ``context`` and the reply keys with the escalated run's."""
+    first = d.escalated_from
+    t.record("escalated", {
+        "from": t.events.get("action"),
+        "reply": first.completions[0].text if first and first.completions else "",
+        "rejected": first.rejected if first else "",
+        "llm_calls": len(first.completions) if first else 0,
+    })  # fmt: skip
+    t.record("action", d.action.value)
+
+
 def _rewrite(t: Tracer, r: Rewrite) -> None:
     if r.subqueries:
         t.record("subqueries", r.subqueries)
@@ -154,6 +167,7 @@ _RECORDERS: dict[str, Callable[[Tracer, Any], None]] = {
     "retrieve": _retrieve,
     "evaluate": _evaluate,
     "decide": _decide,
+    "escalate": _escalate,
     "rewrite": _rewrite,
     "search": _search,
     "rounds": _rounds,

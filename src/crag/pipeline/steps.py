@@ -30,7 +30,7 @@ from crag.decide import decide
 from crag.generate import Generation, generate
 from crag.grade.classify import query_thresholds
 from crag.kb import KnowledgeBase
-from crag.protocols import LLM, Evaluator
+from crag.protocols import LLM, Evaluator, WebSearch
 from crag.text import detect_language
 from crag.trace.spans import Tracer
 from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip
@@ -78,10 +78,15 @@ class Steps:
 # -- values -----------------------------------------------------------------------------
 @dataclass
 class Decision:
-    """The corrective action and the confidence it was decided from (None in plain RAG)."""
+    """The corrective action and the confidence it was decided from (None in plain RAG).
+
+    ``escalated_from`` is the refused generation that turned Correct into Ambiguous
+    (:func:`can_escalate`), ``None`` for the first decision.
+    """
 
     action: Action
     confidence: float | None
+    escalated_from: Generation | None = None
 
 
 @dataclass
@@ -159,10 +164,17 @@ def compress_context(query: Query, context: Context, llm: LLM) -> Context:
 
 
 def generate_answer(
-    query: Query, context: Context, llm: LLM, cfg: CragSettings, **streaming: Callable[[Any], None]
+    query: Query,
+    context: Context,
+    llm: LLM,
+    cfg: CragSettings,
+    streaming: dict[str, Callable[[Any], None]] | None = None,
+    *,
+    reask: bool = True,
 ) -> Generation:
     """5. Generate from the context, citing it; in CRAG a refusal despite a source graded
-    at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask).
+    at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask;
+    ``reask=False`` when escalation will ask again instead).
     ``streaming``: ``on_token`` / ``on_replace`` (:meth:`Steps.streaming`)."""
     return generate(
         query.text,
@@ -173,9 +185,20 @@ def generate_answer(
         temperature=cfg.llm.temperature,
         extra_instruction=context.instruction,
         max_sources=cfg.generation.max_sources,
-        reask_above=query.upper if query.mode == "crag" else None,
-        **streaming,
+        reask_above=query.upper if query.mode == "crag" and reask else None,
+        **(streaming or {}),  # on_token / on_replace
     )
+
+
+def can_escalate(decision: Decision, search: WebSearch | None, cfg: CragSettings) -> bool:
+    """6. Whether a refusal on this path would send the question to external search.
+
+    Correct only (an escalated decision is Ambiguous, so it happens once), and only with a
+    search configured. The pipeline then skips the re-ask of the first reply: the answer
+    is asked for again anyway, with more evidence (measured on data/hard: the re-ask over
+    the same internal strips turned none of the Correct path's refusals into an answer).
+    """
+    return cfg.correction.escalate_on_refusal and decision.action is Action.CORRECT and search is not None
 
 
 def usage(gen: Generation) -> dict[str, int]:

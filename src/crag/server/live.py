@@ -170,7 +170,7 @@ async def chat_events(
                     yield chunk({"content": piece})
             elif event.name == "replace":
                 reason = event.data.get("reason")
-                rest = "" if reason == "reask" else text.flush()  # a re-ask's first reply ends here
+                rest = "" if reason in ("reask", "escalate") else text.flush()  # the first reply ends here
                 text.redactor.reset()
                 if reason != "citations":  # the same text with markers: the sources list follows
                     yield chunk({"content": rest + "\n\n" + redact_text(str(event.data.get("text") or ""))})
