@@ -16,7 +16,7 @@ import pypdf
 import pytest
 
 from crag.errors import UnsupportedFileError
-from crag.ingest import stream
+from crag.ingest import formats, stream
 from crag.ingest.blocks import exact_blocks
 from crag.ingest.chunk import chunk_text, normalize_whitespace
 from crag.ingest.load import load_file, strip_controls
@@ -123,6 +123,7 @@ def big_pdf(path: Path, pages: int = 120, *, broken: Sequence[int] = (), title: 
 def test_pdf_streams_page_by_page_with_the_chunks_of_a_whole_read(
     tmp_path: Path, small_blocks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(formats, "PAGES_PER_READER", 7)  # a fresh pypdf reader every 7 pages
     pdf = big_pdf(tmp_path / "report.pdf")
     reads = []
     extract = pypdf.PageObject.extract_text
@@ -145,7 +146,23 @@ def test_pdf_streams_page_by_page_with_the_chunks_of_a_whole_read(
     assert_progress(offsets, pdf)
 
 
+def test_pdf_opened_with_the_empty_password_streams_too(
+    tmp_path: Path, small_blocks: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(formats, "PAGES_PER_READER", 7)  # each fresh reader is decrypted again
+    writer = pypdf.PdfWriter(clone_from=big_pdf(tmp_path / "plain.pdf", pages=60))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    locked = tmp_path / "no-print.pdf"
+    with locked.open("wb") as fh:
+        writer.write(fh)
+    rows, _ = streamed(locked)
+    assert len(small_blocks) > 5 and len(rows) > 500
+    assert [r[1] for r in rows] == [r[1] for r in streamed(tmp_path / "plain.pdf")[0]]
+    assert rows == read_whole(locked, monkeypatch)
+
+
 def test_pdf_memory_holds_pages_not_the_document_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(formats, "PAGES_PER_READER", 50)
     monkeypatch.setattr(stream, "BLOCK_BYTES", 32 * 1024)
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 32 * 1024)
     pdf = big_pdf(tmp_path / "long.pdf", pages=400)
@@ -158,8 +175,9 @@ def test_pdf_memory_holds_pages_not_the_document_text(tmp_path: Path, monkeypatc
         whole_peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    # Read whole: every page's text, the joined text and its cleaned copies, all chunks. Streamed:
-    # a block of pages, plus what pypdf keeps of the pages it parsed (about the file's size).
+    # Read whole: every page's text, the joined text and its cleaned copies, all chunks, and what
+    # pypdf keeps of every page it parsed. Streamed: a block of text, and pypdf's objects of the
+    # pages since its reader was last opened afresh.
     assert n == whole > 4000
     assert peak * 3 < whole_peak, f"streamed peak {peak} bytes vs {whole_peak} read whole"
 
