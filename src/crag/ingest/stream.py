@@ -131,9 +131,10 @@ def file_chunks(
     """Chunks of ``path`` in file order, each with the byte offset read so far (for progress).
 
     The same passage twice in one file is yielded once (ids are content hashes). Raises
-    ``UnsupportedFileError`` for a file that cannot be read (before yielding anything, except
-    for a large text file with no text at all). Loader warnings (bad JSONL lines) are appended
-    to ``warnings``.
+    ``UnsupportedFileError`` for a file that cannot be read: before yielding anything, except
+    for a large PDF or DOCX that fails part-way (a broken page far in), whose chunks up to there
+    have been yielded, as a whole read would have raised for the file. Loader warnings (bad
+    JSONL lines) are appended to ``warnings``.
     """
     seen: set[int] = set()  # 64 bits of each chunk id (a small int, not a 32-char string)
     warnings = warnings if warnings is not None else []
