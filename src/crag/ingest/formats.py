@@ -68,7 +68,6 @@ def read_pdf(path: Path) -> Extracted:
 
     The file stays open until ``pieces`` is exhausted or closed.
     """
-
     fh = path.open("rb")
     try:
         with warnings.catch_warnings():
