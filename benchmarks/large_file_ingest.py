@@ -16,6 +16,16 @@ Two measurements, both in a subprocess whose RSS (with its children) is sampled 
     python benchmarks/large_file_ingest.py [--mb 100] [--batches 6] [--skip-full]
 
 Writes benchmarks/results/large_file_ingest.json.
+
+``--format pdf`` measures a generated PDF of ``--pages`` pages (English text, one Helvetica
+line per sentence) instead, each way twice: streamed page by page as ``crag ingest`` reads it,
+and read whole (streaming switched off in the child), to show what streaming saves. ``read``
+only reads and chunks the file (``crag.ingest.stream.file_chunks``, no store); ``full`` is the
+``full`` run above (stand-in embedder, Chroma, manifest, BM25).
+
+    python benchmarks/large_file_ingest.py --format pdf [--pages 3000]
+
+Writes benchmarks/results/large_file_ingest_pdf.json.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from crag.testing.corpus import write_mixed_text
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "large_file_ingest.json"
+OUT_PDF = ROOT / "benchmarks" / "results" / "large_file_ingest_pdf.json"
 MB = 1 << 20
 
 
@@ -109,9 +120,16 @@ def sample(cmd: list[str], kb: Path, env: dict[str, str], *, stop_after: int | N
     }
 
 
-def child_full(kb: str, big: str) -> None:
-    """``full`` run body (in a subprocess): ingest the whole file with the stand-in embedder."""
+def child_full(kb: str, big: str, *, whole: bool = False) -> None:
+    """``full`` run body (in a subprocess): ingest the whole file with the stand-in embedder.
+
+    ``whole`` switches streaming off, so the file is read whole as before streaming existed.
+    """
+    from crag.ingest import stream
     from crag.kb import KnowledgeBase
+
+    if whole:
+        stream.STREAM_MIN_BYTES = 1 << 62
 
     t = time.monotonic()
     report = KnowledgeBase(kb, HashVectors()).ingest([big])  # type: ignore[arg-type]
@@ -145,10 +163,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=12)
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--format", choices=["txt", "pdf"], default="txt")
+    ap.add_argument("--pages", type=int, default=3000, help="pages of the generated PDF (--format pdf)")
     ap.add_argument("--child-full", nargs=2, metavar=("KB", "FILE"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-read", metavar="FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--whole", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child_read:
+        child_read(args.child_read, whole=args.whole)
+        return
     if args.child_full:
-        child_full(*args.child_full)
+        child_full(*args.child_full, whole=args.whole)
+        return
+    if args.format == "pdf":
+        pdf_runs(args)
         return
 
     work = Path(tempfile.mkdtemp(prefix="crag-large-"))
@@ -186,6 +214,46 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print(f"wrote {OUT}")
+
+
+def child_read(big: str, *, whole: bool = False) -> None:
+    """``read`` run body (in a subprocess): chunk the file as ingest reads it, and nothing else."""
+    from crag.ingest import stream
+
+    if whole:
+        stream.STREAM_MIN_BYTES = 1 << 62
+    path = Path(big)
+    t = time.monotonic()
+    n = sum(1 for _ in stream.file_chunks(path, stream.scan(path), size=400, overlap=60))
+    print(json.dumps({"chunks": n, "seconds": round(time.monotonic() - t, 1)}))
+
+
+def pdf_runs(args: argparse.Namespace) -> None:
+    """The ``full`` run over a generated PDF, streamed and then read whole (see the module docstring)."""
+    from crag.testing.documents import english_pages, write_pdf
+
+    work = Path(tempfile.mkdtemp(prefix="crag-large-pdf-"))
+    big = write_pdf(work / "big.pdf", english_pages(args.pages, seed=args.seed), title="Large PDF")
+    size = big.stat().st_size
+    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(args.commit_chunks)}
+    results: dict[str, Any] = {"pages": args.pages, "file_mb": round(size / MB, 1), "commit_chunks": args.commit_chunks}
+    for mode in ("streamed", "whole"):
+        extra = ["--whole"] if mode == "whole" else []
+        cmd = [sys.executable, __file__, "--child-read", str(big), *extra]
+        run = sample(cmd, work / "no-kb", env, stop_after=None, limit=1200)
+        results[f"read_{mode}"] = {k: run[k] for k in ("seconds", "peak_rss_mb", "returncode")}
+        kb = work / f"kb-{mode}"
+        cmd = [sys.executable, __file__, "--child-full", str(kb), str(big), *extra]
+        run = sample(cmd, kb, env, stop_after=None, limit=1200)
+        run["chunks"] = committed(kb)
+        run["first_commit_s"] = run["commits"][0]["seconds"] if run["commits"] else None
+        run["commits"] = run["commits"][:: max(1, len(run["commits"]) // 20)]
+        results[f"full_{mode}"] = run
+        print(json.dumps({f"read_{mode}": results[f"read_{mode}"], f"full_{mode}": run}, indent=1))
+    results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
+    shutil.rmtree(work, ignore_errors=True)
+    OUT_PDF.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    print(f"wrote {OUT_PDF}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import unicodedata
 
 from crag.text import split_sentences
 
-__all__ = ["chunk_id", "chunk_text", "normalize_whitespace"]
+__all__ = ["chunk_id", "chunk_spans", "chunk_text", "normalize_whitespace"]
 
 _HSPACE = re.compile(r"[^\S\n]+")  # any whitespace except newline (incl. NBSP, ideographic space)
 _SPACE_AROUND_NL = re.compile(r" *\n *")
@@ -87,11 +87,22 @@ def chunk_text(text: str, *, size: int = 400, overlap: int = 60) -> list[str]:
     starts a new chunk once the current one holds at least half of ``size``. A sentence longer
     than ``size`` is hard-split. Never returns empty chunks; the output is deterministic.
     """
+    text = normalize_whitespace(text)
+    return [c for c in (text[start:end] for start, end in chunk_spans(text, size=size, overlap=overlap)) if c.strip()]
+
+
+def chunk_spans(text: str, *, size: int = 400, overlap: int = 60) -> list[tuple[int, int]]:
+    """``(start, end)`` of each chunk :func:`chunk_text` makes, in ``text`` already normalised
+    with :func:`normalize_whitespace`.
+
+    Streaming readers use the positions to cut a text where chunking starts afresh (a chunk
+    that begins after a paragraph break carries no overlap), so the chunks before the cut are
+    exactly those of the whole text.
+    """
     if size <= 0:
         raise ValueError(f"chunk size must be positive, got {size}")
     if not 0 <= overlap < size:
         raise ValueError(f"chunk overlap must be in [0, size), got {overlap} with size {size}")
-    text = normalize_whitespace(text)
     units: list[tuple[int, int]] = []
     for start, end in _sentence_spans(text):
         units.extend(_hard_split(text, start, end, size) if end - start > size else [(start, end)])
@@ -99,22 +110,22 @@ def chunk_text(text: str, *, size: int = 400, overlap: int = 60) -> list[str]:
     def span_len(first: int, last: int) -> int:
         return units[last][1] - units[first][0]
 
-    chunks: list[str] = []
+    spans: list[tuple[int, int]] = []
     current: list[int] = []  # indices into units, always contiguous
     for i in range(len(units)):
         if current:
             new_para = _PARA_BREAK.search(text, units[i - 1][1], units[i][0]) is not None
             too_long = span_len(current[0], i) > size
             if too_long or (new_para and span_len(current[0], current[-1]) >= size / 2):
-                chunks.append(text[units[current[0]][0] : units[current[-1]][1]])
+                spans.append((units[current[0]][0], units[current[-1]][1]))
                 carry = [] if new_para else _overlap_tail(current, units, overlap)
                 while carry and span_len(carry[0], i) > size:
                     carry.pop(0)
                 current = carry
         current.append(i)
     if current:
-        chunks.append(text[units[current[0]][0] : units[current[-1]][1]])
-    return [c for c in chunks if c.strip()]
+        spans.append((units[current[0]][0], units[current[-1]][1]))
+    return spans
 
 
 def _overlap_tail(current: list[int], units: list[tuple[int, int]], overlap: int) -> list[int]:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import unicodedata
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import normalize_whitespace
+from crag.ingest.formats import html_soup, read_docx, read_pdf
 from crag.text import scrub_surrogates
 
 __all__ = [
@@ -53,11 +53,6 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)"
 # Unicode category Cc (C0, DEL, C1) except tab, newline and carriage return; a regex, since a
 # per-character loop costs seconds on a 100 MB file.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
-_DROP_TAGS = ("script", "style", "nav", "footer", "noscript", "template", "head", "svg")
-_BLOCK_TAGS = (
-    "p", "div", "section", "article", "main", "header", "aside", "blockquote", "pre", "ul", "ol",
-    "li", "dl", "dt", "dd", "table", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "figure", "figcaption",
-)  # fmt: skip
 
 
 @dataclass
@@ -170,8 +165,7 @@ def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
     elif suffix == ".docx":
         text, title = _read_docx(path)
     elif suffix in (".html", ".htm"):
-        meta = _META_CHARSET.search(data[:4096])
-        text, title = _read_html(decode_text(path, data, meta.group(1).decode("ascii") if meta else ""))
+        text, title = _read_html(html_markup(path, data))
     else:
         text, title = decode_text(path, data), ""
         if suffix in (".md", ".markdown"):
@@ -185,78 +179,26 @@ def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
 
 def _read_pdf(path: Path) -> tuple[str, str]:
     """Page texts joined by blank lines, and the metadata title; any pypdf failure is reported."""
-    import pypdf
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pypdf warns on sloppy but readable files
-            reader = pypdf.PdfReader(path)
-            if reader.is_encrypted and not reader.decrypt(""):  # empty user password opens many
-                raise UnsupportedFileError(f"{path}: PDF is password-protected; save an unencrypted copy")
-            pages = [page.extract_text() or "" for page in reader.pages]
-            title = (reader.metadata.title if reader.metadata else None) or ""
-    except UnsupportedFileError:
-        raise
-    except Exception as exc:  # pypdf raises many types (PdfReadError, KeyError, ValueError, ...)
-        if "crypt" in str(exc).lower() or "password" in str(exc).lower():  # e.g. AES needs cryptography
-            raise UnsupportedFileError(f"{path}: PDF is encrypted; save an unencrypted copy") from None
-        why = type(exc).__name__
-        raise UnsupportedFileError(f"{path}: corrupt or unreadable PDF ({why}); re-export it") from None
-    return "\n\n".join(p.strip() for p in pages if p.strip()), str(title)
+    doc = read_pdf(path)
+    return "".join(piece for piece, _ in doc.pieces), doc.title
 
 
 def _read_docx(path: Path) -> tuple[str, str]:
     """Paragraphs and table rows in document order, and the core-properties title."""
-    import docx
-    from docx.table import Table
-
-    try:
-        document = docx.Document(str(path))
-        blocks: list[str] = []
-        for item in document.iter_inner_content():
-            if isinstance(item, Table):
-                for row in item.rows:
-                    cells: list[str] = []
-                    for cell in row.cells:  # merged cells repeat; keep each text once per row
-                        if cell.text.strip() and cell.text.strip() not in cells:
-                            cells.append(cell.text.strip())
-                    blocks.append(" | ".join(cells))
-            else:
-                blocks.append(item.text)
-        title = document.core_properties.title or ""
-    except Exception as exc:  # python-docx surfaces zip, XML and package errors alike
-        why = type(exc).__name__
-        raise UnsupportedFileError(f"{path}: corrupt or unreadable DOCX ({why}); re-save it") from None
-    return "\n\n".join(b for b in blocks if b.strip()), title
+    doc = read_docx(path)
+    return "".join(piece for piece, _ in doc.pieces), doc.title
 
 
 def _read_html(markup: str) -> tuple[str, str]:
     """Visible text with one paragraph per block element; boilerplate tags are dropped."""
-    from bs4 import BeautifulSoup, FeatureNotFound
-    from bs4.element import NavigableString
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. MarkupResemblesLocatorWarning on tiny files
-        try:
-            soup = BeautifulSoup(markup, "lxml")
-        except FeatureNotFound:
-            soup = BeautifulSoup(markup, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    # Source line breaks inside a paragraph are just spaces; blocks then add real breaks.
-    for node in soup.find_all(string=True):
-        if isinstance(node, NavigableString) and not node.find_parent("pre"):
-            node.replace_with(re.sub(r"\s+", " ", str(node)))
-    for tag in soup.find_all(_BLOCK_TAGS):
-        tag.insert_before("\n\n")
-        tag.insert_after("\n\n")
-    for tag in soup.find_all(["br", "td", "th"]):
-        tag.insert_after("\n" if tag.name == "br" else " ")
-    if not title:
-        h1 = soup.find("h1")
-        title = h1.get_text(" ", strip=True) if h1 else ""
+    soup, title = html_soup(markup)
     return soup.get_text(), title
+
+
+def html_markup(path: Path, data: bytes) -> str:
+    """An HTML file's bytes as text, in the charset its ``<meta>`` declares when UTF-8 fails."""
+    meta = _META_CHARSET.search(data[:4096])
+    return decode_text(path, data, meta.group(1).decode("ascii") if meta else "")
 
 
 def decode_text(path: Path, data: bytes, declared: str = "") -> str:

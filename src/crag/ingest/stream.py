@@ -7,9 +7,11 @@ Plain-text and Markdown files that are clean UTF-8 are decoded block by block
 so that chunking a block gives the chunks the whole text would. Plain text in another
 encoding (GB18030, UTF-16, Big5, …) streams the same way when the encoding chosen from its
 first block (:func:`crag.ingest.load.text_encoding`) decodes the whole file. JSONL files that
-are clean UTF-8 are read line by line (memory bounded by the longest line). Everything else
-(PDF, DOCX, HTML, text whose encoding is unclear) is read whole by
-:func:`crag.ingest.load.load_file`.
+are clean UTF-8 are read line by line (memory bounded by the longest line). PDF, DOCX and
+HTML files are read piece by piece (:mod:`crag.ingest.formats`: PDF page by page, DOCX
+paragraph by paragraph, HTML string by string from its parsed tree) and cut into blocks where
+chunking starts afresh (:mod:`crag.ingest.blocks`), so their chunks are exactly those of a
+whole read. Text whose encoding is unclear is read whole by :func:`crag.ingest.load.load_file`.
 Files below ``STREAM_MIN_BYTES`` are always read whole, so small files chunk exactly as they
 always did.
 
@@ -31,9 +33,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from crag.errors import UnsupportedFileError
+from crag.ingest.blocks import exact_blocks
 from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
+from crag.ingest.formats import Extracted, read_docx, read_html, read_pdf
 from crag.ingest.load import (
     SourceDoc,
+    html_markup,
     jsonl_docs,
     load_file,
     no_valid_jsonl,
@@ -48,6 +53,7 @@ __all__ = ["BLOCK_BYTES", "STREAM_MIN_BYTES", "FileScan", "file_chunks", "scan"]
 BLOCK_BYTES = 1 << 20  # read and chunk 1 MiB of a large text file at a time
 STREAM_MIN_BYTES = 1 << 20  # smaller files are read whole (exactly the chunks of load_file)
 _TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
+_FORMAT_SUFFIXES = {".pdf", ".docx", ".html", ".htm"}  # read piece by piece (crag.ingest.formats)
 _STREAM_SUFFIXES = _TEXT_SUFFIXES | {".jsonl"}
 _MARKDOWN = {".md", ".markdown"}
 # Cut points for a block, best first: a paragraph break, a line break, a sentence end, a space.
@@ -125,13 +131,16 @@ def file_chunks(
     """Chunks of ``path`` in file order, each with the byte offset read so far (for progress).
 
     The same passage twice in one file is yielded once (ids are content hashes). Raises
-    ``UnsupportedFileError`` for a file that cannot be read (before yielding anything, except
-    for a large text file with no text at all). Loader warnings (bad JSONL lines) are appended
-    to ``warnings``.
+    ``UnsupportedFileError`` for a file that cannot be read: before yielding anything, except
+    for a large PDF or DOCX that fails part-way (a broken page far in), whose chunks up to there
+    have been yielded, as a whole read would have raised for the file. Loader warnings (bad
+    JSONL lines) are appended to ``warnings``.
     """
     seen: set[int] = set()  # 64 bits of each chunk id (a small int, not a 32-char string)
     warnings = warnings if warnings is not None else []
-    if not _streams(path, info):
+    if info.size >= STREAM_MIN_BYTES and path.suffix.lower() in _FORMAT_SUFFIXES:
+        docs = _document_blocks(path, info.size, size=size, overlap=overlap)
+    elif not _streams(path, info):
         docs = _whole(path, info.size, warnings)
     elif path.suffix.lower() == ".jsonl":
         docs = _jsonl_lines(path, warnings)
@@ -161,6 +170,36 @@ def _whole(path: Path, size: int, warnings: list[str]) -> Iterator[tuple[SourceD
     # JSONL: progress moves document by document through the file's bytes.
     for n, doc in enumerate(docs):
         yield doc, size * n // len(docs), size * (n + 1) // len(docs)
+
+
+def _document_blocks(path: Path, total: int, *, size: int, overlap: int) -> Iterator[tuple[SourceDoc, int, int]]:
+    """A PDF, DOCX or HTML file's text in blocks that chunk exactly like the whole text, with
+    each block's byte range (pages, paragraphs or characters read, scaled to the file's size)."""
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        doc = read_pdf(path)
+    elif suffix == ".docx":
+        doc = read_docx(path)
+    else:
+        doc = _html(path)
+    source, title = str(path.resolve()), doc.title.strip() or path.stem
+    done, any_text = 0, False
+    for text, fraction in exact_blocks(doc.pieces, size=size, overlap=overlap, budget=BLOCK_BYTES):
+        reached = max(done, min(total, int(total * fraction)))
+        any_text = True
+        yield SourceDoc(source=source, text=text, title=title), done, reached
+        done = reached
+    if not any_text:
+        hint = "scanned pages need OCR first" if suffix == ".pdf" else "add text or remove the file"
+        raise UnsupportedFileError(f"{path}: no extractable text; {hint}")
+
+
+def _html(path: Path) -> Extracted:
+    """An HTML file's text as pieces; the markup is decoded as a whole read decodes it."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise UnsupportedFileError(f"{path}: file is empty; add text or remove it")
+    return read_html(html_markup(path, data))
 
 
 def _jsonl_lines(path: Path, warnings: list[str]) -> Iterator[tuple[SourceDoc, int, int]]:

@@ -1,0 +1,116 @@
+"""Seeded PDF, DOCX and HTML documents of any length (tests and benchmarks).
+
+The PDF writer needs no extra dependency (Helvetica text, one line per sentence, a correct
+xref table) and writes page by page, so a document of thousands of pages never sits in
+memory. PDF text is English only (Helvetica's Latin-1 encoding); DOCX and HTML mix Chinese
+and English like :mod:`crag.testing.corpus`.
+
+>>> import tempfile, pathlib, pypdf
+>>> path = write_pdf(pathlib.Path(tempfile.mkdtemp()) / "a.pdf", english_pages(3, seed=1), title="A")
+>>> len(pypdf.PdfReader(path).pages)
+3
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from html import escape
+from pathlib import Path
+
+from crag.testing.corpus import _en_sentence, _zh_sentence
+
+__all__ = ["english_pages", "mixed_paragraphs", "write_docx", "write_html", "write_pdf"]
+
+
+def english_pages(count: int, *, seed: int = 0, lines: tuple[int, int] = (15, 35)) -> Iterator[str]:
+    """``count`` pages of English sentences, one or two sentences a line."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        n = rng.randint(*lines)
+        yield "\n".join(" ".join(_en_sentence(rng) for _ in range(rng.randint(1, 2))) for _ in range(n))
+
+
+def mixed_paragraphs(count: int, *, seed: int = 0) -> Iterator[str]:
+    """``count`` paragraphs of mixed Chinese and English sentences."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        n = rng.randint(1, 6)
+        yield " ".join(_zh_sentence(rng) if rng.random() < 0.5 else _en_sentence(rng) for _ in range(n))
+
+
+def write_pdf(path: Path, pages: Iterable[str], title: str = "") -> Path:
+    """Write a valid PDF with one page per text (lines split at ``\\n``); return ``path``."""
+    offsets: dict[int, int] = {}
+    kids: list[int] = []
+    with path.open("wb") as fh:
+
+        def put(num: int, body: bytes) -> None:
+            offsets[num] = fh.tell()
+            fh.write(b"%d 0 obj\n%s\nendobj\n" % (num, body))
+
+        fh.write(b"%PDF-1.4\n")
+        put(1, b"<< /Type /Catalog /Pages 2 0 R >>")
+        put(3, b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+        num = 3
+        for text in pages:
+            lines = [ln.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for ln in text.split("\n")]
+            shown = " ".join(f"({ln}) Tj T*" for ln in lines)
+            ops = f"BT /F1 10 Tf 40 760 Td 12 TL {shown} ET".encode("latin-1")
+            put(num + 1, b"<< /Length %d >>\nstream\n%s\nendstream" % (len(ops), ops))
+            put(
+                num + 2,
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                b"/Resources << /Font << /F1 3 0 R >> >> >>" % (num + 1),
+            )
+            kids.append(num + 2)
+            num += 2
+        put(2, b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids)))
+        info = 0
+        if title:
+            num += 1
+            info = num
+            put(info, b"<< /Title (%s) >>" % title.encode("latin-1"))
+        xref = fh.tell()
+        fh.write(b"xref\n0 %d\n0000000000 65535 f \n" % (num + 1))
+        fh.write(b"".join(b"%010d 00000 n \n" % offsets[n] for n in range(1, num + 1)))
+        trailer = b"<< /Size %d /Root 1 0 R" % (num + 1) + (b" /Info %d 0 R >>" % info if info else b" >>")
+        fh.write(b"trailer\n" + trailer + b"\nstartxref\n%d\n%%%%EOF\n" % xref)
+    return path
+
+
+def write_docx(path: Path, paragraphs: Iterable[str], *, title: str = "", table_every: int = 0) -> Path:
+    """Write a DOCX of ``paragraphs``, with a small table after every ``table_every``-th one."""
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = title
+    for n, text in enumerate(paragraphs, start=1):
+        document.add_paragraph(text)
+        if table_every and n % table_every == 0:
+            table = document.add_table(rows=2, cols=2)
+            for r, row in enumerate([["Item", "Value"], [f"row {n}", f"{n * 7} 号"]]):
+                for c, value in enumerate(row):
+                    table.cell(r, c).text = value
+    document.save(str(path))
+    return path
+
+
+def write_html(path: Path, paragraphs: Iterable[str], *, title: str = "") -> Path:
+    """Write an HTML page of ``paragraphs`` with boilerplate, breaks, lists and tables between."""
+    head = f"<title>{escape(title)}</title>" if title else ""
+    parts = [f"<!DOCTYPE html>\n<html><head>{head}<style>p {{margin: 0}}</style></head><body>"]
+    parts.append("<nav>Home | About</nav><h1>Report 报告</h1>")
+    for n, text in enumerate(paragraphs):
+        kind = n % 7
+        if kind == 3:
+            parts.append(f"<div>{escape(text)}<br>\n  second line {n}</div>")
+        elif kind == 5:
+            parts.append(f"<ul><li>{escape(text)}</li><li>item {n}</li></ul><script>var x = {n};</script>")
+        elif kind == 6:
+            parts.append(f"<table><tr><td>{escape(text)}</td><td>cell {n}</td></tr></table>")
+        else:
+            parts.append(f"<p>{escape(text)}\n   wrapped</p>")
+    parts.append("<footer>Copyright</footer></body></html>\n")
+    path.write_text("".join(parts), "utf-8")
+    return path
