@@ -187,7 +187,7 @@ def _html_strings(soup: Any, total: int) -> Iterator[tuple[str, float]]:
 def html_soup(markup: str) -> tuple[Any, str]:
     """The cleaned tree whose ``get_text()`` is the page's text, and the page's title."""
     from bs4 import BeautifulSoup, FeatureNotFound
-    from bs4.element import NavigableString
+    from bs4.element import NavigableString, PreformattedString
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. MarkupResemblesLocatorWarning on tiny files
@@ -200,7 +200,11 @@ def html_soup(markup: str) -> tuple[Any, str]:
         tag.decompose()
     # Source line breaks inside a paragraph are just spaces; blocks then add real breaks.
     for node in soup.find_all(string=True):
-        if isinstance(node, NavigableString) and not node.find_parent("pre"):
+        if isinstance(node, PreformattedString):
+            # A comment, <!DOCTYPE>, CDATA or processing instruction is not visible text (and a
+            # hidden comment is a classic place for instructions planted for an assistant).
+            node.extract()
+        elif isinstance(node, NavigableString) and not node.find_parent("pre"):
             node.replace_with(re.sub(r"\s+", " ", str(node)))
     for tag in soup.find_all(_BLOCK_TAGS):
         tag.insert_before("\n\n")
