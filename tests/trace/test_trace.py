@@ -244,6 +244,7 @@ FULL["answer"] = "CRAG 是一种纠错式 RAG 方法 [1]。"
 FULL["citations"] = [{"id": 1, "source": "crag.md", "title": "CRAG 论文", "url": "", "text": "..."}]
 FULL["timings"] = {"retrieve": 0.05, "evaluate": 0.2, "generate": 1.0, "total": 1.3}
 FULL.update(degradations=["web search timed out; used internal knowledge only"], errors=["LLMError: bad"])
+FULL["escalated"] = {"from": "correct", "reply": "资料中没有提到。", "rejected": "declined", "llm_calls": 1}
 
 
 def test_render_trace_shows_decision_path_including_chinese() -> None:
@@ -251,7 +252,8 @@ def test_render_trace_shows_decision_path_including_chinese() -> None:
     needles = (
         "什么是纠错检索增强生成|ambiguous|0.42|0.59|-0.99|heuristic|CRAG 论文|0.55|mentions evaluator|"
         "corrective RAG evaluator|https://example.org/crag|duckduckgo|dropped strip|纠错式 RAG 方法 [1]|"
-        "[1] CRAG 论文|generate|1300 ms|web search timed out|LLMError: bad"
+        "[1] CRAG 论文|generate|1300 ms|web search timed out|LLMError: bad|"
+        "from correct: the reply was declined|资料中没有提到。"
     )
     for needle in needles.split("|"):
         assert needle in out, needle
@@ -260,7 +262,7 @@ def test_render_trace_shows_decision_path_including_chinese() -> None:
 def test_render_trace_tolerates_missing_and_odd_keys() -> None:
     assert "trace" in _text(render_trace({}))
     odd = dict(id="x", retrieved="nope", grades=[1, None], timings={"a": "fast"}, thresholds=None)
-    odd.update(external=[None], confidence="high", queries=None, answer="[bold]literal[/bold]")
+    odd.update(external=[None], confidence="high", queries=None, answer="[bold]literal[/bold]", escalated="yes")
     out = _text(render_trace(odd))
     assert "[bold]literal[/bold]" in out  # user text is never parsed as markup
 

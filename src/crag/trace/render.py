@@ -71,6 +71,11 @@ def _header(data: Mapping[str, Any]) -> Panel:
             style="dim",
         )
     grid.add_row("decision", decision)
+    escalated = data.get("escalated")
+    if isinstance(escalated, Mapping):  # Correct at first; the reply found no answer, so it searched
+        why = f"from {escalated.get('from')}: the reply was {escalated.get('rejected') or 'refused'}"
+        reply = _clip(escalated.get("reply"), SNIPPET)
+        grid.add_row("escalated", Text.assemble(why, (f" ({reply})" if reply else "", "dim")))
     for key in ("mode", "query_type", "evaluator", "evaluation_reason"):
         if data.get(key) not in (None, ""):
             grid.add_row(key.replace("_", " "), Text(str(data[key])))
