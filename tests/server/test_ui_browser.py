@@ -268,6 +268,24 @@ def test_english_trace_shows_the_correction(served: tuple[str, dict[str, dict[st
     assert not page.problems, "\n".join(page.problems)
 
 
+def test_an_escalated_trace_says_so_in_its_header(
+    served: tuple[str, dict[str, dict[str, Any]]], root: Path, page: Any
+) -> None:
+    base, answers = served
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as api:
+        trace = api.get(f"/v1/traces/{answers[EN_QUESTION]['trace_id']}").json()
+    from crag.trace.store import TraceStore
+
+    trace["id"] = "20991231235959-esc001"
+    trace["escalated"] = {"from": "correct", "reply": "资料中没有提到。", "rejected": "declined", "llm_calls": 1}
+    TraceStore(root / "kb" / "traces.sqlite").save(trace)
+    enter_key(page, base)
+    page.goto(f"{base}/ui/trace/{trace['id']}")
+    header = "escalated from correct: the first reply was declined (“资料中没有提到。”)"
+    expect(page.locator("#view")).to_contain_text(header)
+    assert not page.problems, "\n".join(page.problems)
+
+
 def test_rating_buttons_store_and_show_feedback(
     served: tuple[str, dict[str, dict[str, Any]]], root: Path, page: Any
 ) -> None:

@@ -24,7 +24,16 @@ function header(t) {
       `trace ${t.id || "?"} · ${when(t.created_at)} · mode ${t.mode || "?"}`,
       t.evaluator ? ` · evaluator ${t.evaluator}` : "",
       ` · total ${ms((timings.total || 0) * 1000)}`),
-    t.evaluation_reason ? el("div", { class: "meta" }, String(t.evaluation_reason)) : null);
+    t.evaluation_reason ? el("div", { class: "meta" }, String(t.evaluation_reason)) : null,
+    escalated(t.escalated));
+}
+
+// Correct at first, but the reply found no answer in the documents: searched and asked again.
+function escalated(e) {
+  if (!e || typeof e !== "object") return null;
+  return el("div", { class: "meta" },
+    `escalated from ${e.from || "?"}: the first reply was ${e.rejected || "refused"}`,
+    e.reply ? ` (“${String(e.reply).slice(0, 160)}”)` : "");
 }
 
 function problems(t) {
