@@ -41,7 +41,12 @@ def _engine(tmp: Path, internal: Path, corpus: Path) -> CRAG:
     import os
 
     os.environ.setdefault("CRAG_CACHE_DIR", str(project_cache_dir()))
-    engine = CRAG.from_config(kb={"path": tmp / "kb"}, search={"provider": "corpus", "corpus_path": corpus})
+    engine = CRAG.from_config(
+        kb={"path": tmp / "kb"},
+        search={"provider": "corpus", "corpus_path": corpus},
+        # The corpus is embedded on the first search: on a cold cache that is not the search's own time.
+        correction={"search_timeout": 120},
+    )
     report = engine.ingest([internal])
     assert report.count("added") == 1 and not report.skipped
     return engine
@@ -73,4 +78,10 @@ def test_chinese_data_hard_question_escalates_to_the_external_corpus(tmp_path: P
     assert len(rows) == 1 and "白马银花" not in rows[0]
     internal = tmp_path / "internal.jsonl"
     internal.write_text(rows[0] + "\n", "utf-8")
-    _assert_escalated(_engine(tmp_path, internal, HARD / "external"), "香港杜鹃的别称是什么？", "白马银花")
+    # The external corpus: the gold paragraph among the first 60 Chinese passages of data/hard's.
+    corpus = [r for r in (HARD / "external" / "corpus.jsonl").read_text("utf-8").splitlines() if '"cmrc-' in r]
+    web = tmp_path / "web"
+    web.mkdir()
+    lines = dict.fromkeys([*corpus[:60], *(r for r in corpus if "白马银花" in r)])
+    (web / "corpus.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+    _assert_escalated(_engine(tmp_path, internal, web), "香港杜鹃的别称是什么？", "白马银花")
