@@ -129,3 +129,21 @@ def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
     if kb is not None:
         overrides["kb"] = {"path": kb}
     return CRAG.from_config(config, **merge(overrides, extra))
+
+
+def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:
+    """Index a corpus search's corpus now, with a progress bar on stderr.
+
+    Each search runs under ``correction.search_timeout``: the first search over a large
+    corpus that is not indexed yet would spend it embedding and degrade to the internal
+    documents. Other providers (and recorded or replayed searches) have nothing to warm.
+    """
+    warm = getattr(rag.search_provider(name, corpus), "warm_up", None)
+    if warm is None:
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("indexing the external corpus"), BarColumn(), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:  # fmt: skip
+        task = bar.add_task("", total=None)
+        warm(lambda done, total, _label: bar.update(task, completed=done, total=total or None))

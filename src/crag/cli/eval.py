@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
+from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, warm_search
 from crag.errors import InputError
 
 __all__ = ["eval_command"]
@@ -88,6 +88,8 @@ def eval_command(
         llm = CRAG.from_config(judge_config).llm if judge_config else rag.llm
         grader = LLMJudge(llm, seed=seed, mode=cast(JudgeMode, judge_mode))  # checked above
 
+    if "crag" in options.modes and not (search_record or search_replay):
+        warm_search(rag, search, search_corpus)
     with Progress(
         TextColumn("[bold]eval"),
         BarColumn(),
