@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 from crag.config import CragSettings
 from crag.deadline import Deadline
-from crag.generate import Replace
+from crag.generate import Generation, Replace
 from crag.kb import KnowledgeBase
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.guard import guard
@@ -79,7 +79,7 @@ from crag.pipeline.steps import (
 )
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.trace.spans import Tracer
-from crag.types import Action, Answer, Hit, Strip
+from crag.types import Action, Answer, Hit, Query, Strip
 
 __all__ = [
     "Context",
@@ -132,7 +132,7 @@ def run_crag(
 
     # Fuse: flag instruction-like strips, dedupe, rank by grade and cross-source support,
     # diversify, fit the budget; optionally compress on the Correct path.
-    context = steps.run("fuse", lambda: fuse([correction.internal, correction.external], cfg, query.language))
+    context = _fuse(steps, correction, cfg, query)
     if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
         context = steps.run("compress", lambda: compress_context(query, context, llm))
 
@@ -144,13 +144,7 @@ def run_crag(
         # 5. Generate from the corrected context, citing it (and told about any conflict);
         #    a refusal despite a source graded >= tau_high is asked again once (unless step 6
         #    will ask again with more evidence).
-        generation = steps.run(
-            "generate",
-            lambda: generate_answer(query, context, llm, cfg, steps.streaming(), reask=not escalation),
-            tags_from=usage,
-            model=llm.model_id,
-            context_items=len(context.strips),
-        )
+        generation = _generate(steps, query, context, llm, cfg, reask=not escalation)
 
     # 6. Escalate: the documents were graded Correct, yet the generator found no answer in
     #    them. That refusal is evidence the grade was wrong (an on-topic passage that does
@@ -160,14 +154,8 @@ def run_crag(
         if steps.live:
             steps.emit("replace", Replace("escalate"))
         correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
-        context = steps.run("fuse", lambda: fuse([correction.internal, correction.external], cfg, query.language))
-        generation = steps.run(
-            "generate",
-            lambda: generate_answer(query, context, llm, cfg, steps.streaming()),
-            tags_from=usage,
-            model=llm.model_id,
-            context_items=len(context.strips),
-        )
+        context = _fuse(steps, correction, cfg, query)
+        generation = _generate(steps, query, context, llm, cfg)
     degradations = retrieval.degradations + grading.degradations + correction.degradations + context.degradations
     answer = compose_answer(
         query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
@@ -184,15 +172,27 @@ def run_rag(
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
-    generation = steps.run(
-        "generate",
-        lambda: generate_answer(query, context, deps.llm, cfg, steps.streaming()),
-        tags_from=usage,
-        model=deps.llm.model_id,
-        context_items=len(context.strips),
-    )
+    generation = _generate(steps, query, context, deps.llm, cfg)
     answer = compose_answer(query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer)
     return steps.emit("answer", answer)
+
+
+def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query) -> Context:
+    """The ``fuse`` step over what correction kept, internal and external."""
+    return steps.run("fuse", lambda: fuse([correction.internal, correction.external], cfg, query.language))
+
+
+def _generate(
+    steps: Steps, query: Query, context: Context, llm: LLM, cfg: CragSettings, *, reask: bool = True
+) -> Generation:
+    """The ``generate`` step, streamed when the run is watched, its cost in the span's tags."""
+    return steps.run(
+        "generate",
+        lambda: generate_answer(query, context, llm, cfg, steps.streaming(), reask=reask),
+        tags_from=usage,
+        model=llm.model_id,
+        context_items=len(context.strips),
+    )
 
 
 def _steps(tracer: Tracer, on_step: OnStep | None) -> Steps:
