@@ -87,3 +87,12 @@ def test_hard_negatives_are_present(data: dict[str, list[dict]]) -> None:
 def test_attribution_is_shipped() -> None:
     text = (HARD / "ATTRIBUTION.md").read_text("utf-8")
     assert "CC BY-SA 4.0" in text and "CMRC 2018" in text and "SQuAD 2.0" in text
+
+
+def test_the_trained_evaluator_never_saw_these_questions(data: dict[str, list[dict]]) -> None:
+    # The benchmark and the evaluator's training pairs come from the same two data sets;
+    # a question of one in the other would let the evaluator route it from memory.
+    pairs = Path(__file__).resolve().parents[2] / "data" / "eval_pairs" / "train.jsonl"
+    trained_on = {row["query"] for row in _read(pairs)}
+    seen = [q["id"] for q in data["questions"] if q["question"] in trained_on]
+    assert not seen, f"{len(seen)} data/hard questions are in the evaluator's training pairs: {seen[:5]}"
