@@ -279,7 +279,8 @@ def main() -> None:
     held = held_out(args.exclude)
     dropped = [r for r in splits["train"] if r["query"] in held]
     splits["train"] = [r for r in splits["train"] if r["query"] not in held]
-    print(f"held out of training: {len({r['query'] for r in dropped})} questions of {args.exclude} ({len(dropped)} pairs)")
+    questions = len({r["query"] for r in dropped})
+    print(f"held out of training: {questions} questions of {args.exclude} ({len(dropped)} pairs)")
     for k, rows in splits.items():
         with (args.out / f"{k}.jsonl").open("w", encoding="utf-8") as f:
             for r in rows:
