@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from crag.config import CragSettings, RetrievalSettings
+from crag.errors import LLMUnavailableError
 from crag.generate import Replace
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.pipeline import Deps, run_crag, run_rag
-from crag.testing.fakes import HashEmbedder, ScriptedLLM, StaticWebSearch
+from crag.testing.fakes import HashEmbedder, JudgingLLM, ScriptedLLM, StaticWebSearch
 from crag.trace.spans import Tracer
 from crag.types import Action, Evaluation, Grade, Passage, WebResult
 
@@ -261,6 +262,42 @@ def test_a_refusal_on_the_correct_path_searches_once_and_answers_again(kb: Knowl
     assert trace["action"] == "ambiguous" and trace["external"][0]["url"] == "https://example.org/zebra"
 
 
+def test_an_unverified_correct_searches_before_the_model_answers(kb: KnowledgeBase) -> None:
+    # Graded Correct, but the model does not read the answer in the kept strips (P(yes) 0.2):
+    # search as Ambiguous before generating, so one answer call, with both origins.
+    search = StaticWebSearch(WEB)
+    llm = JudgingLLM(["Zebras sleep standing up [1]."], yes=[0.2])
+    tracer = Tracer()
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
+    trace = tracer.to_dict()
+    assert len(llm.scored) == 1 and len(llm.prompts) == 1 and len(search.queries) == 1
+    assert "gold fact" in llm.scored[0][0]["content"] and "Do zebras have stripes?" in llm.scored[0][0]["content"]
+    assert answer.action is Action.AMBIGUOUS and {s.origin for s in answer.context} == {"internal", "web"}
+    assert trace["verification"] == {"probability": 0.2, "threshold": 0.7, "confirmed": False, "note": ""}
+    assert trace["escalated"]["rejected"] == "not verified" and trace["escalated"]["from"] == "correct"
+
+
+def test_a_verified_correct_stands_and_a_failed_check_keeps_it(kb: KnowledgeBase) -> None:
+    for yes, note in ((0.9, ""), (LLMUnavailableError("down"), "not verified: the LLM call failed")):
+        search, tracer = StaticWebSearch(WEB), Tracer()
+        llm = JudgingLLM(["Stripes [1]."], yes=[yes])
+        answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
+        trace = tracer.to_dict()
+        assert answer.action is Action.CORRECT and search.queries == [] and "escalated" not in trace
+        assert trace["verification"]["confirmed"] and trace["verification"]["note"] == note
+        assert bool(note) == any("Correct not verified" in d for d in answer.degradations)
+    # Without token probabilities (ScriptedLLM, an OpenAI-compatible server) nothing is asked.
+    tracer = Tracer()
+    run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), ScriptedLLM(["Stripes [1]."]), search),
+             _one_doc(), tracer)  # fmt: skip
+    assert tracer.to_dict()["verification"]["probability"] is None
+    off = _one_doc()
+    off.correction.verify_correct = False
+    llm, tracer = JudgingLLM(["Stripes [1]."], yes=[0.1]), Tracer()
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(WEB)), off, tracer)
+    assert answer.action is Action.CORRECT and llm.scored == [] and "verification" not in tracer.to_dict()
+
+
 def test_escalation_happens_once_and_only_with_a_search(kb: KnowledgeBase) -> None:
     refusals = ["The sources do not say."] * 4
     llm = ScriptedLLM(refusals)
@@ -336,7 +373,7 @@ def events_of(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, 
 def test_step_events_fire_in_the_diagrams_order(kb: KnowledgeBase) -> None:
     correct = events_of(kb, "Do zebras have stripes?", StaticWebSearch(WEB), ScriptedLLM(["Stripes [1]."]))
     assert [n for n, _, _ in correct] == [
-        "query", "retrieve", "evaluate", "decide", "refine", "correct", "fuse", "generate", "answer"
+        "query", "retrieve", "evaluate", "decide", "refine", "correct", "verify", "fuse", "generate", "answer"
     ]  # fmt: skip
     incorrect = events_of(kb, "How did the stock market close on Friday?", StaticWebSearch(WEB), ScriptedLLM(["x [1]"]))
     names = [n for n, _, _ in incorrect]

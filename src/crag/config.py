@@ -184,6 +184,19 @@ class CorrectionSettings(_Section):
         description="On the Correct path, when the generator finds no answer in the internal documents, search the "
         "external source once (the Ambiguous action) and answer again.",
     )
+    verify_correct: bool = Field(
+        True,
+        description="Before trusting the Correct action, ask the LLM (one yes/no token, no text) whether the kept "
+        "internal strips state the answer; below verify_threshold, search as the Ambiguous action does. Needs an LLM "
+        "with token probabilities (the embedded llama.cpp models) and a search provider; otherwise Correct stands.",
+    )
+    verify_threshold: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="P(yes) the verification needs for Correct to stand (chosen on held-out evaluator pairs: "
+        "benchmarks/verify_correct.py).",
+    )
     decompose: bool = Field(False, description="Split compound questions into sub-queries searched in parallel.")
     context_tokens: int | None = Field(
         None,

@@ -268,21 +268,42 @@ def test_english_trace_shows_the_correction(served: tuple[str, dict[str, dict[st
     assert not page.problems, "\n".join(page.problems)
 
 
+ESCALATIONS = [
+    (
+        "esc001",
+        {"from": "correct", "reply": "资料中没有提到。", "rejected": "declined", "llm_calls": 1},
+        "escalated from correct: the first reply was declined (“资料中没有提到。”)",
+    ),
+    (
+        "esc002",
+        {"from": "correct", "reply": "", "rejected": "not verified", "llm_calls": 0, "probability": 0.31,
+         "threshold": 0.7},
+        "escalated from correct: the model did not read the answer in the documents graded relevant "
+        "(P(yes) 0.31 < 0.7)",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("suffix", "escalated", "header"), ESCALATIONS)
 def test_an_escalated_trace_says_so_in_its_header(
-    served: tuple[str, dict[str, dict[str, Any]]], root: Path, page: Any
+    served: tuple[str, dict[str, dict[str, Any]]],
+    root: Path,
+    page: Any,
+    suffix: str,
+    escalated: dict[str, Any],
+    header: str,
 ) -> None:
     base, answers = served
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as api:
         trace = api.get(f"/v1/traces/{answers[EN_QUESTION]['trace_id']}").json()
     from crag.trace.store import TraceStore
 
-    trace["id"] = "20991231235959-esc001"
+    trace["id"] = f"20991231235959-{suffix}"
     trace["question"] = "An escalated question?"  # not counted by the tests that list the real questions
-    trace["escalated"] = {"from": "correct", "reply": "资料中没有提到。", "rejected": "declined", "llm_calls": 1}
+    trace["escalated"] = escalated
     TraceStore(root / "kb" / "traces.sqlite").save(trace)
     enter_key(page, base)
     page.goto(f"{base}/ui/trace/{trace['id']}")
-    header = "escalated from correct: the first reply was declined (“资料中没有提到。”)"
     expect(page.locator("#view")).to_contain_text(header)
     assert not page.problems, "\n".join(page.problems)
 

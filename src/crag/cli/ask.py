@@ -80,6 +80,10 @@ def show_stream(events: AnswerStream) -> Answer:
             if event.name == "decide":
                 status.stop()
                 out.print(_decision_line(event.data["action"], event.data["confidence"], events.trace_id))
+            elif event.name == "escalate" and event.data.get("rejected") == "not verified":
+                p, t = event.data.get("probability"), event.data.get("threshold")
+                out.print(f"[dim]not verified: the model did not read the answer in the documents graded relevant "
+                          f"(P {p:.2f} < {t:.2f}); searching as Ambiguous[/]")  # fmt: skip
             elif event.name == "rewrite" and event.data.get("queries"):
                 out.print("[dim]searching:[/] " + "; ".join(escape(q) for q in event.data["queries"]))
             elif event.name in ("token", "replace"):

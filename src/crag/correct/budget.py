@@ -344,6 +344,21 @@ class BudgetedLLM:
         self.budget.charge_tokens(max(0, spent - estimate), force=True)
         return out
 
+    def __getattr__(self, name: str) -> Any:
+        # An optional capability of the inner model (yes_probability: Correct-path verification)
+        # is charged its prompt, like a completion of one token.
+        if name.startswith("__") or name == "inner":  # copy/pickle before __init__: no recursion
+            raise AttributeError(name)
+        attr = getattr(self.inner, name)
+        if name != "yes_probability":
+            return attr
+
+        def charged(messages: Messages, *args: Any, **kwargs: Any) -> Any:
+            self.budget.charge_tokens(sum(approx_tokens(m.get("content", "")) for m in messages) + 1)
+            return attr(messages, *args, **kwargs)
+
+        return charged
+
     def stream(self, messages: Messages, *, max_tokens: int = 512, temperature: float = 0.0) -> TokenStream:
         """As ``complete``, token by token; a reply stopped early is charged for what it wrote."""
         estimate = sum(approx_tokens(m.get("content", "")) for m in messages)

@@ -63,6 +63,27 @@ class TimeoutLLM:
             return (yield from start())
         return (yield from _stream_within(start, self._budget(), self._what(), self.model_id))
 
+    def __getattr__(self, name: str) -> Any:
+        # An optional capability of the inner model (yes_probability: Correct-path verification)
+        # runs within the same budget as a completion.
+        if name.startswith("__") or name == "inner":  # copy/pickle before __init__: no recursion
+            raise AttributeError(name)
+        attr = getattr(self.inner, name)
+        if name != "yes_probability" or self.deadline.seconds is None:
+            return attr
+
+        def within(*args: Any, **kwargs: Any) -> Any:
+            return with_deadline(
+                lambda: attr(*args, **kwargs),
+                self._budget(),
+                what=self._what(),
+                error=LLMUnavailableError,
+                backend_id=self.model_id,
+                step=name,
+            )
+
+        return within
+
     def _budget(self) -> float:
         assert self.deadline.seconds is not None
         return self.deadline.remaining() + self.deadline.seconds * GENERATION_GRACE

@@ -24,6 +24,10 @@ event               value                         when
 ``refine_external`` ``Refinement``                external strips kept
 ``rounds``          ``RoundsResult``              multi-round correction (``correction.max_rounds`` > 1)
 ``correct``         ``Correction``                all strips by origin, every strip graded (CRAG)
+``verify``          ``Verification``              Correct only: P(yes) that the kept strips state
+                                                  the answer (``correction.verify_correct``); when
+                                                  below the threshold, ``escalate`` (``unverified``)
+                                                  and ``correct`` follow
 ``fuse``            ``Context``                   what the generator will see, conflicts (CRAG)
 ``compress``        ``Context``                   the Correct path's LLM compression (opt-in)
 ``abstain``         ``Generation``                nothing reliable found: titles and links, no guess
@@ -67,6 +71,7 @@ from crag.pipeline.steps import (
     Steps,
     abstain,
     can_escalate,
+    can_verify,
     compose_answer,
     compress_context,
     decide_action,
@@ -76,6 +81,7 @@ from crag.pipeline.steps import (
     make_query,
     retrieve,
     usage,
+    verify,
 )
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.trace.spans import Tracer
@@ -130,6 +136,17 @@ def run_crag(
     corrector = Corrector(query, deps.evaluator, llm, search, cfg, deadline, steps)
     correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
 
+    # 4b. Verify: Correct skips the search on the evaluator's word, and its costliest mistake
+    #     is an on-topic passage that does not answer. One yes/no token from the LLM checks
+    #     that the kept strips state the answer; if not, search as the Ambiguous action does.
+    checked: list[str] = []  # the verification's degradations (an LLM error keeps Correct)
+    if can_verify(decision, search, cfg):
+        check = steps.run("verify", lambda: verify(query, correction.internal, llm, cfg))
+        checked = check.degradations
+        if not check.confirmed:
+            decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, unverified=check))
+            correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+
     # Fuse: flag instruction-like strips, dedupe, rank by grade and cross-source support,
     # diversify, fit the budget; optionally compress on the Correct path.
     context = _fuse(steps, correction, cfg, query)
@@ -156,7 +173,9 @@ def run_crag(
         correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
         context = _fuse(steps, correction, cfg, query)
         generation = _generate(steps, query, context, llm, cfg)
-    degradations = retrieval.degradations + grading.degradations + correction.degradations + context.degradations
+    degradations = (
+        retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
+    )
     answer = compose_answer(
         query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
     )

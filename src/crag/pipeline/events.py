@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from crag.correct.rounds import RoundsResult
+from crag.correct.verify import Verification
 from crag.generate import Generation, Replace
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
 from crag.pipeline.steps import Context, Decision, usage
@@ -78,8 +79,15 @@ def _decide(d: Decision) -> dict[str, Any]:
 
 
 def _escalate(d: Decision) -> dict[str, Any]:
-    first = d.escalated_from
-    return _decide(d) | {"rejected": first.rejected if first else ""}
+    first, check = d.escalated_from, d.unverified
+    out = _decide(d) | {"rejected": first.rejected if first else ""}
+    if check is not None:
+        out |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+    return out
+
+
+def _verify(v: Verification) -> dict[str, Any]:
+    return {"probability": v.probability, "threshold": v.threshold, "confirmed": v.confirmed, "note": v.note}
 
 
 def _refine(r: Refinement) -> dict[str, Any]:
@@ -136,6 +144,7 @@ _SUMMARIES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "evaluate": _evaluate,
     "decide": _decide,
     "escalate": _escalate,
+    "verify": _verify,
     "refine": _refine,
     "rewrite": _rewrite,
     "search": _search,

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from crag.correct.rounds import RoundsResult
+from crag.correct.verify import Verification
 from crag.generate import Generation
 from crag.pipeline.correction import Correction, Rewrite, Search
 from crag.pipeline.steps import Context, Decision
@@ -68,16 +69,25 @@ def _decide(t: Tracer, d: Decision) -> None:
     t.record("action", d.action.value)
 
 
+def _verify(t: Tracer, v: Verification) -> None:
+    t.record("verification", {
+        "probability": v.probability, "threshold": v.threshold, "confirmed": v.confirmed, "note": v.note
+    })  # fmt: skip
+
+
 def _escalate(t: Tracer, d: Decision) -> None:
-    """The first action and the refused reply that escalated it; the later events overwrite
-    ``strips``, ``context`` and the reply keys with the escalated run's."""
-    first = d.escalated_from
-    t.record("escalated", {
+    """The first action and why it was left: the refused reply, or the failed verification.
+    The later events overwrite ``strips``, ``context`` and the reply keys with the escalated run's."""
+    first, check = d.escalated_from, d.unverified
+    record: dict[str, object] = {
         "from": t.events.get("action"),
         "reply": first.completions[0].text if first and first.completions else "",
         "rejected": first.rejected if first else "",
         "llm_calls": len(first.completions) if first else 0,
-    })  # fmt: skip
+    }
+    if check is not None:  # before generation: the model did not read the answer in the strips
+        record |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+    t.record("escalated", record)
     t.record("action", d.action.value)
 
 
@@ -168,6 +178,7 @@ _RECORDERS: dict[str, Callable[[Tracer, Any], None]] = {
     "evaluate": _evaluate,
     "decide": _decide,
     "escalate": _escalate,
+    "verify": _verify,
     "rewrite": _rewrite,
     "search": _search,
     "rounds": _rounds,

@@ -26,6 +26,7 @@ from crag.correct.contradict import Conflict, conflict_instruction, detect_confl
 from crag.correct.fuse import fuse_ranked
 from crag.correct.injection import flag_instructions
 from crag.correct.rounds import abstain_text
+from crag.correct.verify import Verification, verify_correct
 from crag.decide import decide
 from crag.generate import Generation, generate
 from crag.grade.classify import query_thresholds
@@ -81,12 +82,14 @@ class Decision:
     """The corrective action and the confidence it was decided from (None in plain RAG).
 
     ``escalated_from`` is the refused generation that turned Correct into Ambiguous
-    (:func:`can_escalate`), ``None`` for the first decision.
+    (:func:`can_escalate`), ``unverified`` the verification that did so before generation
+    (:func:`can_verify`); both ``None`` for the first decision.
     """
 
     action: Action
     confidence: float | None
     escalated_from: Generation | None = None
+    unverified: Verification | None = None  # the failed check that turned Correct into Ambiguous
 
 
 @dataclass
@@ -199,6 +202,27 @@ def can_escalate(decision: Decision, search: WebSearch | None, cfg: CragSettings
     the same internal strips turned none of the Correct path's refusals into an answer).
     """
     return cfg.correction.escalate_on_refusal and decision.action is Action.CORRECT and search is not None
+
+
+def can_verify(decision: Decision, search: WebSearch | None, cfg: CragSettings) -> bool:
+    """4b. Whether the Correct action is checked by the LLM before it is trusted.
+
+    Correct only, with a search to turn to when the check fails (without one there is
+    nothing to do but answer from the internal strips anyway).
+    """
+    return cfg.correction.verify_correct and decision.action is Action.CORRECT and search is not None
+
+
+def verify(query: Query, strips: Sequence[Strip], llm: LLM, cfg: CragSettings) -> Verification:
+    """4b. Does the LLM read the answer in the Correct path's strips? (:mod:`crag.correct.verify`)"""
+    return verify_correct(
+        query.text,
+        strips,
+        llm,
+        query.language,
+        threshold=cfg.correction.verify_threshold,
+        max_strips=cfg.generation.max_sources,
+    )
 
 
 def usage(gen: Generation) -> dict[str, int]:

@@ -129,6 +129,30 @@ class ScriptedLLM:
         return reply
 
 
+class JudgingLLM(ScriptedLLM):
+    """A ScriptedLLM with token probabilities: ``yes_probability`` returns ``yes`` in turn
+    (the last repeats; an exception is raised), and records the prompts it scored.
+
+    >>> llm = JudgingLLM(["Stripes [1]."], yes=[0.2, 0.9])
+    >>> llm.yes_probability([{"role": "user", "content": "?"}]), llm.yes_probability([])
+    (0.2, 0.9)
+    """
+
+    model_id = "judging"
+
+    def __init__(self, replies: Sequence[str | BaseException], *, yes: Sequence[float | BaseException]) -> None:
+        super().__init__(replies)
+        self.yes = deque(yes)
+        self.scored: list[Sequence[dict[str, str]]] = []
+
+    def yes_probability(self, messages: Sequence[dict[str, str]]) -> float:
+        self.scored.append(messages)
+        p = self.yes.popleft() if len(self.yes) > 1 else self.yes[0]
+        if isinstance(p, BaseException):
+            raise p
+        return p
+
+
 class EchoLLM(ScriptedLLM):
     """Answers like a faithful extractive model: the first sentence of source [1], cited.
 

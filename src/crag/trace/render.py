@@ -74,6 +74,9 @@ def _header(data: Mapping[str, Any]) -> Panel:
     escalated = data.get("escalated")
     if isinstance(escalated, Mapping):  # Correct at first; the reply found no answer, so it searched
         why = f"from {escalated.get('from')}: the reply was {escalated.get('rejected') or 'refused'}"
+        if escalated.get("rejected") == "not verified":  # before generation (correction.verify_correct)
+            why = (f"from {escalated.get('from')}: the model did not read the answer in the documents graded "
+                   f"relevant (P(yes) {escalated.get('probability')} < {escalated.get('threshold')})")  # fmt: skip
         reply = _clip(escalated.get("reply"), SNIPPET)
         grid.add_row("escalated", Text.assemble(why, (f" ({reply})" if reply else "", "dim")))
     for key in ("mode", "query_type", "evaluator", "evaluation_reason"):

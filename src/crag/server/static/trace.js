@@ -31,6 +31,11 @@ function header(t) {
 // Correct at first, but the reply found no answer in the documents: searched and asked again.
 function escalated(e) {
   if (!e || typeof e !== "object") return null;
+  if (e.rejected === "not verified") {  // before generation: correction.verify_correct
+    return el("div", { class: "meta" },
+      `escalated from ${e.from || "?"}: the model did not read the answer in the documents graded relevant ` +
+      `(P(yes) ${e.probability} < ${e.threshold})`);
+  }
   return el("div", { class: "meta" },
     `escalated from ${e.from || "?"}: the first reply was ${e.rejected || "refused"}`,
     e.reply ? ` (“${String(e.reply).slice(0, 160)}”)` : "");

@@ -1,0 +1,111 @@
+"""Choose and check ``correction.verify_threshold`` away from the answer benchmark.
+
+The Correct-path verification (:mod:`crag.correct.verify`) asks the LLM whether the kept
+strips state the answer. Its threshold is chosen here, on the evaluator's held-out
+*test* pairs (``data/eval_pairs/test.jsonl``: articles never trained on), with every
+``data/hard`` question left out, so the answer benchmark plays no part in it:
+
+* positives: a question with the window of its paragraph that holds the answer;
+* hard negatives: another window of the same paragraph or article (on topic, no answer),
+  the very mistake the verification is for; in English also SQuAD 2.0's unanswerable
+  questions with their own passage.
+
+For each language it prints AUROC and, per threshold, the share of positives kept
+(Correct stands) and of negatives caught (sent to search). The rule for the default:
+the highest threshold that keeps ≥ 90 % of positives in each language — a wrong Correct
+costs the answer, a wrong Ambiguous only a search.
+
+    python benchmarks/verify_correct.py --per-kind 50 [--model qwen2.5-coder-0.5b]
+
+Results: ``benchmarks/results/verify_correct-<model>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import track
+from rich.table import Table
+
+from crag.correct.verify import verify_messages
+from crag.grade.metrics import auroc
+
+ROOT = Path(__file__).resolve().parents[1]
+THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+KINDS = {"zh": ("positive", "hard"), "en": ("positive", "hard", "unanswerable")}
+
+
+def sample(per_kind: int, seed: int) -> list[dict[str, Any]]:
+    held = {json.loads(line)["question"] for line in (ROOT / "data/hard/questions.jsonl").open(encoding="utf-8")}
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for line in (ROOT / "data/eval_pairs/test.jsonl").open(encoding="utf-8"):
+        r = json.loads(line)
+        if r["query"] not in held and r["kind"] in KINDS.get(r["lang"], ()):
+            by[(r["lang"], r["kind"])].append(r)
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for key in sorted(by):
+        rows = by[key]
+        rng.shuffle(rows)
+        out += rows[:per_kind]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--per-kind", type=int, default=50, help="pairs per language and kind")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    from crag.llm.llama_cpp import LlamaCppLLM
+
+    llm = LlamaCppLLM(args.model, n_ctx=4096)
+    llm.warm_up()
+    pairs = sample(args.per_kind, args.seed)
+    t0 = time.perf_counter()
+    for r in track(pairs, description=f"P(yes) {args.model}"):
+        r["p"] = llm.yes_probability(verify_messages(r["query"], [r["passage"]], r["lang"]))
+    seconds = (time.perf_counter() - t0) / max(1, len(pairs))
+    table = Table(title=f"Correct-path verification on held-out evaluator pairs ({args.model})")
+    for col in ("lang", "pos / neg", "AUROC", *(f"keep / catch @{t}" for t in THRESHOLDS)):
+        table.add_column(col)
+    summary: dict[str, Any] = {"model": args.model, "pairs": len(pairs), "seconds_per_call": round(seconds, 2)}
+    best: dict[str, float] = {}
+    for lang in ("en", "zh"):
+        rows = [r for r in pairs if r["lang"] == lang]
+        pos = [r["p"] for r in rows if r["label"] == 1]
+        neg = [r["p"] for r in rows if r["label"] == 0]
+        cells = {t: (sum(p >= t for p in pos) / len(pos), sum(p < t for p in neg) / len(neg)) for t in THRESHOLDS}
+        best[lang] = max([t for t, (keep, _) in cells.items() if keep >= 0.9], default=THRESHOLDS[0])
+        by_kind = {}
+        for k in KINDS[lang][1:]:
+            kneg = [r["p"] for r in rows if r["kind"] == k]
+            by_kind[k] = round(auroc([1] * len(pos) + [0] * len(kneg), pos + kneg), 3)
+        summary[lang] = {
+            "positives": len(pos),
+            "negatives": len(neg),
+            "auroc": round(auroc([1] * len(pos) + [0] * len(neg), pos + neg), 3),
+            "auroc_by_negative_kind": by_kind,
+            "keep_catch": {str(t): [round(k, 3), round(c, 3)] for t, (k, c) in cells.items()},
+            "highest_threshold_keeping_90pct": best[lang],
+        }
+        table.add_row(
+            lang, f"{len(pos)} / {len(neg)}", f"{summary[lang]['auroc']:.3f}",
+            *(f"{k:.2f} / {c:.2f}" for k, c in cells.values()),
+        )  # fmt: skip
+    summary["chosen_threshold"] = min(best.values())
+    Console().print(table)
+    Console().print(f"threshold keeping ≥ 90 % of positives in each language: {summary['chosen_threshold']}")
+    out = ROOT / "benchmarks" / "results" / f"verify_correct-{args.model}.json"
+    out.write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+
+
+if __name__ == "__main__":
+    main()
