@@ -278,8 +278,8 @@ ESCALATIONS = [
         "esc002",
         {"from": "correct", "reply": "", "rejected": "not verified", "llm_calls": 0, "probability": 0.31,
          "threshold": 0.7},
-        "escalated from correct: the model did not read the answer in the documents graded relevant "
-        "(P(yes) 0.31 < 0.7)",
+        "escalated from correct: not verified (P(yes) 0.31 < 0.7): the model did not read the answer in the "
+        "documents graded relevant",
     ),
 ]  # fmt: skip
 

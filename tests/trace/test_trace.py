@@ -259,6 +259,16 @@ def test_render_trace_shows_decision_path_including_chinese() -> None:
         assert needle in out, needle
 
 
+def test_render_trace_says_when_correct_was_not_verified() -> None:
+    trace = dict(FULL, action="ambiguous")
+    trace["escalated"] = {"from": "correct", "reply": "", "rejected": "not verified", "llm_calls": 0,
+                          "probability": 0.31, "threshold": 0.7}  # fmt: skip
+    out = _text(render_trace(trace))
+    assert "from correct: not verified (P(yes) 0.31 < 0.7)" in out
+    confirmed = dict(FULL, verification={"probability": 0.93, "threshold": 0.7, "confirmed": True, "note": ""})
+    assert "P(yes) 0.93 ≥ 0.7" in _text(render_trace(confirmed))
+
+
 def test_render_trace_tolerates_missing_and_odd_keys() -> None:
     assert "trace" in _text(render_trace({}))
     odd = dict(id="x", retrieved="nope", grades=[1, None], timings={"a": "fast"}, thresholds=None)

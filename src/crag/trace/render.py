@@ -75,10 +75,16 @@ def _header(data: Mapping[str, Any]) -> Panel:
     if isinstance(escalated, Mapping):  # Correct at first; the reply found no answer, so it searched
         why = f"from {escalated.get('from')}: the reply was {escalated.get('rejected') or 'refused'}"
         if escalated.get("rejected") == "not verified":  # before generation (correction.verify_correct)
-            why = (f"from {escalated.get('from')}: the model did not read the answer in the documents graded "
-                   f"relevant (P(yes) {escalated.get('probability')} < {escalated.get('threshold')})")  # fmt: skip
+            why = (f"from {escalated.get('from')}: not verified (P(yes) {escalated.get('probability')} < "
+                   f"{escalated.get('threshold')}): the model did not read the answer in the documents graded "
+                   "relevant")  # fmt: skip
         reply = _clip(escalated.get("reply"), SNIPPET)
         grid.add_row("escalated", Text.assemble(why, (f" ({reply})" if reply else "", "dim")))
+    check = data.get("verification")
+    if isinstance(check, Mapping) and check.get("confirmed"):  # Correct, checked by the LLM (or not askable)
+        p = check.get("probability")
+        said = f"P(yes) {p} ≥ {check.get('threshold')}" if p is not None else str(check.get("note") or "")
+        grid.add_row("verified", Text(said))
     for key in ("mode", "query_type", "evaluator", "evaluation_reason"):
         if data.get(key) not in (None, ""):
             grid.add_row(key.replace("_", " "), Text(str(data[key])))

@@ -33,8 +33,8 @@ function escalated(e) {
   if (!e || typeof e !== "object") return null;
   if (e.rejected === "not verified") {  // before generation: correction.verify_correct
     return el("div", { class: "meta" },
-      `escalated from ${e.from || "?"}: the model did not read the answer in the documents graded relevant ` +
-      `(P(yes) ${e.probability} < ${e.threshold})`);
+      `escalated from ${e.from || "?"}: not verified (P(yes) ${e.probability} < ${e.threshold}): ` +
+      "the model did not read the answer in the documents graded relevant");
   }
   return el("div", { class: "meta" },
     `escalated from ${e.from || "?"}: the first reply was ${e.rejected || "refused"}`,
