@@ -268,7 +268,7 @@ def test_an_unverified_correct_searches_before_the_model_answers(kb: KnowledgeBa
     search = StaticWebSearch(WEB)
     llm = JudgingLLM(["Zebras sleep standing up [1]."], yes=[0.2])
     tracer = Tracer()
-    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _verified(), tracer)
     trace = tracer.to_dict()
     assert len(llm.scored) == 1 and len(llm.prompts) == 1 and len(search.queries) == 1
     assert "gold fact" in llm.scored[0][0]["content"] and "Do zebras have stripes?" in llm.scored[0][0]["content"]
@@ -281,7 +281,7 @@ def test_a_verified_correct_stands_and_a_failed_check_keeps_it(kb: KnowledgeBase
     for yes, note in ((0.9, ""), (LLMUnavailableError("down"), "not verified: the LLM call failed")):
         search, tracer = StaticWebSearch(WEB), Tracer()
         llm = JudgingLLM(["Stripes [1]."], yes=[yes])
-        answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
+        answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _verified(), tracer)
         trace = tracer.to_dict()
         assert answer.action is Action.CORRECT and search.queries == [] and "escalated" not in trace
         assert trace["verification"]["confirmed"] and trace["verification"]["note"] == note
@@ -291,7 +291,12 @@ def test_a_verified_correct_stands_and_a_failed_check_keeps_it(kb: KnowledgeBase
     run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), ScriptedLLM(["Stripes [1]."]), search),
              _one_doc(), tracer)  # fmt: skip
     assert tracer.to_dict()["verification"]["probability"] is None
-    off = _one_doc()
+    # A model with no calibrated threshold (the fake, like any unknown model) is not asked either.
+    llm, tracer = JudgingLLM(["Stripes [1]."], yes=[0.1]), Tracer()
+    answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
+    assert answer.action is Action.CORRECT and llm.scored == []
+    assert "no calibrated threshold for judging" in tracer.to_dict()["verification"]["note"]
+    off = _verified()
     off.correction.verify_correct = False
     llm, tracer = JudgingLLM(["Stripes [1]."], yes=[0.1]), Tracer()
     answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(WEB)), off, tracer)
@@ -332,6 +337,12 @@ def test_escalation_events_and_stream_replace(kb: KnowledgeBase) -> None:
     assert names[at + 2 : at + 5] == ["refine", "rewrite", "search"] and names[-3:] == ["fuse", "generate", "answer"]
     assert Replace("escalate") in [v for n, v in seen if n == "replace"]
     assert dict(seen)["escalate"].escalated_from.rejected == "declined"
+
+
+def _verified() -> CragSettings:
+    cfg = _one_doc()
+    cfg.correction.verify_threshold = 0.7  # the fake models have no calibrated threshold
+    return cfg
 
 
 def _one_doc() -> CragSettings:

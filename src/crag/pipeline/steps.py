@@ -26,7 +26,7 @@ from crag.correct.contradict import Conflict, conflict_instruction, detect_confl
 from crag.correct.fuse import fuse_ranked
 from crag.correct.injection import flag_instructions
 from crag.correct.rounds import abstain_text
-from crag.correct.verify import Verification, verify_correct
+from crag.correct.verify import Verification, threshold_for, verify_correct
 from crag.decide import decide
 from crag.generate import Generation, generate
 from crag.grade.classify import query_thresholds
@@ -220,7 +220,7 @@ def verify(query: Query, strips: Sequence[Strip], llm: LLM, cfg: CragSettings) -
         strips,
         llm,
         query.language,
-        threshold=cfg.correction.verify_threshold,
+        threshold=threshold_for(llm.model_id, cfg.correction.verify_threshold),
         max_strips=cfg.generation.max_sources,
     )
 
