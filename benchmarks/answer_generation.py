@@ -38,8 +38,7 @@ import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from crag.eval.metrics import context_recall, gold_match
 from crag.generate import build_messages, generate, is_refusal
 from crag.generate.answer import DEFAULT_MAX_SOURCES
 from crag.protocols import LLM, Completion
+from crag.testing.llama_server import serve_gguf
 from crag.types import Strip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> None:
     if args.limit:
         rows = _balanced(rows, args.limit)
     if args.serve:
-        with _served(args.serve) as base:
+        with serve_gguf(args.serve) as base:
             args.base_url, args.model = base, args.serve
             args.label = args.label or f"{args.serve} via OpenAI API"
             _run_all(args, rows)
@@ -277,37 +277,6 @@ def _stats(recs: list[dict[str, Any]]) -> dict[str, Any]:
         "llm_calls": mean([r["llm_calls"] for r in recs]),
         "seconds": mean([r["seconds"] for r in recs]),
     }
-
-
-@contextmanager
-def _served(model: str) -> Iterator[str]:
-    """Serve a bundled GGUF with llama-cpp-python's OpenAI-compatible server on loopback."""
-    import subprocess
-    import sys
-
-    import httpx
-
-    from crag.llm.models import resolve_gguf
-    from crag.testing.net import free_port
-
-    port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf(model)),
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        else:
-            raise SystemExit(f"llama_cpp.server did not start for {model}")
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _model(args: argparse.Namespace) -> LLM:

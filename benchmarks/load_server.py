@@ -107,6 +107,7 @@ def build_kb(root: Path) -> Path:
 
 # -- client side ----------------------------------------------------------------------------
 
+
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and its descendants (psutil if installed, else /proc)."""
     try:

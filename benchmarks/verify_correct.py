@@ -16,7 +16,10 @@ threshold: the highest that keeps ≥ 90 % of positives in each language — a w
 costs the answer, a wrong Ambiguous only a search; none (the model is not asked) when no
 threshold of the grid does.
 
-    python benchmarks/verify_correct.py --per-kind 50 [--model qwen2.5-coder-0.5b]
+    python benchmarks/verify_correct.py --per-kind 50 [--model qwen2.5-coder-0.5b] [--serve]
+
+``--serve`` reads P(yes) through the OpenAI-compatible path instead (the same GGUF behind
+``llama_cpp.server`` on loopback, scored from its ``logprobs``), as a hosted model is.
 
 Results: ``benchmarks/results/verify_correct-<model>.json``.
 """
@@ -64,20 +67,33 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--per-kind", type=int, default=50, help="pairs per language and kind")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--serve", action="store_true", help="score through llama_cpp.server's OpenAI API")
     args = ap.parse_args()
-    from crag.llm.llama_cpp import LlamaCppLLM
+    if args.serve:
+        from crag.llm.openai_chat import OpenAIChatLLM
+        from crag.testing.llama_server import serve_gguf
 
-    llm = LlamaCppLLM(args.model, n_ctx=4096)
-    llm.warm_up()
+        with serve_gguf(args.model) as base:
+            run(args, OpenAIChatLLM(base, args.model, timeout=300), f"{args.model}-served")
+    else:
+        from crag.llm.llama_cpp import LlamaCppLLM
+
+        llm = LlamaCppLLM(args.model, n_ctx=4096)
+        llm.warm_up()
+        run(args, llm, args.model)
+
+
+def run(args: argparse.Namespace, llm: Any, label: str) -> None:
+    """Score every sampled pair with ``llm``; print the table and write the results file."""
     pairs = sample(args.per_kind, args.seed)
     t0 = time.perf_counter()
-    for r in track(pairs, description=f"P(yes) {args.model}"):
+    for r in track(pairs, description=f"P(yes) {label}"):
         r["p"] = llm.yes_probability(verify_messages(r["query"], [r["passage"]], r["lang"]))
     seconds = (time.perf_counter() - t0) / max(1, len(pairs))
-    table = Table(title=f"Correct-path verification on held-out evaluator pairs ({args.model})")
+    table = Table(title=f"Correct-path verification on held-out evaluator pairs ({label})")
     for col in ("lang", "pos / neg", "AUROC", *(f"keep / catch @{t}" for t in THRESHOLDS)):
         table.add_column(col)
-    summary: dict[str, Any] = {"model": args.model, "pairs": len(pairs), "seconds_per_call": round(seconds, 2)}
+    summary: dict[str, Any] = {"model": label, "pairs": len(pairs), "seconds_per_call": round(seconds, 2)}
     best: dict[str, float | None] = {}
     for lang in ("en", "zh"):
         rows = [r for r in pairs if r["lang"] == lang]
@@ -106,7 +122,7 @@ def main() -> None:
     Console().print(table)
     Console().print(f"threshold keeping ≥ 90 % of positives in each language: {summary['chosen_threshold']}"
                     " (crag.correct.verify.CALIBRATED holds the bundled models')")  # fmt: skip
-    out = ROOT / "benchmarks" / "results" / f"verify_correct-{args.model}.json"
+    out = ROOT / "benchmarks" / "results" / f"verify_correct-{label}.json"
     out.write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
 
 

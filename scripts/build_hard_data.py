@@ -219,8 +219,11 @@ def build_en(
         seen.add(p.id)
         q = Question(f"squad-{row['qid']}", row["question"].strip(), [], "en", p, 0.0)
         rows.append(_record(q, "unanswerable", False, location=where[p.id]))
-    _check_counts("en", {"unanswerable": sum(r["expected_action"] == "unanswerable" for r in rows)},
-                  {"unanswerable": UNANSWERABLE})
+    _check_counts(
+        "en",
+        {"unanswerable": sum(r["expected_action"] == "unanswerable" for r in rows)},
+        {"unanswerable": UNANSWERABLE},
+    )
     return internal, external, rows
 
 

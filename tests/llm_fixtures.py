@@ -26,8 +26,6 @@ def small_gguf() -> Path:
     return resolve_gguf(SMALL_MODEL, models_dir=project_cache_dir() / "models")
 
 
-
-
 def default_llm():  # type: ignore[no-untyped-def]
     """The default embedded model as users get it (1.5B), loaded once per process."""
     from crag.config import CragSettings

@@ -188,7 +188,8 @@ class CorrectionSettings(_Section):
         True,
         description="Before trusting the Correct action, ask the LLM (one yes/no token, no text) whether the kept "
         "internal strips state the answer; below verify_threshold, search as the Ambiguous action does. Needs an LLM "
-        "with token probabilities (the embedded llama.cpp models), a threshold for the model and a search provider; "
+        "with token probabilities (the embedded llama.cpp models, or an OpenAI-compatible server that returns "
+        "logprobs), a threshold for the model and a search provider; "
         "otherwise Correct stands.",
     )
     verify_threshold: float | None = Field(
@@ -196,7 +197,8 @@ class CorrectionSettings(_Section):
         ge=0,
         le=1,
         description="P(yes) the verification needs for Correct to stand. Unset: the bundled model's calibrated "
-        "value (1.5B: 0.7; 0.5B: not verified, its check is too weak), other models are not verified; measure "
+        "value (1.5B: 0.7; 0.5B: not verified, its check is too weak; also when served under that name), other "
+        "models are not verified; measure "
         "yours with benchmarks/verify_correct.py.",
     )
     decompose: bool = Field(False, description="Split compound questions into sub-queries searched in parallel.")

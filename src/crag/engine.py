@@ -140,9 +140,7 @@ class CRAG:
                 if name == "none":
                     self._searches[key] = None
                 else:
-                    cfg = s.model_copy(
-                        update={"search": s.search.model_copy(update={"corpus_path": corpus_path})}
-                    )
+                    cfg = s.model_copy(update={"search": s.search.model_copy(update={"corpus_path": corpus_path})})
                     index = functools.partial(
                         index_corpus, index_root=s.kb.path / "corpora", embedder=self.embedder, chunking=s.chunking
                     )

@@ -286,15 +286,11 @@ class KnowledgeBase:
                 f"knowledge base {self.path} is empty; add documents with `crag ingest PATH --kb {self.path}`"
             )
 
-    def search(
-        self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
-    ) -> list[Hit]:
+    def search(self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None) -> list[Hit]:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
         return self.retrieve(query, k=k, query_vector=query_vector).hits
 
-    def retrieve(
-        self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None
-    ) -> Retrieval:
+    def retrieve(self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None) -> Retrieval:
         """:meth:`search`, with what degraded on the way (a vector store that failed twice)."""
         cfg = self.retrieval
         k = k or cfg.top_k

@@ -31,6 +31,5 @@ def make_folder(path: Path, what: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise KnowledgeBaseError(
-            f"cannot create {what} folder {path}: {exc.strerror or type(exc).__name__}; "
-            "pass a folder you can write to"
+            f"cannot create {what} folder {path}: {exc.strerror or type(exc).__name__}; pass a folder you can write to"
         ) from None

@@ -50,9 +50,7 @@ def small_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cli")
     docs = root / "docs"
     docs.mkdir()
-    (docs / "warsaw.md").write_text(
-        "# Warsaw\n\nThe Royal University of Warsaw was established in 1816.", "utf-8"
-    )
+    (docs / "warsaw.md").write_text("# Warsaw\n\nThe Royal University of Warsaw was established in 1816.", "utf-8")
     (docs / "tianjin.txt").write_text("天津犹太会堂于1937年开始筹建，1940年建成。", "utf-8")
     (docs / "latin1.txt").write_bytes("Café société à Paris, très élégant.".encode("cp1252"))
     (docs / "photo.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
@@ -92,9 +90,7 @@ def test_unreachable_llm_endpoint(small_kb: Path, tmp_path: Path) -> None:
         '[search]\nprovider = "none"\n',
         "utf-8",
     )
-    proc = crag(
-        "ask", "When was the Royal University of Warsaw established?", "--kb", str(small_kb), "-c", str(cfg)
-    )
+    proc = crag("ask", "When was the Royal University of Warsaw established?", "--kb", str(small_kb), "-c", str(cfg))
     one_line_error(proc, "127.0.0.1")
     # The failed question still left a trace with the error in it.
     listing = crag("trace", "list", "--kb", str(small_kb))
@@ -107,9 +103,7 @@ def test_missing_api_key(small_kb: Path) -> None:
 
 
 def test_bad_config(tmp_path: Path, small_kb: Path) -> None:
-    one_line_error(
-        crag("ask", "q?", "--kb", str(small_kb), "-c", str(tmp_path / "missing.toml")), "not found"
-    )
+    one_line_error(crag("ask", "q?", "--kb", str(small_kb), "-c", str(tmp_path / "missing.toml")), "not found")
     bad = tmp_path / "bad.toml"
     bad.write_text("[evaluator]\nupper = 0.2\nlower = 0.5\n", "utf-8")
     one_line_error(crag("ask", "q?", "--kb", str(small_kb), "-c", str(bad)), "lower")

@@ -22,9 +22,7 @@ pytestmark = pytest.mark.integration
 
 def run(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "COLUMNS": "100", "CRAG_LLM__MODEL": "qwen2.5-coder-0.5b"}
-    return subprocess.run(
-        [sys.executable, "-m", "crag.cli", *args], cwd=cwd, env=env, capture_output=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "crag.cli", *args], cwd=cwd, env=env, capture_output=True, timeout=120)
 
 
 def assert_one_line(proc: subprocess.CompletedProcess[bytes], *needles: str) -> str:

@@ -21,6 +21,7 @@ from crag.types import WebResult
 
 pytestmark = pytest.mark.unit
 
+
 @pytest.fixture
 def server() -> Iterator[LocalSearxng]:
     with LocalSearxng(delay=0.2) as s:

@@ -49,10 +49,18 @@ def test_chinese_text_is_split_into_strips() -> None:
 
 def test_refine_keeps_relevant_strips_in_document_order(marker_evaluator: MarkerEvaluator) -> None:
     docs = [
-        Doc("a", "Noise about the weather today in the old town centre. The gold fact is written here in this "
-                 "sentence.", "a.txt", "internal"),
-        Doc("b", "More noise about cooking pasta at home for the family. Another gold fact sits in this one, "
-                 "too.", "b.txt", "web"),
+        Doc(
+            "a",
+            "Noise about the weather today in the old town centre. The gold fact is written here in this sentence.",
+            "a.txt",
+            "internal",
+        ),
+        Doc(
+            "b",
+            "More noise about cooking pasta at home for the family. Another gold fact sits in this one, too.",
+            "b.txt",
+            "web",
+        ),
     ]
     kept, graded = refine("q", docs, marker_evaluator, sentences_per_strip=1, keep=0.5, min_strips=1)
     assert [s.source for s in kept] == ["a.txt", "b.txt"]  # document order, not score order
@@ -69,8 +77,10 @@ def test_refine_caps_at_max_strips_best_first() -> None:
 
 def test_refine_fills_up_to_min_strips_when_few_pass() -> None:
     # Nothing reaches keep: the best-scoring strips still give the generator something to read.
-    text = ("One partial remark about the lions of the savanna. A second plain sentence is written here. "
-            "A third plain sentence is written over there.")
+    text = (
+        "One partial remark about the lions of the savanna. A second plain sentence is written here. "
+        "A third plain sentence is written over there."
+    )
     kept, _ = refine("q", [Doc("d", text, "d.txt", "internal")], MarkerEvaluator(), sentences_per_strip=1,
                      keep=0.95, min_strips=2)  # fmt: skip
     assert len(kept) == 2 and "partial" in kept[0].text

@@ -117,4 +117,3 @@ def test_failed_probability_call_is_a_recorded_failure_not_a_score() -> None:
 
     v = LLMJudge(Broken()).judge("Q?", ["a"], ANSWERS)
     assert v.error and "model crashed" in v.error and v.scores == {}
-

@@ -77,9 +77,6 @@ def test_sample_questions_are_mostly_factoid() -> None:
     assert counts["factoid"] / len(rows) >= 0.9
 
 
-
-
-
 @pytest.mark.parametrize(
     ("reply", "qtype"),
     [

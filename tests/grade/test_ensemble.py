@@ -22,12 +22,6 @@ PASSAGES = [Passage("a", "first"), Passage("b", "second")]
 UPPER, LOWER = 0.6, 0.35
 
 
-
-
-
-
-
-
 class BrokenEvaluator:
     name = "broken"
 

@@ -30,7 +30,6 @@ from crag.types import Passage
 # -- fakes -------------------------------------------------------------------------------
 
 
-
 class YesNoLLM(ScriptedLLM):
     """Also answers ``yes_probability`` from a function of the user prompt."""
 

@@ -71,9 +71,7 @@ def test_txt_normalises_whitespace_and_uses_stem_as_title(tmp_path: Path) -> Non
     f = write(tmp_path / "notes.txt", "  Hello   world.\t Again.\r\n\r\n\r\n\r\nNext   para.  \n")
     docs, warnings = load_file(f)
     assert warnings == []
-    assert docs == [
-        SourceDoc(source=str(f.resolve()), text="Hello world. Again.\n\nNext para.", title="notes")
-    ]
+    assert docs == [SourceDoc(source=str(f.resolve()), text="Hello world. Again.\n\nNext para.", title="notes")]
 
 
 def test_markdown_bilingual_keeps_text_and_takes_first_heading(tmp_path: Path) -> None:

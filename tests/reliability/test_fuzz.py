@@ -140,10 +140,17 @@ def _opt(name: str, value: st.SearchStrategy[str]) -> st.SearchStrategy[list[str
 
 # Commands shaped as people type them, with random values, so most runs reach the command body.
 _ARGV = st.one_of(
-    st.tuples(st.just(["ask"]), _ARG.map(lambda q: [q]), _opt("--mode", _ARG), _opt("--search", _ARG),
-              _opt("--evaluator", _ARG), st.sampled_from([[], ["--json"]])),
-    st.tuples(st.just(["ingest"]), st.lists(_ARG, max_size=2), _opt("--workers", _NUM),
-              st.sampled_from([[], ["--prune"]])),
+    st.tuples(
+        st.just(["ask"]),
+        _ARG.map(lambda q: [q]),
+        _opt("--mode", _ARG),
+        _opt("--search", _ARG),
+        _opt("--evaluator", _ARG),
+        st.sampled_from([[], ["--json"]]),
+    ),
+    st.tuples(
+        st.just(["ingest"]), st.lists(_ARG, max_size=2), _opt("--workers", _NUM), st.sampled_from([[], ["--prune"]])
+    ),
     st.tuples(st.just(["remove"]), st.lists(_ARG, min_size=1, max_size=2)),
     st.tuples(st.just(["trace", "list"]), _opt("--limit", _NUM), _opt("--action", _ARG)),
     st.tuples(st.just(["trace", "show"]), _ARG.map(lambda t: [t]), st.sampled_from([[], ["--json"]])),

@@ -273,9 +273,7 @@ def test_trickling_server_hits_the_overall_deadline(base: str, client: httpx.Cli
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(
-    ("route", "match"), [("pdf", "application/pdf, not a web page"), ("error", "HTTP 500")]
-)
+@pytest.mark.parametrize(("route", "match"), [("pdf", "application/pdf, not a web page"), ("error", "HTTP 500")])
 def test_non_pages_and_errors(base: str, client: httpx.Client, route: str, match: str) -> None:
     with pytest.raises(SearchError, match=match):
         fetch_page(f"{base}/{route}", client=client, allow_private=True)
@@ -367,9 +365,7 @@ def test_host_with_any_private_address_is_refused() -> None:
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(
-    "url", ["file:///etc/passwd", "ftp://example.org/x", "gopher://x/", "http:///nohost"]
-)
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/x", "gopher://x/", "http:///nohost"])
 def test_non_http_urls_are_refused(url: str) -> None:
     with httpx.Client() as c, pytest.raises(SearchError, match=r"refused|invalid URL"):
         fetch_page(url, client=c)

@@ -33,7 +33,6 @@ def cassette(name: str) -> dict[str, Any]:
     return data
 
 
-
 def mock(rec: Recorder) -> httpx.Client:
     return httpx.Client(transport=httpx.MockTransport(rec))
 
@@ -136,9 +135,7 @@ def test_duckduckgo_errors_become_one_line_search_errors(
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(
-    "output", ["not a list", [1, 2], [{"href": 5, "body": "x"}]], ids=["str", "ints", "href"]
-)
+@pytest.mark.parametrize("output", ["not a list", [1, 2], [{"href": 5, "body": "x"}]], ids=["str", "ints", "href"])
 def test_duckduckgo_malformed_output(ddgs: type[FakeDDGS], output: Any) -> None:
     ddgs.output = output
     with pytest.raises(SearchError, match="malformed"):
@@ -224,9 +221,7 @@ def test_searxng_http_500_and_403() -> None:
 
 @pytest.mark.unit
 def test_searxng_registered() -> None:
-    settings = CragSettings(
-        search={"provider": "searxng", "searxng_url": "http://10.0.0.5:8080/", "retries": 0}
-    )
+    settings = CragSettings(search={"provider": "searxng", "searxng_url": "http://10.0.0.5:8080/", "retries": 0})
     c = cassette("searxng_zh")
     rec = Recorder(httpx.Response(200, json=c["response"]["body"]))
     search = SEARCHES.create("searxng", settings, BackendDeps(client=mock(rec)))
@@ -296,9 +291,7 @@ def test_searxng_local_server_errors(searx_url: str) -> None:
             SearxngSearch(base_url=f"{searx_url}/bad", retries=0, client=client).search("q", k=3)
         t0 = time.monotonic()
         with pytest.raises(SearchError, match=r"timed out after 0\.3s"):
-            SearxngSearch(base_url=f"{searx_url}/slow", retries=0, timeout=0.3, client=client).search(
-                "q", k=3
-            )
+            SearxngSearch(base_url=f"{searx_url}/slow", retries=0, timeout=0.3, client=client).search("q", k=3)
         assert time.monotonic() - t0 < 2.0
 
 
@@ -310,9 +303,7 @@ def test_searxng_nothing_listening_is_a_search_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with httpx.Client() as client, pytest.raises(SearchError, match="cannot connect"):
-        SearxngSearch(base_url=f"http://127.0.0.1:{port}", retries=0, timeout=2, client=client).search(
-            "q", k=3
-        )
+        SearxngSearch(base_url=f"http://127.0.0.1:{port}", retries=0, timeout=2, client=client).search("q", k=3)
 
 
 # ---------------------------------------------------------------- brave

@@ -27,7 +27,6 @@ def cassette(name: str) -> dict[str, Any]:
     return data
 
 
-
 def make(recorder: Recorder, **kw: Any) -> TavilySearch:
     kw.setdefault("retries", 1)
     client = httpx.Client(transport=httpx.MockTransport(recorder))
@@ -94,9 +93,7 @@ def test_never_more_than_k() -> None:
 
 def test_http_500_then_success_is_retried() -> None:
     c = cassette("en")
-    rec = Recorder(
-        httpx.Response(500, text="upstream hiccup"), httpx.Response(200, json=c["response"]["body"])
-    )
+    rec = Recorder(httpx.Response(500, text="upstream hiccup"), httpx.Response(200, json=c["response"]["body"]))
     results = make(rec, retries=1).search("eiffel", k=3)
     assert len(rec.requests) == 2
     assert len(results) == 2
@@ -140,11 +137,13 @@ def test_malformed_payload_raises_search_error(response: httpx.Response) -> None
 
 
 def test_odd_scores_become_none() -> None:
-    body = {"results": [
-        {"title": "a", "url": "u1", "content": "x", "score": "high"},
-        {"title": "b", "url": "u2", "content": "y", "score": True},
-        {"title": "c", "url": "u3", "content": "z"},
-    ]}
+    body = {
+        "results": [
+            {"title": "a", "url": "u1", "content": "x", "score": "high"},
+            {"title": "b", "url": "u2", "content": "y", "score": True},
+            {"title": "c", "url": "u3", "content": "z"},
+        ]
+    }
     results = make(Recorder(httpx.Response(200, json=body))).search("q", k=3)
     assert [r.score for r in results] == [None, None, None]
 

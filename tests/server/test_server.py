@@ -234,9 +234,7 @@ def test_cors_preflight_and_headers(engine: CRAG) -> None:
         denied = c.get("/v1/traces", headers={"Origin": "http://localhost:3000"})
     assert pre.status_code == 200
     assert pre.headers["access-control-allow-origin"] == "http://localhost:3000"
-    assert (
-        denied.status_code == 401 and denied.headers["access-control-allow-origin"] == "http://localhost:3000"
-    )
+    assert denied.status_code == 401 and denied.headers["access-control-allow-origin"] == "http://localhost:3000"
 
 
 # -- /v1/ask ---------------------------------------------------------------------------------
@@ -305,9 +303,7 @@ def test_llm_unavailable_is_503(kb_path: Path) -> None:
     app = create_app(make_engine(kb_path, llm="test-down"), api_keys=[KEY])
     with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as c:
         err = assert_error(ask(c), 503, "llm_unavailable")
-        chat = c.post(
-            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "What is CRAG?"}]}
-        )
+        chat = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "What is CRAG?"}]})
         streamed = ask(c, stream=True)
     assert "unreachable" in err["message"]
     assert_error(chat, 503, "llm_unavailable")
@@ -483,9 +479,7 @@ def test_traces_list_get_filter_and_404(client: TestClient) -> None:
     answer = ask(client).json()
     rows = client.get("/v1/traces", params={"limit": 5}).json()["traces"]
     assert rows[0]["id"] == answer["trace_id"] and "data" not in rows[0]
-    filtered = client.get("/v1/traces", params={"action": answer["action"], "min_confidence": 0}).json()[
-        "traces"
-    ]
+    filtered = client.get("/v1/traces", params={"action": answer["action"], "min_confidence": 0}).json()["traces"]
     assert filtered and all(r["action"] == answer["action"] for r in filtered)
     slow = client.get("/v1/traces", params={"min_latency_ms": 10_000_000}).json()["traces"]
     assert slow == []

@@ -60,7 +60,6 @@ def project_cache_dir() -> Path:
     return Path(os.environ.get("CRAG_CACHE_DIR") or ROOT / ".cache" / "crag")
 
 
-
 def build_kb(root: Path, **settings: Any) -> CRAG:
     src = root / "docs.jsonl"
     src.write_text("\n".join(json.dumps(d) for d in DOCS) + "\n", encoding="utf-8")
@@ -104,9 +103,7 @@ def test_openai_sdk_against_the_server(base_url: str) -> None:
 
 
 @pytest.mark.integration
-def test_client_disconnect_mid_stream_leaves_server_serving(
-    base_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_client_disconnect_mid_stream_leaves_server_serving(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server_app, "KEEPALIVE_SECONDS", 0.2)  # write soon after the hang-up
     port = int(base_url.rsplit(":", 1)[1])
     body = json.dumps({"question": "What does CRAG grade?", "stream": True}).encode()

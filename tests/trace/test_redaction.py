@@ -151,9 +151,10 @@ def test_http_logs_traces_and_otel_leak_nothing(
     engine = CRAG(_settings(kb, provider))
     key = CANARIES["CRAG_API_KEYS"].split(",")[0]
     outputs: list[str | bytes] = []
-    with caplog.at_level(logging.DEBUG), TestClient(
-        create_app(engine), headers={"Authorization": f"Bearer {key}"}
-    ) as client:
+    with (
+        caplog.at_level(logging.DEBUG),
+        TestClient(create_app(engine), headers={"Authorization": f"Bearer {key}"}) as client,
+    ):
         provider.mode = "error"
         r = client.post("/v1/ask", json={"question": QUESTION})
         assert r.status_code == 200, r.text

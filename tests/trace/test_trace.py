@@ -284,9 +284,7 @@ def test_render_list_rows() -> None:
     ]
     rows[0].update(question="什么是 CRAG？" * 30, confidence=0.1, latency_ms=1234.5)
     out = _text(render_list(rows))
-    needles = (
-        "20250101000000-abcdef|2025-01-01 12:34:56|incorrect|0.10|1234 ms|什么是 CRAG|20250101000001-123456"
-    )
+    needles = "20250101000000-abcdef|2025-01-01 12:34:56|incorrect|0.10|1234 ms|什么是 CRAG|20250101000001-123456"
     for needle in needles.split("|"):
         assert needle in out, needle
     assert all(len(line) <= 120 for line in out.splitlines())  # long questions are cut, not wrapped

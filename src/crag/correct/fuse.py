@@ -169,4 +169,3 @@ def fuse_ranked(
     context = [strips[i] for i in picked]
     conflicts = detect_conflicts(context) if detect_contradictions else []
     return FuseResult(context, dupes, [support[i] for i in picked], [ranked[i] for i in picked], conflicts)
-

@@ -18,8 +18,11 @@ model's check separates well (AUROC 0.91 in both languages: 0.7); the 0.5B model
 (AUROC 0.72–0.75, and its P(yes) stays below 0.4 for every passage), so it is not asked.
 ``correction.verify_threshold`` sets a threshold for any other model.
 
-Backends without token probabilities (OpenAI-compatible servers), and models with no
-threshold, are not asked: the Correct action stands and the trace says why (``note``). An
+An OpenAI-compatible server is asked through its ``logprobs``: a bundled model served under
+its own name (``llm.model = "qwen2.5-coder-1.5b"``) keeps its threshold; any other hosted
+model is asked only once ``correction.verify_threshold`` is set for it. Backends without
+token probabilities (a server that returns no logprobs), and models with no threshold, are
+not asked: the Correct action stands and the trace says why (``note``, or a degradation). An
 LLM error also keeps Correct (a degradation): verification adds evidence, it never stops
 an answer.
 
@@ -93,8 +96,12 @@ def threshold_for(model_id: str, configured: float | None) -> float | None:
     (0.7, None)
     >>> threshold_for("my-model", None), threshold_for("my-model", 0.6)
     (None, 0.6)
+    >>> threshold_for("openai:qwen2.5-coder-1.5b", None)  # the same weights behind a server
+    0.7
     """
-    return configured if configured is not None else CALIBRATED.get(model_id)
+    if configured is not None:
+        return configured
+    return CALIBRATED.get(model_id.removeprefix("openai:"))
 
 
 def verify_correct(

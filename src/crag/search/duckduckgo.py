@@ -86,9 +86,7 @@ def _failed(exc: Exception) -> SearchError:
     kind = type(exc).__name__
     detail = " ".join(str(exc).split())[:160]
     hint = "rate limited; wait a minute" if "ratelimit" in kind.lower() else "try again later"
-    return SearchError(
-        f"duckduckgo: search failed ({kind}: {detail}); {hint}", backend_id="duckduckgo", step="search"
-    )
+    return SearchError(f"duckduckgo: search failed ({kind}: {detail}); {hint}", backend_id="duckduckgo", step="search")
 
 
 def _malformed(what: str) -> SearchError:

@@ -65,9 +65,7 @@ async def parse_body(request: Request, model: type[M]) -> M:
         raise ApiError(400, "invalid_json", "request body is empty; send a JSON object")
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
-        raise ApiError(
-            400, "invalid_json", f"request body nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}"
-        )
+        raise ApiError(400, "invalid_json", f"request body nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
         data = json.loads(text, parse_constant=_no_constants)
         # Lone surrogate escapes ("\ud800") parse but cannot be stored or echoed back.

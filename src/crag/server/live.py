@@ -42,9 +42,7 @@ def _next(stream: AnswerStream) -> tuple[str, StreamEvent | None]:
     return ("event", event) if event is not None else ("idle", None)
 
 
-async def live_events(
-    stream: AnswerStream, keepalive: float | None = None
-) -> AsyncGenerator[StreamEvent | None, None]:
+async def live_events(stream: AnswerStream, keepalive: float | None = None) -> AsyncGenerator[StreamEvent | None, None]:
     """The stream's events, ``None`` every ``keepalive`` idle seconds; closes the stream on the way out."""
     keepalive = KEEPALIVE_SECONDS if keepalive is None else keepalive
     idle_since = time.monotonic()

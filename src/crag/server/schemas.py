@@ -103,9 +103,7 @@ class IngestRequest(_Strict):
     documents: list[IngestDocument] = Field(min_length=1, max_length=10_000)
 
 
-def error_response(
-    status: int, type_: str, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
+def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The one error shape of the API: ``{"error": {"type", "message"}}`` (OpenAI-compatible).
 
     Messages pass through :func:`crag.redact.redact_text` so an exception that quotes a

@@ -46,9 +46,7 @@ async def save_uploads(request: Request, uploads: Path) -> list[Path]:
             name = safe_filename(f.filename)
             if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
                 kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
-                raise ApiError(
-                    415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}"
-                )
+                raise ApiError(415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}")
             data = await f.read()
             # A folder per content: two clients uploading "notes.md" never overwrite each other,
             # and the same bytes uploaded again land on the same path (ingest says "unchanged").
@@ -62,9 +60,7 @@ async def save_uploads(request: Request, uploads: Path) -> list[Path]:
 def write_jsonl(uploads: Path, req: IngestRequest) -> Path:
     lines = [json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) for d in req.documents]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
-    return write_atomic(
-        uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode()
-    )
+    return write_atomic(uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode())
 
 
 def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
@@ -80,8 +76,7 @@ def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
         **{s: report.count(s) for s in statuses},
         "chunks_written": report.chunks_written,
         "files": [
-            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": f.reason}
-            for f in report.files
+            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": f.reason} for f in report.files
         ],
         "warnings": list(report.warnings),
     }

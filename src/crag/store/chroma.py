@@ -69,9 +69,7 @@ class ChromaVectorStore:
             for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
                 cache.pop(str(self.path), None)
 
-            client = chromadb.PersistentClient(
-                path=str(self.path), settings=Settings(anonymized_telemetry=False)
-            )
+            client = chromadb.PersistentClient(path=str(self.path), settings=Settings(anonymized_telemetry=False))
             col = client.get_or_create_collection(
                 COLLECTION,
                 embedding_function=None,

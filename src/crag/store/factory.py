@@ -71,9 +71,7 @@ def parse_store_uri(
     return "milvus", StoreSpec(Path(kb_path), address, collection, ef_search, full_text)
 
 
-def make_vector_store(
-    uri: str | None, kb_path: Path, *, ef_search: int = 200, full_text: bool = False
-) -> VectorStore:
+def make_vector_store(uri: str | None, kb_path: Path, *, ef_search: int = 200, full_text: bool = False) -> VectorStore:
     """Build (lazily: nothing connects until first use) the store named by ``uri``.
 
     ``ef_search`` is the HNSW search breadth either engine uses (recall vs latency);

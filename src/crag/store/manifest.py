@@ -169,9 +169,7 @@ class Manifest:
 
     def _bump(self, db: sqlite3.Connection) -> None:
         row = db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
-        db.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(int(row[0]) + 1 if row else 1),)
-        )
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(int(row[0]) + 1 if row else 1),))
 
     def chunks(self, ids: Sequence[str] | None = None) -> list[Chunk]:
         """Chunks by id (input order; unknown ids skipped) or all chunks (stable order)."""
@@ -183,10 +181,7 @@ class Manifest:
             rows = self._select_in(cols, ids)
             order = {cid: n for n, cid in enumerate(ids)}
             rows.sort(key=lambda r: order[r[0]])
-        return [
-            Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5]))
-            for r in rows
-        ]
+        return [Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5])) for r in rows]
 
     def _select_in(self, columns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``SELECT columns FROM chunks WHERE id IN ids``, in batches under SQLite's variable limit."""

@@ -175,7 +175,7 @@ class EchoLLM(ScriptedLLM):
         start = user.find(">", user.find("<source")) + 1
         first = (split_sentences(user[start : user.find("</source>", start)]) or ["(no sources)"])[0]
         body = first.rstrip("。.!！?？")
-        return f"{body} [1]{first[len(body):] or '.'}" if body != first else f"{first} [1]."
+        return f"{body} [1]{first[len(body) :] or '.'}" if body != first else f"{first} [1]."
 
 
 class StaticWebSearch:

@@ -141,7 +141,10 @@ def run_feedback_loop(
             "retrained": grading_figures(general_labels, _grade(retrained, general)),
         },
         "settings": {
-            "model": model, "max_tokens": max_tokens, "max_sources": max_sources, "builtin_limit": builtin_limit,
+            "model": model,
+            "max_tokens": max_tokens,
+            "max_sources": max_sources,
+            "builtin_limit": builtin_limit,
         },
         "seconds": {
             "ask_and_rate": round(t_asked - t0, 1),

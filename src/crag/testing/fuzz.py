@@ -145,7 +145,7 @@ def hostile_requests() -> Iterator[tuple[str, str, dict[str, str], bytes]]:
             yield "POST", path, {"content-type": ctype}, b'{"question": "x"}'
     boundary = "XyZ"
     multipart = (
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"../../etc/passwd.txt\"\r\n"
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="../../etc/passwd.txt"\r\n'
         f"Content-Type: text/plain\r\n\r\nhello\r\n--{boundary}--\r\n"
     ).encode()
     mp = {"content-type": f"multipart/form-data; boundary={boundary}"}

@@ -137,9 +137,7 @@ class StubLLM(StubServer):
             "id": "stub-1",
             "object": "chat.completion",
             "model": request.get("model", "stub"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "{}" if wants_json else self.answer}}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "{}" if wants_json else self.answer}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 8},
         }
         return _json(200, payload)

@@ -227,9 +227,7 @@ class TraceStore:
                     (len(trace_id), trace_id),
                 ).fetchall()
         if len(rows) > 1:
-            raise TraceNotFoundError(
-                f"trace id prefix {trace_id!r} matches more than one trace; give more characters"
-            )
+            raise TraceNotFoundError(f"trace id prefix {trace_id!r} matches more than one trace; give more characters")
         if not rows:
             raise TraceNotFoundError(f"no trace with id {trace_id}; run `crag trace list` to see ids")
         trace: dict[str, Any] = json.loads(rows[0]["data"])
