@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ from crag.errors import LLMError, LLMUnavailableError, MissingAPIKeyError
 from crag.llm.openai_chat import OpenAIChatLLM, is_local_url
 from crag.protocols import LLM
 from crag.registry import LLMS, BackendDeps
+from crag.testing.llama_server import serve_gguf
 from crag.testing.net import free_port
 from llm_fixtures import assert_streamed, small_gguf
 
@@ -39,50 +38,12 @@ def mock_client(handler: Callable[[httpx.Request], httpx.Response]) -> httpx.Cli
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
-    model = small_gguf()
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    # A log file, not a pipe: an unread pipe would fill up and stall the server.
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(model),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n_ctx",
-                "2048",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}/v1"
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not ready after 120 s: {log_path.read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        with serve_gguf(str(small_gguf()), n_ctx=2048, log=log) as base:
+            yield base
+    except LLMUnavailableError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.mark.integration

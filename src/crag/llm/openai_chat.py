@@ -120,25 +120,7 @@ class OpenAIChatLLM:
         if json_schema is not None:
             body["messages"] = _with_json_instruction(body["messages"], json_schema)
             body["response_format"] = self._response_format(json_schema)
-        self.warm_up()
-        assert self._client is not None
-        url = f"{self.base_url}/chat/completions"
-        try:
-            payload = request_json(
-                self._client,
-                "POST",
-                url,
-                error=LLMError,
-                backend_id=BACKEND_ID,
-                step="complete",
-                retries=self.retries,
-                timeout=self.timeout,
-                json=body,
-                headers=self._headers(),
-            )
-        except LLMError as exc:
-            raise self._classify(exc) from None
-        return self._parse(payload)
+        return self._parse(self._post(body, "complete"))
 
     def yes_probability(self, messages: Sequence[dict[str, str]]) -> float:
         """P("yes") / (P("yes") + P("no")) for the first reply token, from the server's logprobs.
@@ -159,25 +141,8 @@ class OpenAIChatLLM:
             "logprobs": True,
             "top_logprobs": TOP_LOGPROBS,
         }
-        self.warm_up()
-        assert self._client is not None
         url = f"{self.base_url}/chat/completions"
-        try:
-            payload = request_json(
-                self._client,
-                "POST",
-                url,
-                error=LLMError,
-                backend_id=BACKEND_ID,
-                step="yes_probability",
-                retries=self.retries,
-                timeout=self.timeout,
-                json=body,
-                headers=self._headers(),
-            )
-        except LLMError as exc:
-            raise self._classify(exc) from None
-        tops = _first_token_logprobs(payload)
+        tops = _first_token_logprobs(self._post(body, "yes_probability"))
         if tops is None:
             self._no_logprobs = (
                 f"{BACKEND_ID}: {url} returned no token log-probabilities (logprobs=true); "
@@ -260,6 +225,26 @@ class OpenAIChatLLM:
         )
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _post(self, body: dict[str, Any], step: str) -> Any:
+        """POST one chat completion request (retried per ``retries``); its decoded JSON."""
+        self.warm_up()
+        assert self._client is not None
+        try:
+            return request_json(
+                self._client,
+                "POST",
+                f"{self.base_url}/chat/completions",
+                error=LLMError,
+                backend_id=BACKEND_ID,
+                step=step,
+                retries=self.retries,
+                timeout=self.timeout,
+                json=body,
+                headers=self._headers(),
+            )
+        except LLMError as exc:
+            raise self._classify(exc) from None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

@@ -13,45 +13,40 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import httpx
+from pathlib import Path
 
 from crag.errors import LLMUnavailableError
 from crag.llm.models import resolve_gguf
 from crag.testing.net import free_port
+from crag.testing.processes import stop_group, wait_ready
 
 __all__ = ["serve_gguf"]
 
 
 @contextmanager
-def serve_gguf(model: str, *, n_ctx: int = 4096, ready_seconds: float = 120) -> Iterator[str]:
-    """Run ``python -m llama_cpp.server`` for ``model``; yield its ``/v1`` base URL."""
+def serve_gguf(model: str, *, n_ctx: int = 4096, ready_seconds: float = 120, log: Path | None = None) -> Iterator[str]:
+    """Run ``python -m llama_cpp.server`` for ``model``; yield its ``/v1`` base URL.
+
+    ``model`` is a bundled name or a GGUF path. With ``log``, the server's output goes
+    there and its tail is in the error when the server does not come up.
+    """
     port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf(model)),
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A log file, not a pipe: an unread pipe would fill up and stall the server.
+    out = log.open("wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + ready_seconds
-        while True:
-            if proc.poll() is not None:
-                raise LLMUnavailableError(f"llama_cpp.server exited with {proc.returncode} for {model}")
-            try:
-                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise LLMUnavailableError(f"llama_cpp.server not ready after {ready_seconds:g} s for {model}")
-            time.sleep(0.5)
+        try:
+            wait_ready(proc, f"{base}/models", ready_seconds, f"llama_cpp.server ({model})")
+        except RuntimeError as exc:
+            tail = log.read_text("utf-8", "replace")[-2000:] if log else ""
+            raise LLMUnavailableError(f"{exc}{': ' + tail if tail else ''}") from None
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        stop_group(proc)
+        if not isinstance(out, int):  # a log file we opened (DEVNULL is an int)
+            out.close()

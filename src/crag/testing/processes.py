@@ -63,23 +63,28 @@ def crag_serve(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"crag serve exited with {proc.returncode} before answering /healthz")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"crag serve did not answer /healthz within {timeout:g}s")
-            time.sleep(0.2)
+        wait_ready(proc, f"{url}/healthz", timeout, "crag serve")
         yield url
     finally:
         stop_group(proc)
         if not isinstance(out, int):  # a log file we opened (DEVNULL is an int)
             out.close()
+
+
+def wait_ready(proc: subprocess.Popen[bytes] | subprocess.Popen[str], url: str, timeout: float, what: str) -> None:
+    """Wait until GET ``url`` answers 200; ``RuntimeError`` if ``proc`` exits or ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before answering {url}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer {url} within {timeout:g}s")
+        time.sleep(0.2)
 
 
 def stop_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace: float = 10.0) -> None:
