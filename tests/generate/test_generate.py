@@ -213,3 +213,24 @@ def test_context_without_the_answer_gets_a_refusal(llm, question: str, context: 
     g = generate(question, context, llm, max_tokens=96)
     assert g.refused, g.text
     assert g.citations == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [
+        (
+            "[2] Nearly 3,000 were killed in Toulouse. The total is not known.",
+            "Nearly 3,000 were killed in Toulouse[2]. The total is not known.",
+        ),
+        ("[1] 爱尔兰海是雅芳河的入海处。", "爱尔兰海是雅芳河的入海处[1]。"),
+    ],
+)
+def test_a_reply_that_opens_with_its_marker_cites_at_the_sentence_end(reply: str, shown: str) -> None:
+    ctx = [
+        Strip("雅芳河在布里斯托注入爱尔兰海。", "a.txt", "web", score=0.9),
+        Strip("Nearly 3,000 Protestants were killed in Toulouse. The total is not known.", "b.txt", "web", score=0.9),
+    ]
+    g = generate("Who?", ctx, ScriptedLLM([reply]))
+    assert g.text == shown and not g.refused
+    assert [c.id for c in g.citations] == [int(shown.split("[")[1][0])]

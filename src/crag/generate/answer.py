@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crag.generate.citations import CITE, attach_citations, citations_for, fence_markers
+from crag.generate.citations import CITE, attach_citations, citations_for, fence_markers, trail_lead_markers
 from crag.generate.grounding import adds_nothing, grounded, unsupported_terms
 from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT, is_refusal
@@ -139,7 +139,7 @@ def generate(
         return "answer" if grounded(reply, question, texts) else "not in the sources"
 
     calls = [ask()]
-    text = fence_markers(calls[0].text).strip()
+    text = trail_lead_markers(fence_markers(calls[0].text).strip())
     outcome = verdict(text)
     overridden = False
     if outcome != "answer" and reask_above is not None:
@@ -147,7 +147,7 @@ def generate(
         if best is not None:
             replace("reask")
             calls.append(ask(directive=best))
-            again = fence_markers(calls[-1].text).strip()
+            again = trail_lead_markers(fence_markers(calls[-1].text).strip())
             if verdict(again) == "answer":
                 text, outcome, overridden = again, "answer", True
     unsupported: list[str] = []

@@ -8,6 +8,8 @@
 [1]
 >>> fence_markers('Ming, argues <source id="1" from="[web]" title="Yuan">.')
 'Ming, argues [1].'
+>>> trail_lead_markers("[2] Nearly 3,000 were killed in Toulouse. The total is not known.")
+'Nearly 3,000 were killed in Toulouse[2]. The total is not known.'
 """
 
 from __future__ import annotations
@@ -27,6 +29,25 @@ _FENCE_OTHER = re.compile(r"<\s*/?\s*source\b[^>]*>", re.I)
 def fence_markers(answer: str) -> str:
     """A reply that echoes the prompt's ``<source id="n" …>`` tags cites ``[n]`` instead."""
     return _FENCE_OTHER.sub("", _FENCE_OPEN.sub(r"[\1]", answer))
+
+
+_LEAD = re.compile(r"^\s*((?:\[\d{1,3}\]\s*)+)(?=\w)")
+
+
+def trail_lead_markers(answer: str) -> str:
+    """Markers a reply opens with (``[2] Nearly 3,000 …``) move to the end of its first sentence,
+    where a reader expects a citation; the text is otherwise unchanged."""
+    m = _LEAD.match(answer)
+    if not m:
+        return answer
+    marks = "".join(f"[{n}]" for n in CITE.findall(m.group(1)))
+    sents = split_sentences(answer[m.end() :])
+    if not sents:
+        return answer
+    first = sents[0]
+    body = first.rstrip("。.!！?？")
+    sents[0] = f"{body}{marks}{first[len(body) :]}"
+    return join_sentences(sents)
 
 
 def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:
