@@ -190,3 +190,11 @@ def test_cli_never_prints_a_traceback(kb: Path, empty_cwd: Path, argv: list[str]
 def test_crag_errors_are_the_only_escape(engine: CRAG) -> None:
     with pytest.raises(CragError):
         engine.ask("", mode="rag")
+
+
+@pytest.mark.integration
+def test_cli_error_quoting_a_control_character_stays_one_line(kb: Path) -> None:
+    # Found by the fuzz test above: an id with \x1e (a line break to str.splitlines) split the error in two.
+    result = CliRunner().invoke(cli_app, ["trace", "show", "0\x1e0", "--kb", str(kb)], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == ["error: no trace with id 0\\x1e0; run `crag trace list` to see ids"]
