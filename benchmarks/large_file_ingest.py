@@ -168,12 +168,14 @@ def matched_gap(real: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
     if last is None or len(xs) < 2:
         return {}
     gaps = [c["rss_mb"] - float(np.interp(c["chunks"], xs, ys)) for c in real["commits"][1:]]
+    if not gaps:
+        return {}
     return {
         "at_chunks": last["chunks"],
-        "last_mb": round(last["rss_mb"] - float(np.interp(last["chunks"], xs, ys))),
-        "max_mb": round(max(gaps)) if gaps else None,
-        "median_mb": round(float(np.median(gaps))) if gaps else None,
-        "projected_peak_mb": round(full["peak_rss_mb"] + max(gaps)) if gaps else None,
+        "last_mb": round(gaps[-1]),
+        "max_mb": round(max(gaps)),
+        "median_mb": round(float(np.median(gaps))),
+        "projected_peak_mb": round(full["peak_rss_mb"] + max(gaps)),
     }
 
 
@@ -238,10 +240,11 @@ def main() -> None:
             results["full"] = previous["full"]
             results["full_from"] = previous.get("full_from") or previous.get("command", "")
     if "real" in results and "full" in results:
-        results["projected_real_peak_rss_mb"] = project(results["real"], results["full"])
         results["real_minus_standin_mb"] = gap = matched_gap(results["real"], results["full"])
-        if gap.get("projected_peak_mb") is not None:  # measured at the same size: the better bound
-            results["projected_real_peak_rss_mb"] = gap["projected_peak_mb"]
+        # The gap measured at the same size is the better bound; the first-commit estimate is the fallback.
+        results["projected_real_peak_rss_mb"] = gap.get("projected_peak_mb") or project(
+            results["real"], results["full"]
+        )
     results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
     shutil.rmtree(work, ignore_errors=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n", "utf-8")

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from crag.errors import CragError
-from crag.ingest.load import printable_path
+from crag.ingest.load import printable_path, printable_text
 from crag.redact import redact_text
 
 if TYPE_CHECKING:
@@ -116,9 +116,8 @@ def friendly(fn: F | None = None, *, interrupted: str = INTERRUPTED) -> F | Call
 
 def fail(message: str) -> None:
     """Print ``error: message`` as one line on stderr and exit with code 2."""
-    # Control characters from the input it quotes (a \x1e in an id) would break the line or the terminal.
-    message = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
-    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
+    # Control characters from the input it quotes (a \x1e in an id) would break the line.
+    err.print(f"[bold red]error:[/] {escape(printable_text(message))}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2) from None
 
 

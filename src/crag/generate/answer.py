@@ -139,7 +139,7 @@ def generate(
         return "answer" if grounded(reply, question, texts) else "not in the sources"
 
     calls = [ask()]
-    text = trail_lead_markers(fence_markers(calls[0].text).strip())
+    text = _tidy(calls[0])
     outcome = verdict(text)
     overridden = False
     if outcome != "answer" and reask_above is not None:
@@ -147,7 +147,7 @@ def generate(
         if best is not None:
             replace("reask")
             calls.append(ask(directive=best))
-            again = trail_lead_markers(fence_markers(calls[-1].text).strip())
+            again = _tidy(calls[-1])
             if verdict(again) == "answer":
                 text, outcome, overridden = again, "answer", True
     unsupported: list[str] = []
@@ -175,6 +175,11 @@ def generate(
         unsupported=unsupported,
         rejected="" if outcome == "answer" else outcome,
     )
+
+
+def _tidy(reply: Completion) -> str:
+    """A reply's text with echoed fence tags as ``[n]`` and opening markers moved to its first sentence's end."""
+    return trail_lead_markers(fence_markers(reply.text).strip())
 
 
 def _pass_on(stream: TokenStream, on_token: Callable[[str], None]) -> Completion:

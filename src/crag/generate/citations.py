@@ -44,10 +44,14 @@ def trail_lead_markers(answer: str) -> str:
     sents = split_sentences(answer[m.end() :])
     if not sents:
         return answer
-    first = sents[0]
-    body = first.rstrip("。.!！?？")
-    sents[0] = f"{body}{marks}{first[len(body) :]}"
+    sents[0] = _cite_at_end(sents[0], marks)
     return join_sentences(sents)
+
+
+def _cite_at_end(sentence: str, marks: str) -> str:
+    """``marks`` just before the sentence's closing punctuation (or at its end)."""
+    body = sentence.rstrip("。.!！?？")
+    return f"{body}{marks}{sentence[len(body) :]}"
 
 
 def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float = 0.3) -> str:
@@ -62,9 +66,7 @@ def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float =
             if ov > score:
                 best, score = n, ov
         if best and score >= min_overlap:
-            body = sent.rstrip("。.!！?？")
-            end = sent[len(body) :]
-            sent = f"{body}[{best}]{end}" if end else f"{sent}[{best}]"
+            sent = _cite_at_end(sent, f"[{best}]")
         out.append(sent)
     return join_sentences(out)
 

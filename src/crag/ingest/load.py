@@ -129,12 +129,20 @@ def printable_path(path: str | Path) -> str:
     >>> printable_path("a\x1eb\nc.txt")
     'a\\x1eb\\nc.txt'
     """
-    text = os.fsencode(path).decode("utf-8", "replace")
+    return printable_text(os.fsencode(path).decode("utf-8", "replace"))
+
+
+def printable_text(text: str) -> str:
+    r"""``text`` with control characters, line separators and lone surrogates escaped (one line).
+
+    >>> printable_text("0\x1e0")
+    '0\\x1e0'
+    """
     return "".join(_escape_control(ch) for ch in text)
 
 
 def _escape_control(ch: str) -> str:
-    if ch in "\x85\u2028\u2029" or unicodedata.category(ch) == "Cc":
+    if ch in "\x85\u2028\u2029" or unicodedata.category(ch) in ("Cc", "Cs"):
         return ch.encode("unicode_escape").decode("ascii")
     return ch
 
