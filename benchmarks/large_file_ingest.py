@@ -88,8 +88,20 @@ def committed(kb: Path) -> int:
         return 0
 
 
-def sample(cmd: list[str], kb: Path, env: dict[str, str], *, stop_after: int | None, limit: float) -> dict[str, Any]:
-    """Run ``cmd``; sample RSS every 0.5 s and at each new commit; SIGKILL after ``stop_after`` commits."""
+def sample(
+    cmd: list[str],
+    kb: Path,
+    env: dict[str, str],
+    *,
+    stop_after: int | None,
+    limit: float,
+    progress: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``cmd``; sample RSS every 0.5 s and at each new commit; SIGKILL after ``stop_after`` commits.
+
+    ``progress``: a file rewritten at every commit with what was sampled so far, so a run of
+    hours that is cut short (the session ends) still leaves its figures.
+    """
     start = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ps = psutil.Process(proc.pid)
@@ -102,6 +114,8 @@ def sample(cmd: list[str], kb: Path, env: dict[str, str], *, stop_after: int | N
         if n != last:
             commits.append({"seconds": round(time.monotonic() - start, 1), "chunks": n, "rss_mb": round(rss / MB)})
             last = n
+            if progress is not None:
+                progress.write_text(json.dumps({"peak_rss_mb": round(peak / MB), "commits": commits}) + "\n", "utf-8")
             if stop_after is not None and len(commits) >= stop_after:
                 proc.send_signal(signal.SIGKILL)
                 killed = True
@@ -213,7 +227,8 @@ def main() -> None:
     if not args.skip_real:
         kb = work / "kb-real"
         cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb)]
-        real = sample(cmd, kb, env, stop_after=args.batches, limit=args.real_seconds)
+        partial = OUT.with_name("large_file_ingest.partial.json")
+        real = sample(cmd, kb, env, stop_after=args.batches, limit=args.real_seconds, progress=partial)
         c = real["commits"]
         if len(c) >= 2:
             span = c[-1]["seconds"] - c[0]["seconds"]
