@@ -21,7 +21,9 @@ Writes benchmarks/results/large_file_ingest.json.
 still holds ``big.txt`` and ``kb-real``), exactly as a user re-runs ``crag ingest`` after a
 crash: committed chunks are found by id and only the rest is embedded. The interrupted run's
 figures (``large_file_ingest.interrupted.json``, a copy of the partial file) are kept beside
-the resumed run's, and the peak is the larger of the two.
+the resumed run's, and the peak is the larger of the two. ``--update WORKDIR`` then runs the
+real ``crag ingest`` of that file once more with one paragraph appended (a user's update: the
+end of an ingest at full size, keyword rebuild included) and adds it as ``real_update``.
 
 ``--format pdf`` measures a generated PDF of ``--pages`` pages (English text, one Helvetica
 line per sentence) instead, each way twice: streamed page by page as ``crag ingest`` reads it,
@@ -209,6 +211,7 @@ def main() -> None:
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--resume", metavar="WORKDIR", help="continue the real run cut short in WORKDIR")
+    ap.add_argument("--update", metavar="WORKDIR", help="re-ingest WORKDIR's big.txt, one paragraph longer")
     ap.add_argument("--format", choices=["txt", "pdf"], default="txt")
     ap.add_argument("--pages", type=int, default=3000, help="pages of the generated PDF (--format pdf)")
     ap.add_argument("--child-full", nargs=2, metavar=("KB", "FILE"), help=argparse.SUPPRESS)
@@ -225,6 +228,9 @@ def main() -> None:
         pdf_runs(args)
         return
 
+    if args.update:
+        update_run(Path(args.update), args.commit_chunks)
+        return
     interrupted: dict[str, Any] | None = None
     if args.resume:
         work = Path(args.resume)
@@ -272,12 +278,15 @@ def main() -> None:
         results["full"] = full
         print(json.dumps({"full": full}, indent=1))
 
-    if "full" not in results and OUT.is_file():
-        # --skip-full: keep the stand-in run already measured for this file (it takes ~15 min).
+    if OUT.is_file():
+        # A run that skips a part keeps that part as already measured for this file (the stand-in
+        # run takes ~15 min, the real one hours), and says which command measured it.
         previous = json.loads(OUT.read_text("utf-8"))
-        if previous.get("file_mb") == results["file_mb"] and "full" in previous:
-            results["full"] = previous["full"]
-            results["full_from"] = previous.get("full_from") or previous.get("command", "")
+        if previous.get("file_mb") == results["file_mb"]:
+            for part in ("real", "full", "real_update"):
+                if part not in results and part in previous:
+                    results[part] = previous[part]
+                    results[f"{part}_from"] = previous.get(f"{part}_from") or previous.get("command", "")
     if "real" in results and "full" in results:
         results["real_minus_standin_mb"] = gap = matched_gap(results["real"], results["full"])
         # The gap measured at the same size is the better bound; the first-commit estimate is the fallback.
@@ -285,7 +294,36 @@ def main() -> None:
             results["real"], results["full"]
         )
     results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
-    shutil.rmtree(work, ignore_errors=True)
+    if not (args.resume or args.update):  # a folder named on the command line is the user's
+        shutil.rmtree(work, ignore_errors=True)
+    OUT.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    print(f"wrote {OUT}")
+
+
+def update_run(work: Path, commit_chunks: int) -> None:
+    """``--update``: the real ``crag ingest`` of the file once more, one paragraph appended.
+
+    ``work`` holds ``big.txt`` and ``kb-real`` of a complete real run. This is what a user does
+    when the file changes: every chunk is read and found by id, the new ones are embedded, the
+    old version's last chunk is dropped, and the keyword index is rebuilt over the whole
+    knowledge base — the end of an ingest at full size, in a process of its own.
+    """
+    big, kb = work / "big.txt", work / "kb-real"
+    if not big.is_file() or not (kb / "manifest.sqlite").is_file():
+        sys.exit(f"--update {work}: needs big.txt and kb-real (a complete real run) there")
+    with big.open("a", encoding="utf-8") as f:
+        f.write(
+            f"\n\nUpdate {time.time():.0f}: the archive reading room opened a second floor. 档案馆阅览室扩建了二楼。\n"
+        )
+    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(commit_chunks)}
+    before = committed(kb)
+    cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb)]
+    run = sample(cmd, kb, env, stop_after=None, limit=7200)
+    run.update(chunks_before=before, chunks_after=committed(kb))
+    print(json.dumps({"real_update": run}, indent=1))
+    results = json.loads(OUT.read_text("utf-8"))
+    results["real_update"] = run
+    results["real_update_from"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
     OUT.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print(f"wrote {OUT}")
 
@@ -325,7 +363,8 @@ def pdf_runs(args: argparse.Namespace) -> None:
         results[f"full_{mode}"] = run
         print(json.dumps({f"read_{mode}": results[f"read_{mode}"], f"full_{mode}": run}, indent=1))
     results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
-    shutil.rmtree(work, ignore_errors=True)
+    if not (args.resume or args.update):  # a folder named on the command line is the user's
+        shutil.rmtree(work, ignore_errors=True)
     OUT_PDF.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print(f"wrote {OUT_PDF}")
 

@@ -222,6 +222,12 @@ class KnowledgeBase:
         self.manifest.set_meta(DIRTY, "0")
         # Rebuild the keyword index now, so the next question does not pay for it.
         if not self.keyword_in_store:
+            release = getattr(self.vectors, "release", None)
+            if release is not None and self.manifest.counts()[1] >= RELEASE_VECTORS_AT:
+                # A large rebuild (~0.6 KB per chunk at its peak) would sit on top of Chroma's
+                # in-memory index (~2 KB per chunk); drop the index first, it reopens on the
+                # next search. Below this size both fit easily and the reopen is not worth it.
+                release()
             self._keyword_index()
 
     def _embed_pool(self, workers: int, report: IngestReport) -> EmbedPool | None:
@@ -359,6 +365,10 @@ class KnowledgeBase:
                 error = str(exc)
         return [], f"vector search failed ({error}); used keyword search only"
 
+
+# Chunks from which a write drops the vector store's in-memory index before the keyword rebuild
+# (~100 MB of HNSW index at this size; reopening it costs the next search about a second).
+RELEASE_VECTORS_AT = 50_000
 
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
 

@@ -109,6 +109,38 @@ def test_interrupted_jsonl_or_gb18030_file_resumes_like_text(tmp_path: Path, sma
     assert any("长江" in h.chunk.text or "北京" in h.chunk.text for h in kb.search("长江大学图书馆", k=5))
 
 
+def test_large_kb_drops_the_vector_index_before_the_keyword_rebuild(
+    tmp_path: Path, small_blocks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 100 MB, Chroma's in-memory index (~500 MB) plus the keyword build set the ingest's
+    # peak; above RELEASE_VECTORS_AT chunks the index is dropped first and reopened on demand.
+    import crag.kb
+    from crag.store.keyword import BM25Index
+
+    monkeypatch.setattr(crag.kb, "RELEASE_VECTORS_AT", 50)
+    big = write_mixed_text(tmp_path / "big.txt", 40_000, seed=5)
+    kb = KnowledgeBase(tmp_path / "kb", HashEmbedder(), commit_chunks=32)
+    engine_at_rebuild: list[object] = []
+    rebuild = BM25Index.rebuild
+    monkeypatch.setattr(
+        BM25Index,
+        "rebuild",
+        lambda self, *a, **kw: (engine_at_rebuild.append(kb.vectors._col), rebuild(self, *a, **kw)),
+    )
+    n = kb.ingest([big]).chunks_written
+    assert n > 50 and engine_at_rebuild == [None]  # released before the build, not reopened by it
+    text = next(iter(kb.manifest.texts(kb.manifest.ordered_ids()[:1]).values()))
+    vector = kb.embedder.embed([text], kind="passage")[0]
+    hits = kb.search(text[:60], k=3, query_vector=vector)  # reopens the index from disk, all of it
+    assert kb.vectors._col is not None and kb.vectors.count() == n
+    assert hits[0].chunk.text == text and hits[0].dense is not None and hits[0].dense > 0.99
+    assert consistent(kb)
+    # A small knowledge base keeps its index open across writes.
+    small = KnowledgeBase(tmp_path / "small", HashEmbedder())
+    small.ingest([write_mixed_text(tmp_path / "small.txt", 2_000, seed=6)])
+    assert small.manifest.counts()[1] < 50 and small.vectors._col is not None
+
+
 def test_progress_counts_bytes_to_the_end(tmp_path: Path, small_blocks: None) -> None:
     files = [write_mixed_text(tmp_path / "docs" / f"f{i}.txt", n, seed=i) for i, n in enumerate((30_000, 500))]
     seen: list[tuple[int, int, str]] = []

@@ -13,6 +13,9 @@ passes vectors explicitly.
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,23 @@ class ChromaVectorStore:
         col = self._open()
         self._call("refresh", col.peek, 1)  # load the index now, while the caller holds the lock
         self._col = col
+
+    def release(self) -> None:
+        """Drop the in-memory engine and its HNSW index (~2 KB per chunk); the next call reopens it.
+
+        The knowledge base calls this before rebuilding a large keyword index, so the two never
+        sit in memory together: at the 243,000 chunks of a 100 MB text file, ~500 MB less at the
+        peak of an ingest. A query already running on the engine keeps it until it returns.
+        """
+        if self._col is None:
+            return
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
+            cache.pop(str(self.path), None)
+        self._col = None
+        gc.collect()
+        _trim_heap()
 
     def _open(self) -> Any:
         try:
@@ -145,6 +165,15 @@ class ChromaVectorStore:
         )
         ids, dists, embs = res["ids"][0], res["distances"][0], res["embeddings"][0]
         return [(i, 1.0 - float(d), np.asarray(e, dtype=np.float32)) for i, d, e in zip(ids, dists, embs, strict=True)]
+
+
+def _trim_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc keeps them otherwise: RSS would not drop)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # musl and other C libraries have no malloc_trim
+            pass
 
 
 def _where(where: dict[str, Any] | None) -> dict[str, Any] | None:
