@@ -89,6 +89,7 @@ class KnowledgeBase:
         # so a write in between only costs one needless refresh, never a missed one).
         self._view = self.manifest.generation
         self._view_lock = threading.Lock()
+        self._released = False  # the vector store's in-memory index was dropped (see _finish_write)
         held = self.lock.try_hold()
         if held is not None:  # a busy writer cleans up after itself; never under its feet
             with held:
@@ -134,13 +135,18 @@ class KnowledgeBase:
         filtered, and chunks it lacks are found by keyword) and try again next search.
         """
         gen = self.manifest.generation
-        if gen == self._view or not self._view_lock.acquire(blocking=False):
+        if (gen == self._view and not self._released) or not self._view_lock.acquire(blocking=False):
             return
         try:
             held = self.lock.try_hold()
             if held is None:
                 return
             with held:
+                if self._released:  # load the dropped index here, where no writer can be persisting
+                    warm_up = getattr(self.vectors, "warm_up", None)
+                    if warm_up is not None:
+                        warm_up()
+                    self._released = False
                 gen = self.manifest.generation
                 if gen != self._view:
                     self._refresh_store()
@@ -228,6 +234,7 @@ class KnowledgeBase:
                 # in-memory index (~2 KB per chunk); drop the index first, it reopens on the
                 # next search. Below this size both fit easily and the reopen is not worth it.
                 release()
+                self._released = True
             self._keyword_index()
 
     def _embed_pool(self, workers: int, report: IngestReport) -> EmbedPool | None:

@@ -129,10 +129,11 @@ def test_large_kb_drops_the_vector_index_before_the_keyword_rebuild(
     )
     n = kb.ingest([big]).chunks_written
     assert n > 50 and engine_at_rebuild == [None]  # released before the build, not reopened by it
+    assert kb._released  # reloaded by the next search, under the write lock
     text = next(iter(kb.manifest.texts(kb.manifest.ordered_ids()[:1]).values()))
     vector = kb.embedder.embed([text], kind="passage")[0]
     hits = kb.search(text[:60], k=3, query_vector=vector)  # reopens the index from disk, all of it
-    assert kb.vectors._col is not None and kb.vectors.count() == n
+    assert kb.vectors._col is not None and not kb._released and kb.vectors.count() == n
     assert hits[0].chunk.text == text and hits[0].dense is not None and hits[0].dense > 0.99
     assert consistent(kb)
     # A small knowledge base keeps its index open across writes.
