@@ -77,6 +77,11 @@ class HashVectors:
         return out
 
 
+def ingest_env(commit_chunks: int) -> dict[str, str]:
+    """Environment of a measured ``crag ingest``: no embedding cache, batches of ``commit_chunks``."""
+    return {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(commit_chunks)}
+
+
 def tree_rss(proc: psutil.Process) -> int:
     """RSS of ``proc`` and its descendants (embedding workers), in bytes."""
     total = 0
@@ -246,7 +251,7 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="crag-large-"))
         big = write_mixed_text(work / "big.txt", int(args.mb * MB), seed=args.seed)
     size = big.stat().st_size
-    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(args.commit_chunks)}
+    env = ingest_env(args.commit_chunks)
     results: dict[str, Any] = {"file_mb": round(size / MB, 1), "commit_chunks": args.commit_chunks}
 
     if not args.skip_real:
@@ -320,7 +325,7 @@ def update_run(work: Path, commit_chunks: int, *, keep_index: bool = False) -> N
         f.write(
             f"\n\nUpdate {time.time():.0f}: the archive reading room opened a second floor. 档案馆阅览室扩建了二楼。\n"
         )
-    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(commit_chunks)}
+    env = ingest_env(commit_chunks)
     before = committed(kb)
     cmd = [sys.executable, "-m", "crag.cli", "ingest", str(big), "--kb", str(kb)]
     if keep_index:
@@ -356,7 +361,7 @@ def pdf_runs(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="crag-large-pdf-"))
     big = write_pdf(work / "big.pdf", english_pages(args.pages, seed=args.seed), title="Large PDF")
     size = big.stat().st_size
-    env = {**os.environ, "CRAG_EMBEDDER__CACHE": "false", "CRAG_KB__COMMIT_CHUNKS": str(args.commit_chunks)}
+    env = ingest_env(args.commit_chunks)
     results: dict[str, Any] = {"pages": args.pages, "file_mb": round(size / MB, 1), "commit_chunks": args.commit_chunks}
     for mode in ("streamed", "whole"):
         extra = ["--whole"] if mode == "whole" else []
@@ -372,8 +377,7 @@ def pdf_runs(args: argparse.Namespace) -> None:
         results[f"full_{mode}"] = run
         print(json.dumps({f"read_{mode}": results[f"read_{mode}"], f"full_{mode}": run}, indent=1))
     results["command"] = "python benchmarks/large_file_ingest.py " + " ".join(sys.argv[1:])
-    if not (args.resume or args.update):  # a folder named on the command line is the user's
-        shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     OUT_PDF.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print(f"wrote {OUT_PDF}")
 

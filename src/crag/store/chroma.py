@@ -70,24 +70,26 @@ class ChromaVectorStore:
         """
         if self._col is None:
             return
-        from chromadb.api.shared_system_client import SharedSystemClient
-
-        for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
-            cache.pop(str(self.path), None)
+        self._forget_engine()
         self._col = None
         gc.collect()
         _trim_heap()
 
+    def _forget_engine(self) -> None:
+        """Drop Chroma's per-process cache entry for this folder (the engine lives while used)."""
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
+            cache.pop(str(self.path), None)
+
     def _open(self) -> Any:
         try:
             import chromadb
-            from chromadb.api.shared_system_client import SharedSystemClient
             from chromadb.config import Settings
 
             # Never reuse the engine another store object of this process cached for the folder:
             # it may predate writes by other processes. A new one loads the files as they are now.
-            for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
-                cache.pop(str(self.path), None)
+            self._forget_engine()
 
             client = chromadb.PersistentClient(path=str(self.path), settings=Settings(anonymized_telemetry=False))
             col = client.get_or_create_collection(
