@@ -25,7 +25,13 @@ GGUFs or any OpenAI-compatible server (a hosted API, or a local ``llama_cpp.serv
     python benchmarks/answer_generation.py run --model qwen2.5-coder-0.5b
     python benchmarks/answer_generation.py run --base-url http://127.0.0.1:8080/v1 --model served-name
     python benchmarks/answer_generation.py run --serve qwen2.5-coder-1.5b   # the OpenAI-compatible path
+    python benchmarks/answer_generation.py run --oracle gold       # the reader's ceiling: the gold passage alone
     python benchmarks/answer_generation.py table      # every run so far, side by side
+
+``--oracle`` replaces each answerable question's context by perfect retrieval: ``gold``
+shows the gold passage alone, ``gold-first`` puts it before the captured strips (the
+distractors correction kept). Whatever a model misses there, no retrieval or correction
+change can win back: it is the reader's ceiling on this data.
 
 Results: ``benchmarks/results/answer_generation/`` (contexts.jsonl, one answers-*.jsonl
 per model and prompt, summary.json).
@@ -137,6 +143,8 @@ def capture(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in (OUT / "contexts.jsonl").read_text("utf-8").splitlines() if line.strip()]
     rows = [r for r in rows if r["mode"] == args.mode]
+    if args.oracle:
+        rows = _with_gold(rows, args.oracle)
     if args.limit:
         rows = _balanced(rows, args.limit)
     if args.serve:
@@ -154,6 +162,8 @@ def _run_all(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     label = args.label or llm.model_id
     if args.max_sources != DEFAULT_MAX_SOURCES:
         label += f" max{args.max_sources}"
+    if args.oracle:
+        label += f" oracle {args.oracle}"
     for prompt in args.prompts.split(","):
         path = OUT / f"answers-{_slug(label)}-{prompt}-{args.mode}.jsonl"
         done = {json.loads(line)["id"] for line in path.read_text("utf-8").splitlines()} if path.exists() else set()
@@ -208,6 +218,32 @@ def _answer(r: dict[str, Any], prompt: str, llm: LLM, label: str, max_sources: i
         "llm_calls": calls,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+def _with_gold(rows: list[dict[str, Any]], how: str) -> list[dict[str, Any]]:
+    """Answerable rows only, each with perfect retrieval: the gold passage alone or first.
+
+    The gold passage is graded 1.0 (as a perfect evaluator would), so the crag prompt's
+    re-ask after a refusal applies, as on the Correct path.
+    """
+    hard = ROOT / "data" / "hard"
+    questions = {q["id"]: q for q in map(json.loads, (hard / "questions.jsonl").read_text("utf-8").splitlines())}
+    passages: dict[str, dict[str, Any]] = {}
+    for path, origin in [(p, "internal") for p in (hard / "internal").glob("*.jsonl")] + [
+        (hard / "external" / "corpus.jsonl", "web")
+    ]:
+        for line in path.read_text("utf-8").splitlines():
+            p = json.loads(line)
+            passages[p["id"]] = {"text": p["text"], "title": p.get("title", ""), "origin": origin}
+    out = []
+    for r in rows:
+        gold = passages.get(questions.get(r["id"], {}).get("gold_passage_id", ""))
+        if not r["answerable"] or gold is None:
+            continue
+        strip = {**gold, "source": r["id"], "url": "", "score": 1.0}
+        rest = [c for c in r["context"] if c["text"] not in gold["text"]] if how == "gold-first" else []
+        out.append({**r, "context": [strip, *rest], "abstained": False, "gold_in_context": True})
+    return out
 
 
 def _extract(question: str, sources: list[Strip], lang: str, llm: LLM) -> str:
@@ -334,6 +370,9 @@ def main() -> None:
     r.add_argument("--mode", choices=("crag", "rag"), default="crag", help="which captured contexts")
     r.add_argument("--limit", type=int, default=0, help="questions, balanced over language x expected action")
     r.add_argument("--max-sources", type=int, default=DEFAULT_MAX_SOURCES, help="sources the crag prompts show")
+    r.add_argument(
+        "--oracle", choices=("gold", "gold-first"), default="", help="perfect retrieval: gold passage alone or first"
+    )
     sub.add_parser("table", help="print the table of every run so far")
     args = ap.parse_args()
     {"capture": capture, "run": run, "table": table}[args.cmd](args)
