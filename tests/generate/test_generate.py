@@ -66,6 +66,47 @@ def test_no_reask_without_grades_and_a_second_refusal_stands() -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    ("source", "question", "reply", "answer"),
+    [
+        (
+            "In steam turbines, turbine entry temperatures are typically 565 °C (the creep limit of stainless steel).",
+            "What is the turbine entry temperature of a steam turbine?",
+            "It is typically 565 °C [1]. This is the highest temperature at which the turbine can operate safely "
+            "without causing material damage.",
+            "It is typically 565 °C [1].",
+        ),
+        (
+            "邵伯温，字子文，洛阳人。邵雍之子。",
+            "邵伯温的父亲名字叫什么？",
+            "邵伯温的父亲是邵雍[1]。邵雍是北宋著名的理学家，著有《皇极经世》。",
+            "邵伯温的父亲是邵雍[1]。",
+        ),
+    ],
+)
+def test_an_unsupported_explanation_after_a_supported_answer_is_cut(
+    source: str, question: str, reply: str, answer: str
+) -> None:
+    seen: list[object] = []
+    g = generate(question, [strip(source, 0.9)], ScriptedLLM([reply]), reask_above=0.8, on_token=seen.append,
+                 on_replace=seen.append)  # fmt: skip
+    assert not g.refused and g.text == answer and g.trimmed and g.trimmed in reply and answer[:8] in reply
+    assert len(g.completions) == 1 and g.rejected == "" and g.citations[0].id == 1
+    assert seen[-1] == Replace("trimmed", answer)  # a streaming client swaps in the cut answer
+
+
+@pytest.mark.unit
+def test_an_unsupported_first_sentence_is_not_saved_by_a_supported_second() -> None:
+    src = [strip("Warsaw lies roughly 260 kilometres from the Baltic Sea.", 0.5)]
+    g = generate(
+        "How far is Warsaw from the sea?", src, ScriptedLLM(["It is 350 km away. Warsaw lies on the Vistula."])
+    )
+    assert g.refused and g.rejected == "not in the sources" and not g.trimmed
+    one = generate("Who?", src, ScriptedLLM(["It was founded by Boleslaw in 1300 [1]."]))  # a single sentence: no cut
+    assert one.refused and not one.trimmed
+
+
+@pytest.mark.unit
 def test_a_reply_that_only_restates_the_question_is_no_answer() -> None:
     ctx = [strip("The Normans fought the Seljuk Turks in Armenia.", 0.9)]
     llm = ScriptedLLM(["The Normans' enemy in Armenia was the enemy [1].", "The Seljuk Turks [1]."])
@@ -177,6 +218,37 @@ XINNUO = [
     ),
 ]
 
+# data/hard (SQuAD 2.0, CC BY-SA 4.0): the 1.5B model answers from [1], then adds an
+# explanation of its own no source gives; before the cut, the whole reply was refused.
+TURBINE = [
+    Strip(text, "https://en.wikipedia.org/wiki/Steam_engine", "web", score=grade)
+    for text, grade in [
+        (
+            "in steam turbines, turbine entry temperatures are typically 565 °C (the creep limit of stainless steel) "
+            "and condenser temperatures are around 30 °C.",
+            0.9,
+        ),
+        (
+            "This gives a theoretical Carnot efficiency of about 63% compared with an actual efficiency of 42% for "
+            "a modern coal-fired power station. This low turbine entry temperature (compared with a gas turbine) is "
+            "why the Rankine cycle is often used as a bottoming cycle in combined-cycle gas turbine power "
+            "stations.[citation needed]",
+            0.7,
+        ),
+        (
+            "The benefit of this is lost somewhat due to the lower heat addition temperature. Gas turbines, for "
+            "instance, have turbine entry temperatures approaching 1500 °C.",
+            0.6,
+        ),
+        (
+            "Considering that the great majority of worldwide electric generation is produced by turbine type steam "
+            'engines, the "steam age" is continuing with energy levels far beyond those of the turn of the 19th '
+            "century.",
+            0.5,
+        ),
+    ]
+]
+
 
 @pytest.fixture(scope="module")
 def llm():  # type: ignore[no-untyped-def]
@@ -192,6 +264,7 @@ def llm():  # type: ignore[no-untyped-def]
     [
         ("What is Edward Corser's occupation?", CORSER, "politician"),
         ("鑫诺一号通信卫星由什么公司制造？", XINNUO, "法国宇航公司"),
+        ("What is the turbine entry temperature of a steam turbine, in degrees Celsius?", TURBINE, "565"),
     ],
 )
 def test_answerable_context_gets_an_answer(llm, question: str, context: list[Strip], gold: str) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,9 @@ Refusal is decided from the evidence, not from a sentence the model copies:
 2. the model answers from them, citing ``[n]``;
 3. a reply is no answer when it says the sources lack one (:mod:`~crag.generate.refusal`),
    when it only restates the question, or when its new content is not in the sources
-   (:mod:`~crag.generate.grounding`: an invented figure or name);
+   (:mod:`~crag.generate.grounding`: an invented figure or name). A reply whose first
+   sentences the sources support and whose later ones they do not is cut to those first
+   sentences (``trimmed``): small models answer, then add an explanation of their own;
 4. if so although the evaluator graded a source at or above τ_high, the model is asked
    once more, pointed at that source (``refusal_overridden`` when that yields an answer);
 5. otherwise the answer is a refusal (``refused``): the model's own words when it
@@ -47,7 +49,7 @@ from crag.generate.grounding import adds_nothing, grounded, unsupported_terms
 from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT, is_refusal
 from crag.protocols import LLM, Completion, TokenStream, stream_completion
-from crag.text import detect_language
+from crag.text import detect_language, join_sentences, split_sentences
 from crag.types import Citation, Strip
 
 DEFAULT_MAX_SOURCES = 5
@@ -74,6 +76,7 @@ class Generation:
     # Why the last reply was not taken as the answer: "" (it was), "declined", "empty" (only
     # markers or punctuation), "restates the question", or "not in the sources".
     rejected: str = ""
+    trimmed: str = ""  # the reply's later sentences the sources do not support, cut from the answer
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,8 @@ class Replace:
     ``reason``: ``reask`` (the model is asked again; ``text`` is empty and the new reply
     streams next), ``escalate`` (the same, after a search for more evidence: the pipeline's
     step 6), ``refused`` (the reply declines to answer), ``unsupported`` (a
-    statement replaces a reply the sources do not support), ``citations`` (the same
+    statement replaces a reply the sources do not support), ``trimmed`` (the reply's
+    first sentences, without the later ones the sources do not support), ``citations`` (the same
     answer with citation markers matched by overlap, or with echoed ``<source id="n">``
     tags as ``[n]``).
     """
@@ -138,18 +142,26 @@ def generate(
             return "restates the question"  # an answer-shaped reply that says nothing
         return "answer" if grounded(reply, question, texts) else "not in the sources"
 
+    def supported(reply: str) -> tuple[str, str, str]:
+        """The reply or its supported lead, the verdict, and the sentences cut."""
+        outcome = verdict(reply)
+        if outcome == "not in the sources":
+            lead, cut = _supported_lead(reply, verdict)
+            if lead:
+                return lead, "answer", cut
+        return reply, outcome, ""
+
     calls = [ask()]
-    text = _tidy(calls[0])
-    outcome = verdict(text)
+    text, outcome, trimmed = supported(_tidy(calls[0]))
     overridden = False
     if outcome != "answer" and reask_above is not None:
         best = next((n for n, s in enumerate(sources, 1) if s.score >= reask_above), None)
         if best is not None:
             replace("reask")
             calls.append(ask(directive=best))
-            again = _tidy(calls[-1])
-            if verdict(again) == "answer":
-                text, outcome, overridden = again, "answer", True
+            again, again_outcome, again_cut = supported(_tidy(calls[-1]))
+            if again_outcome == "answer":
+                text, outcome, overridden, trimmed = again, "answer", True, again_cut
     unsupported: list[str] = []
     if outcome not in ("answer", "declined"):
         unsupported = unsupported_terms(text, question, texts)
@@ -163,7 +175,10 @@ def generate(
         inferred = cited != text
         text = cited
     if text != calls[-1].text.strip():  # what was streamed last is not the answer
-        replace("citations" if not refused else ("refused" if outcome == "declined" else "unsupported"), text)
+        if refused:
+            replace("refused" if outcome == "declined" else "unsupported", text)
+        else:
+            replace("trimmed" if trimmed else "citations", text)
     return Generation(
         text,
         [] if refused else citations_for(text, sources),
@@ -174,7 +189,34 @@ def generate(
         completions=calls,
         unsupported=unsupported,
         rejected="" if outcome == "answer" else outcome,
+        trimmed=trimmed,
     )
+
+
+def _supported_lead(reply: str, verdict: Callable[[str], str]) -> tuple[str, str]:
+    """The longest run of the reply's first sentences that is an answer by itself, and the rest.
+
+    ("", "") when the first sentence is not one, or the reply is a single sentence. A
+    sentence of markers only ("[1]") belongs to the one before it.
+
+    >>> ok = lambda s: "answer" if "565" in s and "safely" not in s else "not in the sources"
+    >>> _supported_lead("It is 565 °C [1]. It runs safely there. [1]", ok)
+    ('It is 565 °C [1].', 'It runs safely there. [1]')
+    """
+    sentences: list[str] = []
+    for part in split_sentences(reply):
+        if sentences and not _CONTENT.search(CITE.sub("", part)):
+            sentences[-1] = join_sentences([sentences[-1], part])
+        else:
+            sentences.append(part)
+    kept = 0
+    for k in range(1, len(sentences)):
+        if verdict(join_sentences(sentences[:k])) != "answer":
+            break
+        kept = k
+    if not kept:
+        return "", ""
+    return join_sentences(sentences[:kept]), join_sentences(sentences[kept:])
 
 
 def _tidy(reply: Completion) -> str:

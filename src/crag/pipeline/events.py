@@ -126,6 +126,7 @@ def _generation(g: Generation) -> dict[str, Any]:
         "refused": g.refused,
         "refusal_overridden": g.refusal_overridden,
         "citations_inferred": g.citations_inferred,
+        "trimmed": g.trimmed,
         "usage": usage(g),
     }
 

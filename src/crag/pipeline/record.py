@@ -142,10 +142,12 @@ def _generate(t: Tracer, g: Generation) -> None:
         t.record("citations_inferred", True)  # the model gave none; matched by overlap
     if g.refusal_overridden:
         t.record("refusal_overridden", True)
-    if len(g.completions) > 1 or g.unsupported or g.rejected:
+    if len(g.completions) > 1 or g.unsupported or g.rejected or g.trimmed:
         t.record("first_reply", g.completions[0].text)
     if g.rejected:  # what the model said is in first_reply; why it is not the answer, here
         t.record("reply_rejected", g.rejected)
+    if g.trimmed:  # later sentences of the reply the sources do not support: cut from the answer
+        t.record("answer_trimmed", g.trimmed)
     if g.unsupported:  # the reply's new words that no source contains: not shown as an answer
         t.record("unsupported_terms", g.unsupported)
 
