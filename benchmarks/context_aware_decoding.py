@@ -148,7 +148,9 @@ def run(args: argparse.Namespace) -> None:
 
 
 def table(args: argparse.Namespace) -> None:
-    answers = {q["id"]: q["answers"] for q in map(json.loads, (ROOT / "data/hard/questions.jsonl").open(encoding="utf-8"))}
+    answers = {
+        q["id"]: q["answers"] for q in map(json.loads, (ROOT / "data/hard/questions.jsonl").open(encoding="utf-8"))
+    }
     t = Table(title="Context-aware decoding vs plain decoding, question by question (the same contexts)")
     columns = ["run", "lang", "n", "answerable", "gold in answer: plain → contrast", "gained / lost"]
     columns += ["refused, answerable", "refused, unanswerable", "token F1", "answer chars", "s per answer"]
