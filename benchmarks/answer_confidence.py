@@ -34,8 +34,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,17 +43,18 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from crag.eval.metrics import gold_match
 from crag.generate import generate
-from crag.llm.models import resolve_gguf
+from crag.grade.metrics import auroc
+from crag.llm.llama_cpp import LlamaCppLLM
 from crag.protocols import Completion
-from crag.types import Strip
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTEXTS = ROOT / "benchmarks" / "results" / "answer_generation" / "contexts.jsonl"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import answer_generation  # noqa: E402  (the captured contexts, the progress bar)
+
 OUT = ROOT / "benchmarks" / "results" / "answer_confidence"
 _MARKER = re.compile(r"\[\s*\d+(?:\s*[,，、]\s*\d+)*\s*\]")
 _WORD = re.compile(r"\w")
@@ -68,12 +69,9 @@ class _Recording:
     """
 
     def __init__(self, model: str, n_ctx: int = 4096) -> None:
-        import llama_cpp
-
-        threads = os.cpu_count() or 1
-        self.llama = llama_cpp.Llama(
-            model_path=str(resolve_gguf(model)), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
-        )
+        engine = LlamaCppLLM(model, n_ctx=n_ctx)
+        engine.warm_up()
+        self.llama = engine._ready().llama
         self.model_id = model
         self.calls: list[dict[str, Any]] = []
 
@@ -116,7 +114,7 @@ class _Recording:
 
 
 def run(args: argparse.Namespace) -> None:
-    rows = [json.loads(line) for line in CONTEXTS.open(encoding="utf-8")]
+    rows = [json.loads(line) for line in (answer_generation.OUT / "contexts.jsonl").open(encoding="utf-8")]
     rows = [r for r in rows if r["mode"] == "crag" and not r["abstained"]]
     if args.limit:
         rows = rows[: args.limit]
@@ -124,17 +122,16 @@ def run(args: argparse.Namespace) -> None:
     path = OUT / f"replies-{_slug(args.model)}.jsonl"
     done = {json.loads(line)["id"] for line in path.open(encoding="utf-8")} if path.exists() else set()
     llm = _Recording(args.model)
-    with _bar() as bar, path.open("a", encoding="utf-8") as f:
+    with answer_generation._bar() as bar, path.open("a", encoding="utf-8") as f:
         task = bar.add_task(args.model, total=len(rows), completed=len(done))
         for r in rows:
             if r["id"] in done:
                 continue
-            ctx = [
-                Strip(c["text"], c["source"], c["origin"], c["title"], c["url"], score=c["score"]) for c in r["context"]
-            ]
             llm.calls = []
             t0 = time.perf_counter()
-            g = generate(r["question"], ctx, llm, lang=r["lang"], max_tokens=160, reask_above=r["upper"])
+            g = generate(
+                r["question"], answer_generation._strips(r), llm, lang=r["lang"], max_tokens=160, reask_above=r["upper"]
+            )
             rec = {
                 "id": r["id"], "lang": r["lang"], "question": r["question"], "answerable": r["answerable"],
                 "action": r["action"], "answer": g.text, "refused": g.refused,
@@ -176,10 +173,9 @@ FEATURES: dict[str, Callable[[dict[str, Any]], float]] = {
 
 
 def _auroc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
-    if not pos or not neg:
-        return None
-    p, n = np.array(pos)[:, None], np.array(neg)[None, :]
-    return float(((p > n).sum() + 0.5 * (p == n).sum()) / (p.size * n.size))
+    """AUROC of ``pos`` over ``neg`` (None when either is empty)."""
+    a = auroc([1] * len(pos) + [0] * len(neg), [*pos, *neg])
+    return None if math.isnan(a) else a
 
 
 def table(args: argparse.Namespace) -> None:
@@ -230,10 +226,6 @@ def _fmt(a: float | None, n_pos: int, n_neg: int) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
-
-
-def _bar() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
 
 
 def main() -> None:

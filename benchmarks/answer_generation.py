@@ -177,8 +177,13 @@ def _run_all(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
                 bar.advance(task)
 
 
+def _strips(r: dict[str, Any]) -> list[Strip]:
+    """A captured row's final context, as the generator got it."""
+    return [Strip(c["text"], c["source"], c["origin"], c["title"], c["url"], score=c["score"]) for c in r["context"]]
+
+
 def _answer(r: dict[str, Any], prompt: str, llm: LLM, label: str, max_sources: int) -> dict[str, Any]:
-    context = [Strip(c["text"], c["source"], c["origin"], c["title"], c["url"], score=c["score"]) for c in r["context"]]
+    context = _strips(r)
     t0 = time.perf_counter()
     calls = 0
     if r["abstained"]:

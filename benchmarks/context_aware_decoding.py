@@ -46,7 +46,6 @@ from crag.eval.metrics import gold_match, token_f1
 from crag.generate import generate
 from crag.llm.llama_cpp import LlamaCppLLM
 from crag.protocols import Completion
-from crag.types import Strip
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -130,11 +129,10 @@ def run(args: argparse.Namespace) -> None:
         for r in rows:
             if r["id"] in done:
                 continue
-            ctx = [
-                Strip(c["text"], c["source"], c["origin"], c["title"], c["url"], score=c["score"]) for c in r["context"]
-            ]
             t0 = time.perf_counter()
-            g = generate(r["question"], ctx, llm, lang=r["lang"], max_tokens=160, reask_above=r["upper"])
+            g = generate(
+                r["question"], answer_generation._strips(r), llm, lang=r["lang"], max_tokens=160, reask_above=r["upper"]
+            )
             rec = {
                 "id": r["id"], "lang": r["lang"], "answerable": r["answerable"], "answer": g.text,
                 "refused": g.refused, "hit": bool(r["answers"]) and gold_match(g.text, r["answers"]),
