@@ -58,6 +58,31 @@ def test_rewrites_keep_relation_words_numbers_and_quoted_names(
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [
+        ("祭遵小时候喜欢读什么书？", "祭遵"),  # jieba: 祭 / 遵, both one character
+        ("朱祐杬的母亲是谁？", "朱祐杬"),  # 朱 / 祐 / 杬
+        ("谁杀了司马晏？", "司马晏"),  # 司马 / 晏: the surname alone named nobody
+        ("司马繇是谁的儿子？", "司马繇"),  # 繇 is tagged as a preposition
+        ("雅芳河最后流入哪里？", "雅芳河"),
+    ],
+)
+def test_chinese_names_cut_into_single_characters_stay_whole(question: str, name: str) -> None:
+    for docs in ([], ["无关的文字。"]):
+        for query in keyword_queries(question, docs, max_queries=2):
+            assert name in query.split(), (question, query)
+    # Function words around a name are not glued to it.
+    assert keyword_queries("谁杀了司马晏？", [])[0] == "司马晏"
+
+
+@pytest.mark.unit
+def test_full_width_numbers_are_searched_once() -> None:
+    assert keyword_queries("１８８７年什么联盟加入了国际联盟？", []) == ["1887 联盟 加入 国际联盟"]
+    assert keyword_queries("《虫，眼球系列》的主角叫什么名字？", [])[0].startswith("《虫，眼球系列》")
+
+
+@pytest.mark.unit
 def test_question_fillers_are_dropped_but_something_always_remains() -> None:
     assert keyword_queries("纯净的四氟化碳首次被制得是在哪一年？", [])[0].split()[-1] != "哪一年"
     assert keyword_queries("what?", []) == ["what?"]

@@ -73,10 +73,19 @@ _RELATION_ZH = (
 ).split()
 # A quoted name is one term: its words alone would match every text that uses them.
 _QUOTED = re.compile(r'"([^"]{2,80})"|“([^”]{2,80})”|「([^」]{1,80})」|『([^』]{1,80})』|《([^》]{1,80})》')
+# Full-width digits and letters (１８８７, ＩＢＭ) as ASCII, as the keyword tokenizer reads them: a
+# number must not be searched twice. Full-width punctuation stays, so quoted titles are kept as written.
+_HALF_WIDTH = {c: c - 0xFEE0 for r in ((0xFF10, 0xFF1A), (0xFF21, 0xFF3B), (0xFF41, 0xFF5B)) for c in range(*r)}
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # jieba POS tags of entity-like words: nouns (person, place, organisation, other proper),
 # time words, Latin words and numerals.
 _ZH_ENTITY_POS = ("n", "t", "eng", "m")
+# One-character words that are never part of a name: pronouns, particles, prepositions,
+# conjunctions, common adverbs, verbs of being, measure words, localisers, question words.
+_ZH_FUNCTION_CHARS = frozenset(
+    "的了着过地得之所其是有在从向往对于被把由和与及或跟同也都就又才还很最更这那哪谁他她它我你们该此各每某"
+    "个只条座位名种次年月日号上下中里内外前后间吗呢吧啊么什怎几多何不没无未将会能要可让给为以等叫称做"
+)
 
 
 def keyword_queries(question: str, docs: Sequence[str], *, max_queries: int = 2) -> list[str]:
@@ -91,7 +100,8 @@ def keyword_queries(question: str, docs: Sequence[str], *, max_queries: int = 2)
     >>> keyword_queries('Who was the first editor of "The Economist"?', [])
     ['first editor "The Economist"']
     """
-    words = keywords(question, limit=8)
+    question = question.translate(_HALF_WIDTH)
+    words = _with_names(question, keywords(question, limit=8))
     content = [w for w in words if w.lower() not in _FILLER or w.lower() in _RELATION_EN]
     content = _with_anchors(question, content) or words or [question.strip()]
     queries = [" ".join(content)]
@@ -127,6 +137,48 @@ def _with_anchors(question: str, words: list[str]) -> list[str]:
     return sorted(terms, key=lambda t: terms[t])
 
 
+def _with_names(question: str, words: list[str]) -> list[str]:
+    """``words`` with the question's split names whole: 司马晏 for 司马, 祭遵 where nothing was kept."""
+    names = _zh_names(question) if detect_language(question) == "zh" else []
+    if not names:
+        return words
+    kept = [w for w in words if not any(w in n for n in names)]
+    return sorted([*kept, *names], key=lambda t: _position(question.lower(), t.lower()))
+
+
+def _zh_names(question: str) -> list[str]:
+    """Names jieba cuts into single characters (祭遵 → 祭 遵, 朱祐杬 → 朱 祐 杬, 司马晏 → 司马 晏), joined.
+
+    Keywords skip one-character words, so an unknown name vanished from the query
+    ("祭遵小时候喜欢读什么书？" was searched as "小时候 喜欢"). A run of one-character words
+    that are not function words is one term, and so is a person-name word with the
+    characters that follow it. The function words are listed by character: jieba's tags
+    for rare name characters are unreliable (繇 comes out as a preposition).
+    """
+    names: list[str] = []
+    run: list[str] = []
+    pieces = 0
+
+    def close() -> None:
+        nonlocal pieces
+        if pieces and len("".join(run)) >= 2:
+            names.append("".join(run))
+        run.clear()
+        pieces = 0
+
+    for word, flag in _zh_pos_pairs(question):
+        if len(word) == 1 and "\u4e00" <= word <= "\u9fff" and word not in _ZH_FUNCTION_CHARS:
+            run.append(word)
+            pieces += 1
+        elif flag.startswith("nr") and len(word) > 1 and detect_language(word) == "zh":
+            close()  # a surname word starts a name
+            run.append(word)
+        else:
+            close()
+    close()
+    return names
+
+
 def _position(low: str, word: str) -> int:
     at = low.find(word)
     return at if at >= 0 else len(low)
@@ -138,7 +190,8 @@ def gap_terms(question: str, docs: Sequence[str]) -> list[str]:
     >>> gap_terms("When did Newcomen build his engine?", ["Watt improved the engine."])
     ['newcomen']
     """
-    words = [w for w in keywords(question, limit=8) if w.lower() not in _FILLER]
+    question = question.translate(_HALF_WIDTH)
+    words = [w for w in _with_names(question, keywords(question, limit=8)) if w.lower() not in _FILLER]
     joined = " ".join(docs).lower()
     return [w for w in words if w.lower() not in joined and _meaningful(w, question)]
 
@@ -180,14 +233,18 @@ def _sentence_initial(word: str, question: str) -> bool:
     return first is not None and first.group(1).lower() == word.lower()
 
 
-@lru_cache(maxsize=256)
 def _zh_pos(question: str) -> dict[str, str]:
+    return dict(_zh_pos_pairs(question))
+
+
+@lru_cache(maxsize=256)
+def _zh_pos_pairs(question: str) -> tuple[tuple[str, str], ...]:
     from crag.text import _jieba
 
     _jieba()  # initialises the shared dictionary once, quietly
     import jieba.posseg
 
-    return {p.word: p.flag for p in jieba.posseg.cut(question)}
+    return tuple((p.word, p.flag) for p in jieba.posseg.cut(question))
 
 
 def llm_queries(
