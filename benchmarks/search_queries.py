@@ -1,0 +1,120 @@
+"""Which query finds the gold passage: the keyword rewrite or the question as asked?
+
+The correction step searches the external source with ``keyword_queries`` (the first
+query; ``correction.max_queries = 1`` by default). This measures, with the real embedder
+and the hybrid corpus search over ``data/hard/external``, whether a passage holding a gold
+answer is the first result (gold@1) or among the first five (gold@5), for
+
+* ``data/hard``: its answerable questions whose gold is only in the external corpus;
+* held out: questions of the same source data sets (CMRC 2018 dev, SQuAD 2.0 dev half)
+  that are *not* in ``data/hard`` but whose paragraph is in its external corpus (150 per
+  language, seeded sample), so a query change is not judged on the questions it was
+  looked at on.
+
+No LLM runs; about two minutes on 2 cores once the corpus is indexed (the index goes to
+``--index``, reused across runs).
+
+    python benchmarks/search_queries.py [--index .cache/search_queries] [--k 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from crag.correct.rewrite import keyword_queries
+from crag.engine import CRAG
+from crag.eval.metrics import gold_match
+
+ROOT = Path(__file__).resolve().parents[1]
+HARD = ROOT / "data" / "hard"
+SHARED = ROOT.parent / "shared" / "data"
+OUT = ROOT / "benchmarks" / "results" / "search_queries.json"
+HELD_OUT = 150  # questions per language
+
+
+def hard_questions() -> list[tuple[str, str, list[str]]]:
+    rows = [json.loads(line) for line in (HARD / "questions.jsonl").open(encoding="utf-8")]
+    return [(r["lang"], r["question"], r["answers"]) for r in rows if r["answers"] and r["gold_location"] == "external"]
+
+
+def held_out_questions(seed: int = 1) -> list[tuple[str, str, list[str]]]:
+    """Source questions not in data/hard whose paragraph (same title, holding the answer) is in the corpus."""
+    asked = {json.loads(line)["question"] for line in (HARD / "questions.jsonl").open(encoding="utf-8")}
+    by_title: dict[str, list[str]] = {}
+    for line in (HARD / "external" / "corpus.jsonl").open(encoding="utf-8"):
+        p = json.loads(line)
+        by_title.setdefault(p["title"], []).append(p["text"])
+
+    def in_corpus(title: str, paragraph: str, answers: list[str]) -> bool:
+        return any(t[:30] in paragraph and gold_match(t, answers) for t in by_title.get(title, []))
+
+    zh, en = [], []
+    cmrc = json.loads((SHARED / "cmrc2018" / "cmrc2018_dev.squad_style.json").read_text("utf-8"))
+    for article in cmrc["data"]:
+        for para in article["paragraphs"]:
+            for qa in para["qas"]:
+                answers = sorted({a["text"] for a in qa["answers"]})
+                if qa["question"] not in asked and answers and in_corpus(article["title"], para["context"], answers):
+                    zh.append(("zh", qa["question"], answers))
+    squad = SHARED / "squad2-dev-half"
+    passages = {(p := json.loads(line))["pid"]: p for line in (squad / "passages.jsonl").open(encoding="utf-8")}
+    for line in (squad / "questions.jsonl").open(encoding="utf-8"):
+        q = json.loads(line)
+        p = passages[q["gold_pid"]]
+        if not q["is_impossible"] and q["question"] not in asked and in_corpus(p["title"], p["text"], q["answers"]):
+            en.append(("en", q["question"], q["answers"]))
+    rng = random.Random(seed)
+    rng.shuffle(zh)
+    rng.shuffle(en)
+    return zh[:HELD_OUT] + en[:HELD_OUT]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument(
+        "--index", type=Path, default=ROOT / ".cache" / "search_queries", help="folder for the corpus index"
+    )
+    ap.add_argument("--k", type=int, default=5)
+    args = ap.parse_args()
+
+    engine = CRAG.from_config(kb={"path": args.index})
+    search = engine.search_provider("corpus", HARD / "external" / "corpus.jsonl")
+    assert search is not None
+
+    def rank(query: str, answers: list[str]) -> int:
+        for i, r in enumerate(search.search(query, k=args.k), 1):
+            if gold_match(r.content, answers):
+                return i
+        return 0
+
+    summary: dict[str, dict[str, dict[str, int]]] = {}
+    table = Table(title=f"gold passage among the corpus search's first {args.k}")
+    for col in ("set", "lang", "n", "keyword @1", "question @1", f"keyword @{args.k}", f"question @{args.k}"):
+        table.add_column(col, justify="right" if col not in ("set", "lang") else "left")
+    for name, questions in (("data/hard", hard_questions()), ("held out", held_out_questions())):
+        for lang in ("en", "zh"):
+            rows = [
+                (rank(keyword_queries(q, [], max_queries=1)[0], a), rank(q, a)) for la, q, a in questions if la == lang
+            ]
+            s = {
+                "n": len(rows),
+                "keyword_at_1": sum(kw == 1 for kw, _ in rows),
+                "question_at_1": sum(v == 1 for _, v in rows),
+                f"keyword_at_{args.k}": sum(kw > 0 for kw, _ in rows),
+                f"question_at_{args.k}": sum(v > 0 for _, v in rows),
+            }
+            summary.setdefault(name, {})[lang] = s
+            table.add_row(name, lang, *(str(v) for v in s.values()))
+    Console().print(table)
+    OUT.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
