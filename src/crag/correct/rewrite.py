@@ -157,25 +157,15 @@ def _zh_names(question: str) -> list[str]:
     """
     names: list[str] = []
     run: list[str] = []
-    pieces = 0
-
-    def close() -> None:
-        nonlocal pieces
-        if pieces and len("".join(run)) >= 2:
-            names.append("".join(run))
-        run.clear()
-        pieces = 0
-
-    for word, flag in _zh_pos_pairs(question):
+    for word, flag in [*_zh_pos_pairs(question), ("", "x")]:  # the empty word ends the last run
         if len(word) == 1 and "\u4e00" <= word <= "\u9fff" and word not in _ZH_FUNCTION_CHARS:
             run.append(word)
-            pieces += 1
-        elif flag.startswith("nr") and len(word) > 1 and detect_language(word) == "zh":
-            close()  # a surname word starts a name
-            run.append(word)
-        else:
-            close()
-    close()
+            continue
+        # A run is a name once it holds a one-character piece: a name word alone is a keyword already.
+        if any(len(w) == 1 for w in run) and len("".join(run)) >= 2:
+            names.append("".join(run))
+        # A surname word (司马) starts the next run.
+        run = [word] if flag.startswith("nr") and len(word) > 1 and detect_language(word) == "zh" else []
     return names
 
 
@@ -233,6 +223,7 @@ def _sentence_initial(word: str, question: str) -> bool:
     return first is not None and first.group(1).lower() == word.lower()
 
 
+@lru_cache(maxsize=256)
 def _zh_pos(question: str) -> dict[str, str]:
     return dict(_zh_pos_pairs(question))
 
