@@ -6,10 +6,10 @@ and the hybrid corpus search over ``data/hard/external``, whether a passage hold
 answer is the first result (gold@1) or among the first five (gold@5), for
 
 * ``data/hard``: its answerable questions whose gold is only in the external corpus;
-* held out: questions of the same source data sets (CMRC 2018 dev, SQuAD 2.0 dev half)
-  that are *not* in ``data/hard`` but whose paragraph is in its external corpus (150 per
-  language, seeded sample), so a query change is not judged on the questions it was
-  looked at on.
+* held out: questions of the same source data sets (CMRC 2018 dev, SQuAD 2.0 dev half),
+  through the same loaders and filters, that are *not* in ``data/hard`` but whose passage
+  is in its external corpus (150 per language, seeded sample), so a query change is not
+  judged on the questions it was looked at on.
 
 No LLM runs; about two minutes on 2 cores once the corpus is indexed (the index goes to
 ``--index``, reused across runs).
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +33,9 @@ from crag.engine import CRAG
 from crag.eval.metrics import gold_match
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from build_sample_data import load_cmrc, load_squad  # noqa: E402  (the loaders data/hard was built with)
+
 HARD = ROOT / "data" / "hard"
 SHARED = ROOT.parent / "shared" / "data"
 OUT = ROOT / "benchmarks" / "results" / "search_queries.json"
@@ -44,35 +48,28 @@ def hard_questions() -> list[tuple[str, str, list[str]]]:
 
 
 def held_out_questions(seed: int = 1) -> list[tuple[str, str, list[str]]]:
-    """Source questions not in data/hard whose paragraph (same title, holding the answer) is in the corpus."""
-    asked = {json.loads(line)["question"] for line in (HARD / "questions.jsonl").open(encoding="utf-8")}
-    by_title: dict[str, list[str]] = {}
-    for line in (HARD / "external" / "corpus.jsonl").open(encoding="utf-8"):
-        p = json.loads(line)
-        by_title.setdefault(p["title"], []).append(p["text"])
+    """Source questions not in data/hard whose passage is in its external corpus.
 
-    def in_corpus(title: str, paragraph: str, answers: list[str]) -> bool:
-        return any(t[:30] in paragraph and gold_match(t, answers) for t in by_title.get(title, []))
-
-    zh, en = [], []
-    cmrc = json.loads((SHARED / "cmrc2018" / "cmrc2018_dev.squad_style.json").read_text("utf-8"))
-    for article in cmrc["data"]:
-        for para in article["paragraphs"]:
-            for qa in para["qas"]:
-                answers = sorted({a["text"] for a in qa["answers"]})
-                if qa["question"] not in asked and answers and in_corpus(article["title"], para["context"], answers):
-                    zh.append(("zh", qa["question"], answers))
-    squad = SHARED / "squad2-dev-half"
-    passages = {(p := json.loads(line))["pid"]: p for line in (squad / "passages.jsonl").open(encoding="utf-8")}
-    for line in (squad / "questions.jsonl").open(encoding="utf-8"):
-        q = json.loads(line)
-        p = passages[q["gold_pid"]]
-        if not q["is_impossible"] and q["question"] not in asked and in_corpus(p["title"], p["text"], q["answers"]):
-            en.append(("en", q["question"], q["answers"]))
+    They come from the loaders that built ``data/hard`` (same filters, same passage ids).
+    """
+    asked = {json.loads(line)["id"] for line in (HARD / "questions.jsonl").open(encoding="utf-8")}
+    corpus = {json.loads(line)["id"] for line in (HARD / "external" / "corpus.jsonl").open(encoding="utf-8")}
     rng = random.Random(seed)
-    rng.shuffle(zh)
-    rng.shuffle(en)
-    return zh[:HELD_OUT] + en[:HELD_OUT]
+    picked: list[tuple[str, str, list[str]]] = []
+    for articles in (
+        load_cmrc(SHARED / "cmrc2018" / "cmrc2018_dev.squad_style.json"),
+        load_squad(SHARED / "squad2-dev-half"),
+    ):
+        found = [
+            (q.lang, q.question, q.answers)
+            for a in articles
+            for qs in a.questions.values()
+            for q in qs
+            if q.passage.id in corpus and q.source_id not in asked
+        ]
+        rng.shuffle(found)
+        picked += found[:HELD_OUT]
+    return picked
 
 
 def main() -> None:
