@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import time
 from collections import defaultdict
@@ -288,7 +289,9 @@ def table(args: argparse.Namespace) -> None:
     summary = []
     for (model, prompt, lang), recs in sorted(groups.items()):
         s = _stats(recs)
-        summary.append({"model": model, "prompt": prompt, "lang": lang, **s})
+        # NaN (no unanswerable question in the group) is not JSON: write null instead
+        clean = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}
+        summary.append({"model": model, "prompt": prompt, "lang": lang, **clean})
         t.add_row(
             model, prompt, lang, str(s["n"]), f"{s['accuracy']:.3f}", f"{s['answer_given_context']:.3f}",
             f"{s['false_refusal']:.3f} ({s['false_refusals']}/{s['context_holds_gold']})",
