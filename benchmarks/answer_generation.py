@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import time
 from collections import defaultdict
@@ -54,6 +53,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from crag.eval.metrics import context_recall, gold_match
+from crag.eval.report import json_safe
 from crag.generate import build_messages, generate, is_refusal
 from crag.generate.answer import DEFAULT_MAX_SOURCES
 from crag.protocols import LLM, Completion
@@ -289,16 +289,14 @@ def table(args: argparse.Namespace) -> None:
     summary = []
     for (model, prompt, lang), recs in sorted(groups.items()):
         s = _stats(recs)
-        # NaN (no unanswerable question in the group) is not JSON: write null instead
-        clean = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}
-        summary.append({"model": model, "prompt": prompt, "lang": lang, **clean})
+        summary.append({"model": model, "prompt": prompt, "lang": lang, **s})
         t.add_row(
             model, prompt, lang, str(s["n"]), f"{s['accuracy']:.3f}", f"{s['answer_given_context']:.3f}",
             f"{s['false_refusal']:.3f} ({s['false_refusals']}/{s['context_holds_gold']})",
             f"{s['abstention']:.3f} ({s['unanswerable']})", f"{s['llm_calls']:.2f}", f"{s['seconds']:.1f}",
         )  # fmt: skip
     Console().print(t)
-    (OUT / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    (OUT / "summary.json").write_text(json.dumps(json_safe(summary), indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
 def _stats(recs: list[dict[str, Any]]) -> dict[str, Any]:

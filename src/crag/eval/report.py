@@ -270,19 +270,23 @@ def write_report(run: EvalRun, output: str | Path, **kw: Any) -> list[Path]:
         if b.kind == "img":
             write_atomic(plots / b.name, b.png)
     paths = [out / "summary.json", out / "report.html", out / "report.md"]
-    write_atomic(paths[0], json.dumps(_clean(report.summary), ensure_ascii=False, indent=2, default=str))
+    write_atomic(paths[0], json.dumps(json_safe(report.summary), ensure_ascii=False, indent=2, default=str))
     write_atomic(paths[1], report.html())
     # report.md last: its presence is what says "this run is finished".
     write_atomic(paths[2], report.markdown())
     return paths
 
 
-def _clean(obj: Any) -> Any:
-    # NaN is not JSON: an undefined mean becomes null.
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN replaced by ``None``: NaN is not JSON, so an undefined mean becomes null.
+
+    >>> json_safe({"abstention": float("nan"), "n": [1, 2.5]})
+    {'abstention': None, 'n': [1, 2.5]}
+    """
     if isinstance(obj, float) and math.isnan(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
