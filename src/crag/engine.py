@@ -17,11 +17,12 @@ import functools
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from crag.config import CragSettings, load_settings, merge
+from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
@@ -182,6 +183,7 @@ class CRAG:
         self,
         question: str,
         *,
+        history: Sequence[Mapping[str, Any]] | None = None,
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
@@ -191,16 +193,24 @@ class CRAG:
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
 
+        ``history`` is the conversation before it, as OpenAI-style messages
+        (``{"role": "user" | "assistant", "content": ...}``): the question is condensed into
+        a standalone one first ("Who designed it?" → "Who designed the Bell Rock
+        Lighthouse?"), and that is what is retrieved and answered (one LLM call at most).
         ``request`` is saved in the trace as how the question was asked (the server's
         ``{"via": "http", ...}``), so a replay can ask it the same way.
+
+        >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
+        ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, history)
         return self._run(run, Tracer(), request, None)
 
     def ask_stream(
         self,
         question: str,
         *,
+        history: Sequence[Mapping[str, Any]] | None = None,
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
@@ -210,6 +220,7 @@ class CRAG:
     ) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
+        ``history`` as for :meth:`ask` (a ``condense`` event comes first when it is given).
         Step events come with their values summarised, then ``token`` events as the model
         writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
         missing knowledge base raise here, before anything runs; a failure of the run is
@@ -221,7 +232,7 @@ class CRAG:
         ...         if e.name == "token":
         ...             print(e.data["delta"], end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, history)
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
 
@@ -233,9 +244,11 @@ class CRAG:
         search_corpus: str | Path | None,
         search_record: str | Path | None,
         search_replay: str | Path | None,
+        history: Sequence[Mapping[str, Any]] | None = None,
     ) -> Callable[[Tracer, OnStep | None], Answer]:
         """Check the question and build the request's components; the run, ready to start."""
         question = _check_question(question)
+        turns = _check_history(history)
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
         kb = self.knowledge_base()
@@ -249,7 +262,7 @@ class CRAG:
             else None,
         )
         pipeline = run_crag if mode == "crag" else run_rag
-        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step)
+        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)
 
     def _run(
         self,
@@ -320,6 +333,13 @@ def _check_question(question: str) -> str:
     if "\x00" in q:
         raise InputError("the question contains NUL bytes; pass plain text")
     return q
+
+
+def _check_history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
+    """The conversation's user and assistant messages as plain text; ``InputError`` for a bad one."""
+    if history is not None and (isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence)):
+        raise InputError('history must be a list of messages like {"role": "user", "content": "..."}')
+    return [{"role": role, "content": str(scrub_surrogates(text))} for role, text in history_turns(history)]
 
 
 def _public_settings(s: CragSettings) -> dict[str, Any]:

@@ -13,7 +13,10 @@ does not run on a path sends nothing):
 ==================  ============================  ==============================================
 event               value                         when
 ==================  ============================  ==============================================
-``query``           :class:`~crag.types.Query`    first: the question, language, type, thresholds
+``condense``        ``Condensed``                 first, in a conversation only: the last message
+                                                  made standalone from the history (at most one
+                                                  LLM call)
+``query``           :class:`~crag.types.Query`    the question, language, type, thresholds
 ``retrieve``        :class:`~crag.types.Retrieval`  documents found (hits, best first)
 ``evaluate``        :class:`~crag.types.Evaluation` grades and the set's confidence (CRAG)
 ``decide``          ``Decision``                  action + confidence (``rag`` in plain RAG)
@@ -55,9 +58,12 @@ server-sent events, say). Observers watch and never steer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from crag.config import CragSettings
+from crag.correct.condense import Condensed, condense
 from crag.deadline import Deadline
 from crag.generate import Generation, Replace
 from crag.kb import KnowledgeBase
@@ -88,6 +94,7 @@ from crag.trace.spans import Tracer
 from crag.types import Action, Answer, Hit, Query, Strip
 
 __all__ = [
+    "Condensed",
     "Context",
     "Correction",
     "Decision",
@@ -112,12 +119,28 @@ class Deps:
     search: WebSearch | None
 
 
-def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
+History = Sequence[Mapping[str, Any]]
+"""A conversation before the question: ``{"role": "user" | "assistant", "content": text}`` messages."""
+
+
+def run_crag(
+    question: str,
+    deps: Deps,
+    cfg: CragSettings,
+    tracer: Tracer,
+    *,
+    history: History | None = None,
+    on_step: OnStep | None = None,
+) -> Answer:
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="crag"))
     deadline = Deadline(cfg.correction.deadline_seconds)
     llm, search = guard(deps.kb, deps.llm, deps.search, cfg, deadline)  # budgets, timeouts, cache
+
+    # 0. Condense: in a conversation, the last message made standalone ("Who designed it?" names
+    #    the lighthouse); that is what is retrieved, graded and answered. One LLM call at most.
+    condensed = _condense(steps, question, history, llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag"))
 
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
@@ -172,7 +195,12 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
         context = _fuse(steps, correction, cfg, query)
         generation = _generate(steps, query, context, llm, cfg)
     degradations = (
-        retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
+        condensed.degradations
+        + retrieval.degradations
+        + grading.degradations
+        + checked
+        + correction.degradations
+        + context.degradations
     )
     answer = compose_answer(
         query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
@@ -180,16 +208,37 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
     return steps.emit("answer", answer)
 
 
-def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
+def run_rag(
+    question: str,
+    deps: Deps,
+    cfg: CragSettings,
+    tracer: Tracer,
+    *,
+    history: History | None = None,
+    on_step: OnStep | None = None,
+) -> Answer:
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="rag"))
+    condensed = _condense(steps, question, history, deps.llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="rag"))
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
     generation = _generate(steps, query, context, deps.llm, cfg)
-    answer = compose_answer(query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer)
+    degradations = condensed.degradations + retrieval.degradations
+    answer = compose_answer(query, decision, generation, degradations=degradations, queries=[], tracer=tracer)
     return steps.emit("answer", answer)
+
+
+def _condense(steps: Steps, question: str, history: History | None, llm: LLM) -> Condensed:
+    """The ``condense`` step when there is a conversation; a first turn passes as asked, with no event."""
+    if not history:
+        return Condensed(question, question, 0, "kept")
+    return steps.run("condense", lambda: condense(question, history, llm), tags_from=_condense_tags)
+
+
+def _condense_tags(c: Condensed) -> dict[str, Any]:
+    return {"llm_calls": c.llm_calls, "method": c.method, "history": c.history}
 
 
 def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query) -> Context:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from crag.correct.condense import Condensed
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
 from crag.generate import Generation, Replace
@@ -51,6 +52,11 @@ def summarise(name: str, value: Any) -> StreamEvent:
     if notes and name not in ("correct", "answer"):  # composites repeat their parts' notes
         data["degradations"] = list(notes)
     return StreamEvent(name, data, value)
+
+
+def _condense(c: Condensed) -> dict[str, Any]:
+    return {"asked": c.asked, "question": c.question, "history": c.history, "method": c.method,
+            "llm_calls": c.llm_calls}  # fmt: skip
 
 
 def _query(q: Query) -> dict[str, Any]:
@@ -140,6 +146,7 @@ def _strip(s: Strip) -> dict[str, Any]:
 
 
 _SUMMARIES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "condense": _condense,
     "query": _query,
     "retrieve": _retrieve,
     "evaluate": _evaluate,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from crag.correct.condense import Condensed
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
 from crag.generate import Generation
@@ -42,6 +43,16 @@ class TraceRecorder:
         if name not in _COMPOSITE:
             for note in getattr(value, "degradations", None) or []:
                 self.tracer.append("degradations", note)
+
+
+def _condense(t: Tracer, c: Condensed) -> None:
+    """The conversation turn: the last message as asked; ``question`` (from ``query``) is the condensed one."""
+    record: dict[str, object] = {
+        "asked": c.asked, "condensed": c.question, "history": c.history, "method": c.method, "llm_calls": c.llm_calls
+    }  # fmt: skip
+    if c.rewrite and c.method == "fallback":
+        record["rejected_rewrite"] = c.rewrite  # what the model wrote instead
+    t.record("conversation", record)
 
 
 def _query(t: Tracer, q: Query) -> None:
@@ -175,6 +186,7 @@ def _context_record(s: Strip) -> dict[str, object]:
 
 
 _RECORDERS: dict[str, Callable[[Tracer, Any], None]] = {
+    "condense": _condense,
     "query": _query,
     "retrieve": _retrieve,
     "evaluate": _evaluate,

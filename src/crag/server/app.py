@@ -126,25 +126,26 @@ def create_app(
     @app.post("/v1/ask", response_model=None)
     async def ask(request: Request) -> Response:
         req = await parse_body(request, AskRequest)
+        history = [m.model_dump() for m in req.history or []]
         if req.stream:
-            stream = await _start_stream(engine, metrics, req.question, req.mode, req.search)
+            stream = await _start_stream(engine, metrics, req.question, req.mode, req.search, history)
             events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
             return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(engine, metrics, req.question, req.mode, req.search)
+        answer = await _answer(engine, metrics, req.question, req.mode, req.search, history=history)
         return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         req = await parse_body(request, ChatRequest)
-        users = [m for m in req.messages if m.role == "user"]
-        if not users:
+        question, history = req.conversation()  # the last user message, and the turns before it
+        if not question:
             raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
         mode = "rag" if req.model == "rag" else "crag"
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,
             # so an error before it (503 model unavailable, 409 no knowledge base) still
             # reaches OpenAI clients as an HTTP status instead of a broken stream.
-            stream = await _start_stream(engine, metrics, users[-1].text(), mode, None)
+            stream = await _start_stream(engine, metrics, question, mode, None, history)
             events = live_events(stream, KEEPALIVE_SECONDS)
             try:
                 first = await first_events(events)
@@ -156,7 +157,7 @@ def create_app(
             include_usage = bool((req.stream_options or {}).get("include_usage"))
             body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(engine, metrics, users[-1].text(), mode, None)
+        answer = await _answer(engine, metrics, question, mode, None, history=history)
         usage = await run_in_threadpool(_usage, engine, answer.trace_id)
         return RedactedJSONResponse(chat_completion(answer, req.model, usage), headers={"X-Trace-Id": answer.trace_id})
 
@@ -226,10 +227,11 @@ async def _answer(
     mode: str,
     search: str | None,
     *,
+    history: list[dict[str, str]] | None = None,
     replay_of: str | None = None,
 ) -> Answer:
     try:
-        answer = await run_in_threadpool(_ask_and_annotate, engine, question, mode, search, replay_of)
+        answer = await run_in_threadpool(_ask_and_annotate, engine, question, mode, search, replay_of, history)
     except CragError as exc:
         metrics.error(crag_error_status(exc)[1])
         raise
@@ -237,8 +239,16 @@ async def _answer(
     return answer
 
 
-def _ask_and_annotate(engine: CRAG, question: str, mode: str, search: str | None, replay_of: str | None) -> Answer:
-    return engine.ask(question, mode=mode, search=search, request=_request_info(mode, search, replay_of))
+def _ask_and_annotate(
+    engine: CRAG,
+    question: str,
+    mode: str,
+    search: str | None,
+    replay_of: str | None,
+    history: list[dict[str, str]] | None,
+) -> Answer:
+    info = _request_info(mode, search, replay_of)
+    return engine.ask(question, history=history, mode=mode, search=search, request=info)
 
 
 def _request_info(mode: str, search: str | None, replay_of: str | None = None) -> dict[str, Any]:
@@ -249,11 +259,14 @@ def _request_info(mode: str, search: str | None, replay_of: str | None = None) -
     return info
 
 
-async def _start_stream(engine: CRAG, metrics: Metrics, question: str, mode: str, search: str | None) -> AnswerStream:
+async def _start_stream(
+    engine: CRAG, metrics: Metrics, question: str, mode: str, search: str | None, history: list[dict[str, str]]
+) -> AnswerStream:
     """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
+    info = _request_info(mode, search)
     try:
         return await run_in_threadpool(
-            lambda: engine.ask_stream(question, mode=mode, search=search, request=_request_info(mode, search))
+            lambda: engine.ask_stream(question, history=history, mode=mode, search=search, request=info)
         )
     except CragError as exc:
         metrics.error(crag_error_status(exc)[1])
