@@ -33,7 +33,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.pipeline.live import AnswerStream
 from crag.redact import install_log_redaction, redact_text, register
-from crag.server import feedback, ui
+from crag.server import docs, feedback, ui
 from crag.server.auth import (
     Authenticator,
     BodyLimitMiddleware,
@@ -74,8 +74,9 @@ def create_app(
     keys = list(api_keys) if api_keys is not None else keys_from_env()
     register(keys)  # keys handed over in code are secrets too
     install_log_redaction()
-    # No /docs: Swagger UI loads from a CDN, and the service must work offline. Every JSON
-    # body leaves through RedactedJSONResponse (crag.redact, the one redaction point).
+    # FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
+    # (crag.server.docs), as the service must work offline. Every JSON body leaves through
+    # RedactedJSONResponse (crag.redact, the one redaction point).
     app = FastAPI(
         title="crag",
         version=__version__,
@@ -104,6 +105,7 @@ def create_app(
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app, metrics)
     ui.install(app)
+    docs.install(app)
     feedback.install(app, engine)
     document_bodies(
         app,
