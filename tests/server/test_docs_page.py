@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi", reason="needs crag[server]")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from crag.config import CragSettings  # noqa: E402
-from crag.engine import CRAG  # noqa: E402
-from crag.server.app import create_app  # noqa: E402
-from crag.server.docs import swagger_assets  # noqa: E402
+from crag.config import CragSettings
+from crag.engine import CRAG
+from crag.server.app import create_app
+from crag.server.docs import swagger_assets
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("CRAG_SCREENSHOT_DIR") or ROOT / ".cache" / "artifacts" / "ui")

@@ -61,6 +61,10 @@ def _header(data: Mapping[str, Any]) -> Panel:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
     grid.add_row("question", Text(str(data.get("question") or "")))
+    turn = data.get("conversation")
+    if isinstance(turn, Mapping):  # a follow-up: the question above is the condensed one
+        how = f"  ({turn.get('method')}, {turn.get('history')} earlier messages)"
+        grid.add_row("asked", Text.assemble(str(turn.get("asked") or ""), (how, "dim")))
     decision = Text.assemble(_action(data.get("action")), "  confidence ", _num(data.get("confidence")))
     thresholds = data.get("thresholds")
     if isinstance(thresholds, Mapping):

@@ -274,10 +274,18 @@ class TraceStore:
         action: str | None = None,
         min_confidence: float | None = None,
         max_confidence: float | None = None,
+        grep: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Summary rows (no ``data``), newest first, optionally filtered."""
+        """Summary rows (no ``data``), newest first, optionally filtered.
+
+        ``grep``: only traces whose question or answer contains the text (ASCII letters in
+        any case).
+        """
         where: list[str] = []
         params: list[str | float] = []
+        if grep:
+            where.append("(instr(lower(question), lower(?)) > 0 OR instr(lower(answer), lower(?)) > 0)")
+            params += [grep, grep]
         if action is not None:
             where.append("action = ?")
             params.append(str(getattr(action, "value", action)))
