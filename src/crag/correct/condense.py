@@ -291,7 +291,7 @@ def _is_question(text: str, lang: str) -> bool:
     if (lang or detect_language(text)) == "zh":
         return bool(_ZH_QUESTION.search(text))
     first = re.findall(r"[A-Za-z]+", text)[:1]
-    return bool(first) and (first[0].lower() in _EN_QUESTION_WORDS or " " in text)
+    return bool(first) and first[0].lower() in _EN_QUESTION_WORDS
 
 
 def _own_words(question: str) -> list[str]:
