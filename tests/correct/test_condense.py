@@ -17,7 +17,10 @@ pytestmark = pytest.mark.unit
 
 EN = [
     {"role": "user", "content": "When was the Royal University of Warsaw established?"},
-    {"role": "assistant", "content": "It was established in 1816 [1].\n\nSources:\n[1] Warsaw https://en.wikipedia.org"},
+    {
+        "role": "assistant",
+        "content": "It was established in 1816 [1].\n\nSources:\n[1] Warsaw https://en.wikipedia.org",
+    },
 ]
 ZH = [
     {"role": "user", "content": "天津犹太会堂是哪一年开始筹建的？"},
@@ -35,8 +38,9 @@ def test_a_first_turn_costs_no_call() -> None:
 
 def test_a_follow_up_that_names_its_subject_is_kept_without_a_call() -> None:
     llm = ScriptedLLM(["unused?"])
-    c = condense("When was the Scottish Parliament convened?", EN, llm)
-    assert (c.question, c.method, c.llm_calls, c.history) == ("When was the Scottish Parliament convened?", "kept", 0, 2)
+    asked = "When was the Scottish Parliament convened?"
+    c = condense(asked, EN, llm)
+    assert (c.question, c.method, c.llm_calls, c.history) == (asked, "kept", 0, 2)
     assert condense("柴郡的东北方与哪个郡相邻？", ZH, llm).llm_calls == 0
     assert llm.prompts == []
 
@@ -49,12 +53,15 @@ def test_a_follow_up_that_names_its_subject_is_kept_without_a_call() -> None:
         (ZH, "那建成呢？", "天津犹太会堂是哪一年建成的？"),
     ],
 )
-def test_a_checked_rewrite_is_the_question_with_one_call(history: list[dict[str, str]], asked: str, rewrite: str) -> None:
+def test_a_checked_rewrite_is_the_question_with_one_call(
+    history: list[dict[str, str]], asked: str, rewrite: str
+) -> None:
     llm = ScriptedLLM([f"Standalone question: {rewrite}\nanything after the first line is ignored"])
     c = condense(asked, history, llm)
     assert (c.asked, c.question, c.method, c.llm_calls, c.degradations) == (asked, rewrite, "llm", 1, [])
     prompt = llm.prompts[0][-1]["content"]
-    assert asked in prompt and "Sources:" not in prompt and "[1]" not in prompt  # crag's own sources list is not history
+    # crag's own sources list and citation markers are not history
+    assert asked in prompt and "Sources:" not in prompt and "[1]" not in prompt
 
 
 @pytest.mark.parametrize(
@@ -64,7 +71,8 @@ def test_a_checked_rewrite_is_the_question_with_one_call(history: list[dict[str,
          "Who founded Royal University of Warsaw?"),
         ("Who founded it?", "Who founded it?", "names nothing from the conversation",
          "Who founded Royal University of Warsaw?"),
-        ("Who founded it?", "谁创立了它？", "not in the question's language", "Who founded Royal University of Warsaw?"),
+        ("Who founded it?", "谁创立了它？", "not in the question's language",
+         "Who founded Royal University of Warsaw?"),
         ("How many students does it have?", "When was the Royal University of Warsaw established?",
          "drops the question's own words", "How many students does Royal University of Warsaw have?"),
         ("Who founded it?", "Who founded the Royal University of Warsaw and the Jagiellonian Library in Krakow?",
@@ -78,7 +86,8 @@ def test_a_bad_rewrite_falls_back_to_the_topic_and_says_why(asked: str, reply: s
 
 
 def test_the_chinese_fallback_puts_the_topic_for_the_pronoun() -> None:
-    c = condense("它是哪一年建成的？", ZH, ScriptedLLM(["天津犹太会堂是哪一年开始筹建的？"]))  # copied the first question
+    copied = "天津犹太会堂是哪一年开始筹建的？"  # the model repeated the first question
+    c = condense("它是哪一年建成的？", ZH, ScriptedLLM([copied]))
     assert (c.question, c.method) == ("天津犹太会堂是哪一年建成的？", "fallback")
     assert "drops the question's own words" in c.degradations[0]
 
