@@ -21,9 +21,9 @@ the conversation's topic put in for its pronoun, and the reason is recorded.
 >>> c = condense("Who designed it?", history, llm=None)    # no model: the fallback
 >>> c.question, c.method
 ('Who designed Bell Rock Lighthouse?', 'fallback')
->>> check_rewrite("Who designed the Bell Rock Lighthouse?", "Who designed it?", history)
+>>> check_rewrite("Who designed the Bell Rock Lighthouse?", "Who designed it?", history_turns(history))
 ''
->>> check_rewrite("Robert Stevenson designed it.", "Who designed it?", history)
+>>> check_rewrite("Robert Stevenson designed it.", "Who designed it?", history_turns(history))
 'not a question'
 """
 
@@ -184,9 +184,12 @@ def needs_context(question: str) -> bool:
     return not _en_names(question)
 
 
-def check_rewrite(rewrite: str, question: str, history: Sequence[tuple[str, str]] | Sequence[Mapping[str, Any]]) -> str:
-    """Why the model's ``rewrite`` of ``question`` cannot be used ("" when it can)."""
-    turns = history if all(isinstance(t, tuple) for t in history) else history_turns(history)  # type: ignore[arg-type]
+def check_rewrite(rewrite: str, question: str, turns: Sequence[tuple[str, str]]) -> str:
+    """Why the model's ``rewrite`` of ``question`` after ``turns`` (:func:`history_turns`) cannot be used.
+
+    "" when it can: one question, in the question's language, that keeps most of the
+    question's own words and names something from the conversation, adding little else.
+    """
     said = " ".join(text for _, text in turns).lower()
     if not rewrite:
         return "empty"
