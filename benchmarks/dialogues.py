@@ -11,9 +11,11 @@ reported too). Every LLM call of the engine is counted per turn (the model is wr
 and the condense step's own calls are read from the trace (``conversation.llm_calls``):
 condensing must add at most one call per follow-up turn and none on a first turn.
 
-    python benchmarks/dialogues.py [--lang en|zh] [--ids en-warsaw,zh-cf4] [--model qwen2.5-coder-1.5b]
+    python benchmarks/dialogues.py [--lang en|zh] [--ids en-warsaw,zh-cf4] [--model qwen2.5-coder-1.5b] [--out DIR]
 
-Writes ``benchmarks/out/dialogues/results.jsonl`` (one row per dialogue) and ``summary.json``.
+Writes ``benchmarks/out/dialogues/results.jsonl`` (one row per dialogue) and ``summary.json``;
+the two languages can run side by side (``--lang en --out benchmarks/out/dialogues-en`` and
+the same for zh) over the one knowledge base.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ def main() -> None:
     ap.add_argument("--lang", choices=("en", "zh"))
     ap.add_argument("--ids", help="comma-separated dialogue ids")
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=OUT, help="folder for results.jsonl and summary.json")
+    ap.add_argument("--kb", type=Path, default=OUT / "kb", help="knowledge base (built from the sample if missing)")
     args = ap.parse_args()
     os.environ.setdefault("CRAG_CACHE_DIR", str(ROOT / ".cache" / "crag"))
     dialogues = [d for d in load_dialogues() if not args.lang or d["lang"] == args.lang]
@@ -140,7 +143,7 @@ def main() -> None:
         wanted = set(args.ids.split(","))
         dialogues = [d for d in dialogues if d["id"] in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
-    rag = engine(args.out / "kb", args.model)
+    rag = engine(args.kb, args.model)
     counter = CallCounter(rag.llm)
     rows = []
     with (args.out / "results.jsonl").open("w", encoding="utf-8") as fh:

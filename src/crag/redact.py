@@ -257,17 +257,18 @@ def redact_record(record: logging.LogRecord) -> logging.LogRecord:
     >>> redact_record(logging.makeLogRecord(spanning)).getMessage()
     'Authorization: ***'
     """
+    secrets = known_secrets()  # read once for the whole record
     try:
-        message = redact_text(record.getMessage())
+        message = redact_text(record.getMessage(), secrets)
     except (TypeError, ValueError, KeyError) as exc:  # a broken format string: keep it readable, redacted
-        record.msg = redact_text(f"{record.msg} {record.args!r} (log arguments do not fit: {type(exc).__name__})")
-        record.args = None
-        _redact_traceback(record)
+        note = f"{record.msg} {record.args!r} (log arguments do not fit: {type(exc).__name__})"
+        record.msg, record.args = redact_text(note, secrets), None
+        _redact_traceback(record, secrets)
         return record
-    args = _redact_args(record.args)
+    args = _redact_args(record.args, secrets)
     record.args = args
     if isinstance(record.msg, str):
-        record.msg = redact_text(record.msg)
+        record.msg = redact_text(record.msg, secrets)
     try:
         same = record.getMessage() == message
     except (TypeError, ValueError, KeyError):  # redaction took a placeholder away
@@ -277,32 +278,32 @@ def redact_record(record: logging.LogRecord) -> logging.LogRecord:
             record.msg = message.replace("%", "%%") + ("%.0s" * len(args) if isinstance(args, tuple) else "")
         else:
             record.msg = message
-    _redact_traceback(record)
+    _redact_traceback(record, secrets)
     return record
 
 
-def _redact_args(args: Any) -> Any:
+def _redact_args(args: Any, secrets: list[str]) -> Any:
     if isinstance(args, tuple):
-        return tuple(_redact_arg(a) for a in args)
+        return tuple(_redact_arg(a, secrets) for a in args)
     if isinstance(args, dict):
-        return {k: _redact_arg(v) for k, v in args.items()}
+        return {k: _redact_arg(v, secrets) for k, v in args.items()}
     return args
 
 
-def _redact_arg(arg: Any) -> Any:
+def _redact_arg(arg: Any, secrets: list[str]) -> Any:
     if isinstance(arg, str):
-        return redact_text(arg)
+        return redact_text(arg, secrets)
     if arg is None or isinstance(arg, (bool, int, float)):
         return arg
     shown = str(arg)
-    clean = redact_text(shown)
-    if clean != shown or redact_text(repr(arg)) != repr(arg):
+    clean = redact_text(shown, secrets)
+    if clean != shown or redact_text(repr(arg), secrets) != repr(arg):
         return clean  # an object whose text holds a secret (a URL, an exception) goes as redacted text
     return arg
 
 
-def _redact_traceback(record: logging.LogRecord) -> None:
+def _redact_traceback(record: logging.LogRecord, secrets: list[str]) -> None:
     if record.exc_info and record.exc_info[1] is not None:
-        record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info), secrets)
     if record.stack_info:
-        record.stack_info = redact_text(record.stack_info)
+        record.stack_info = redact_text(record.stack_info, secrets)
