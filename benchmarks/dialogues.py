@@ -69,12 +69,12 @@ class CallCounter:
         return call
 
 
-def engine(kb: Path, model: str) -> CRAG:
+def engine(kb: Path, model: str, threads: int = 0) -> CRAG:
     """The demo's engine on the sample: internal documents in the KB, the external corpus as the search."""
     rag = CRAG.from_config(
         kb={"path": kb},
         search={"provider": "corpus", "corpus_path": SAMPLE / "external"},
-        llm={"model": model},
+        llm={"model": model, "n_threads": threads},
     )
     if not (kb / "manifest.sqlite").is_file():
         rag.ingest([SAMPLE / "internal"])
@@ -135,6 +135,7 @@ def main() -> None:
     ap.add_argument("--ids", help="comma-separated dialogue ids")
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--out", type=Path, default=OUT, help="folder for results.jsonl and summary.json")
+    ap.add_argument("--threads", type=int, default=0, help="llm.n_threads (0: all cores; 1 on a shared machine)")
     ap.add_argument("--kb", type=Path, default=OUT / "kb", help="knowledge base (built from the sample if missing)")
     args = ap.parse_args()
     os.environ.setdefault("CRAG_CACHE_DIR", str(ROOT / ".cache" / "crag"))
@@ -143,7 +144,7 @@ def main() -> None:
         wanted = set(args.ids.split(","))
         dialogues = [d for d in dialogues if d["id"] in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
-    rag = engine(args.kb, args.model)
+    rag = engine(args.kb, args.model, args.threads)
     counter = CallCounter(rag.llm)
     rows = []
     with (args.out / "results.jsonl").open("w", encoding="utf-8") as fh:
@@ -155,7 +156,7 @@ def main() -> None:
             last = row["turns"][-1]
             print(f"{'ok ' if row['right'] else 'MISS'} {d['id']:24} {last['method']:8} {last['condensed']}",
                   file=sys.stderr)  # fmt: skip
-    summary = {"model": args.model, "by_language": summarise(rows)}
+    summary = {"model": args.model, "threads": args.threads, "by_language": summarise(rows)}
     (args.out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2) + "\n", "utf-8")
     print(json.dumps(summary, ensure_ascii=False, indent=2))
 
