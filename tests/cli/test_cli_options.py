@@ -61,3 +61,8 @@ def test_a_chosen_provider_without_its_extra_exits_2_in_one_line(
     assert result.output.strip() == (
         "error: the duckduckgo search provider needs ddgs from the 'web' extra: pip install 'crag[web]'"
     )
+
+
+def test_chat_without_a_knowledge_base_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["chat", "--kb", str(tmp_path / "kb")], input="Who?\n")
+    assert result.exit_code == 2 and result.output.startswith("error: ") and result.output.count("\n") == 1
