@@ -119,3 +119,13 @@ def test_checks_and_topics() -> None:
     assert needs_context("And the average case?") and needs_context("What about Harvard?")
     assert needs_context("那雌鱼呢？") and not needs_context("北斗阿南鱼的雌鱼是什么颜色？")
     assert topic_of([("user", "侯活·韦比在2011年新年获授什么勋章？")]) == "侯活·韦比"
+
+
+def test_an_ellipsis_fallback_fills_the_last_question() -> None:
+    history = [
+        {"role": "user", "content": "北斗阿南鱼的雄鱼是什么颜色？"},
+        {"role": "assistant", "content": "雄鱼体暗橘棕色[1]。"},
+    ]
+    answered = "雌鱼的体暗橘棕色。"  # the model answered instead of rewriting (seen with the 1.5B model)
+    c = condense("那雌鱼呢？", history, ScriptedLLM([answered]))
+    assert (c.question, c.method, c.rewrite) == ("北斗阿南鱼的雌鱼是什么颜色？", "fallback", answered)

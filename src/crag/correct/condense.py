@@ -314,9 +314,46 @@ def _has(text: str, word: str) -> bool:
 
 def _fallback(question: str, turns: Sequence[tuple[str, str]], reply: str, why: str, *, calls: int = 0) -> Condensed:
     topic = topic_of(turns)
-    standalone = _put_topic(question, topic, person_of(turns, question)) if topic else question
+    standalone = _fill_ellipsis(question, turns) or (
+        _put_topic(question, topic, person_of(turns, question)) if topic else question
+    )
     note = f"condense: {why}; searched the question with the conversation's topic ({topic or 'none found'})"
     return Condensed(question, standalone, len(turns), "fallback", calls, reply, [note])
+
+
+_ZH_ONLY_NAMED = re.compile(r"^\s*(?:那么|那|还有)?\s*(.{1,20}?)\s*呢\s*[？?]?\s*$")
+_EN_ONLY_NAMED = re.compile(r"^\s*(?:and|what about|how about)\s+(.{1,80}?)\s*\?\s*$", re.I)
+
+
+def _fill_ellipsis(question: str, turns: Sequence[tuple[str, str]]) -> str:
+    """ "那雌鱼呢？" after "北斗阿南鱼的雄鱼是什么颜色？": the last question with the new term in ("" if not that form).
+
+    The term takes the place of the last question's word it shares most characters with
+    (雄鱼 for 雌鱼), else of that question's subject (北京 for 上海).
+
+    >>> _fill_ellipsis("那雌鱼呢？", [("user", "北斗阿南鱼的雄鱼是什么颜色？")])
+    '北斗阿南鱼的雌鱼是什么颜色？'
+    >>> _fill_ellipsis("And the Statue of Liberty?", [("user", "How tall is the Eiffel Tower?")])
+    'How tall is the Statue of Liberty?'
+    """
+    last = next((text for role, text in reversed(turns) if role == "user"), "")
+    zh = detect_language(question) == "zh"
+    m = (_ZH_ONLY_NAMED if zh else _EN_ONLY_NAMED).match(question)
+    if not last or not m or (detect_language(last) == "zh") != zh:
+        return ""
+    term = m.group(1)
+    if zh:
+        import jieba
+
+        words = [w for w in jieba.cut(last) if len(w) >= 2 and not _ZH_QUESTION.search(w)]
+        shared = max(words, key=lambda w: (len(set(w) & set(term)), len(w)), default="")
+        old = shared if shared and set(shared) & set(term) else _zh_subject(last)
+    else:
+        names = _en_names(last)
+        old = names[0] if names else ""
+        if old and term.lower().startswith("the ") and f"the {old}" in last:
+            old = f"the {old}"
+    return last.replace(old, term, 1) if old and old != term else ""
 
 
 def _put_topic(question: str, topic: str, person: str = "") -> str:
