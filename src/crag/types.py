@@ -192,6 +192,17 @@ class Answer:
     degradations: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     refused: bool = False  # no answer given: the sources found do not hold one
+    abstained: bool = False  # correction found nothing reliable: no model call, titles and links only
+
+    @property
+    def status(self) -> str:
+        """How the question ended: ``answered``, ``degraded`` (answered, something given up on
+        the way), ``refused`` or ``abstained`` (a failed request raises instead)."""
+        if self.abstained:
+            return "abstained"
+        if self.refused:
+            return "refused"
+        return "degraded" if self.degradations else "answered"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``crag ask --json``."""

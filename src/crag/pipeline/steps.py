@@ -277,7 +277,7 @@ def abstain(query: Query, context: Context) -> Generation:
     lines = [abstain_text(query.language)]
     lines += [f"[{n}] {s.title or s.source} {s.url}".rstrip() for n, s in enumerate(shown, 1)]
     citations = [Citation(n, s.source, s.title, s.url, s.text) for n, s in enumerate(shown, 1)]
-    return Generation("\n".join(lines), citations, shown, refused=True)
+    return Generation("\n".join(lines), citations, shown, refused=True, abstained=True)
 
 
 def compose_answer(
@@ -303,4 +303,5 @@ def compose_answer(
         degradations=degradations,
         queries=queries,
         refused=gen.refused,
+        abstained=gen.abstained,
     )

@@ -176,6 +176,7 @@ def create_app(
     async def list_traces(
         limit: int = Query(50, ge=1, le=500),
         action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
+        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed)$"),
         min_confidence: float | None = Query(None, ge=0, le=1),
         max_confidence: float | None = Query(None, ge=0, le=1),
         min_latency_ms: float | None = Query(None, ge=0),
@@ -189,6 +190,7 @@ def create_app(
             action=action,
             min_confidence=min_confidence,
             max_confidence=max_confidence,
+            status=status,
         )
         if latency:
             lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
