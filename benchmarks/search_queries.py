@@ -38,7 +38,7 @@ from build_sample_data import load_cmrc, load_squad  # noqa: E402  (the loaders 
 
 HARD = ROOT / "data" / "hard"
 SHARED = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "results" / "search_queries.json"
+OUT = ROOT / "benchmarks" / "out" / "search_queries.json"
 HELD_OUT = 150  # questions per language
 
 
@@ -109,6 +109,7 @@ def main() -> None:
             summary.setdefault(name, {})[lang] = s
             table.add_row(name, lang, *(str(v) for v in s.values()))
     Console().print(table)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUT.relative_to(ROOT)}")
 

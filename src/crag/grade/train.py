@@ -322,7 +322,7 @@ def train_rows(
     ``l2`` defaults to 3e-2 from scratch and to 1.0 on a warm start, where it pulls towards
     the start model's weights: on the sample feedback loop a weaker pull (0.03, 0.3) fitted
     the feedback pairs closer but lost up to 0.007 / 0.004 AUROC on held-out built-in pairs,
-    1.0 at most 0.002 (benchmarks/README.md).
+    1.0 at most 0.002 (benchmarks/README.md, "Settings chosen by measurement").
     """
     if l2 is None:
         l2 = WARM_L2 if init is not None else COLD_L2
