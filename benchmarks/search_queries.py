@@ -31,6 +31,7 @@ from rich.table import Table
 from crag.correct.rewrite import keyword_queries
 from crag.engine import CRAG
 from crag.eval.metrics import gold_match
+from crag.types import Query
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -97,7 +98,9 @@ def main() -> None:
     for name, questions in (("data/hard", hard_questions()), ("held out", held_out_questions())):
         for lang in ("en", "zh"):
             rows = [
-                (rank(keyword_queries(q, [], max_queries=1)[0], a), rank(q, a)) for la, q, a in questions if la == lang
+                (rank(keyword_queries(Query.of(q), [], max_queries=1)[0], a), rank(q, a))
+                for la, q, a in questions
+                if la == lang
             ]
             s = {
                 "n": len(rows),
