@@ -25,7 +25,7 @@ UPPER, LOWER = 0.6, 0.35
 class BrokenEvaluator:
     name = "broken"
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         raise LLMError("model crashed", backend_id="x", step="grade")
 
 
