@@ -19,7 +19,7 @@ from crag.kb import KnowledgeBase
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.testing.fakes import HashEmbedder, JudgingLLM, ScriptedLLM, StaticWebSearch
 from crag.trace.spans import Tracer
-from crag.types import Action, Evaluation, Grade, Passage, WebResult
+from crag.types import Action, Evaluation, Grade, Passage, Query, WebResult
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,7 @@ class KeywordEvaluator:
 
     name = "keyword-fake"
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         grades = [
             Grade(p.id, 0.9 if "gold" in p.text else 0.5 if "partial" in p.text else 0.1, "scripted") for p in passages
         ]

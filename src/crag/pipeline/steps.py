@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from crag.config import CragSettings
-from crag.correct.budget import compress
+from crag.correct.compress import compress
 from crag.correct.contradict import Conflict, conflict_instruction, detect_conflicts
 from crag.correct.fuse import fuse_ranked
 from crag.correct.injection import flag_instructions
@@ -34,7 +34,7 @@ from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.text import detect_language
 from crag.trace.spans import Tracer
-from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip
+from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip, Usage
 
 T = TypeVar("T")
 OnStep = Callable[[Any, Any], None]
@@ -159,7 +159,7 @@ def grade(query: Query, retrieval: Retrieval, evaluator: Evaluator) -> Evaluatio
     passages = [
         Passage(h.chunk.id, h.chunk.text, vector=h.vector, dense=h.dense, keyword=h.keyword) for h in retrieval.hits
     ]
-    return evaluator.grade(query.text, passages)
+    return evaluator.grade(query, passages)
 
 
 def decide_action(query: Query, grading: Evaluation) -> Decision:
@@ -195,7 +195,7 @@ def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Con
 
 def compress_context(query: Query, context: Context, llm: LLM) -> Context:
     """The Correct path's optional LLM compression (article 2.2: 去噪和压缩)."""
-    out = compress(query.text, context.strips, llm, context.budget_tokens, lang=query.language)
+    out = compress(query, context.strips, llm, context.budget_tokens)
     return replace(context, strips=out.strips, degradations=out.degradations)
 
 
@@ -288,6 +288,7 @@ def compose_answer(
     degradations: list[str],
     queries: list[str],
     tracer: Tracer,
+    usage: Usage | None = None,
 ) -> Answer:
     """The Answer, from the step values (the tracer gives only its id and its clock)."""
     return Answer(
@@ -304,4 +305,5 @@ def compose_answer(
         queries=queries,
         refused=gen.refused,
         abstained=gen.abstained,
+        usage=usage or Usage(),
     )

@@ -157,8 +157,9 @@ def create_app(
             body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
         answer = await _answer(engine, metrics, users[-1].text(), mode, None)
-        usage = await run_in_threadpool(_usage, engine, answer.trace_id)
-        return RedactedJSONResponse(chat_completion(answer, req.model, usage), headers={"X-Trace-Id": answer.trace_id})
+        return RedactedJSONResponse(
+            chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
+        )
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
@@ -271,15 +272,10 @@ def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:
         return None
 
 
-def _usage(engine: CRAG, trace_id: str) -> dict[str, int]:
-    trace = _trace_or_none(engine, trace_id) or {}
-    prompt = completion = 0
-    for span in trace.get("spans") or []:
-        if isinstance(span, dict) and span.get("name") == "generate":
-            tags = span.get("tags") or {}
-            prompt += int(tags.get("prompt_tokens") or 0)
-            completion += int(tags.get("completion_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+def _usage(answer: Answer) -> dict[str, int]:
+    """OpenAI's ``usage``: every LLM call of the request, as the answer carries it."""
+    u = answer.usage
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
