@@ -77,10 +77,19 @@ class Steps:
         return {"on_token": self._token, "on_piece": self.heartbeat}
 
     def _token(self, delta: str) -> None:
+        self._first("first_shown_s")
         self.emit("token", delta)
+
+    def _first(self, key: str) -> None:
+        """When the model's first piece, and the first verified text, came (seconds into the request):
+        what the sentence gate costs a reader is the gap between the two."""
+        stream = self.tracer.events.setdefault("stream", {})
+        if isinstance(stream, dict) and key not in stream:
+            stream[key] = round(self.tracer.elapsed(), 4)
 
     def heartbeat(self) -> None:
         """Let observers that watch live (:class:`Heartbeat`) stop the run: they raise to do so."""
+        self._first("first_token_s")
         for observe in self.observers:
             watcher: object = observe  # an OnStep; some are Heartbeats too
             if isinstance(watcher, Heartbeat):
@@ -89,7 +98,7 @@ class Steps:
     def show(self, generation: Generation) -> Generation:
         """A final refusal or abstention is the answer's text: stream it now (nothing else showed it)."""
         if self.live and generation.refused and generation.text:
-            self.emit("token", generation.text)
+            self._token(generation.text)
         return generation
 
     def run(
