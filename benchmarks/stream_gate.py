@@ -123,7 +123,7 @@ def measure(item: dict[str, Any], gated: str, baseline: str | None) -> dict[str,
     run = chat(gated, item["question"])
     trace = httpx.get(f"{gated}/v1/traces/{run['trace_id']}", timeout=60).json()
     saved = str(trace.get("answer") or "")
-    common = os.path.commonprefix([run["text"], saved])
+    common = _common_prefix(run["text"], saved)
     answers = item.get("answers") or []
     context = [str(c.get("text") or "") for c in trace.get("context") or []]
     rec: dict[str, Any] = {
@@ -145,13 +145,20 @@ def measure(item: dict[str, Any], gated: str, baseline: str | None) -> dict[str,
     return rec
 
 
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
 def summarise(recs: list[dict[str, Any]]) -> dict[str, Any]:
     def med(key: str, rows: list[dict[str, Any]]) -> float | None:
         v = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         return round(statistics.median(v), 3) if v else None
 
     out: dict[str, Any] = {}
-    for lang in sorted({str(r["lang"]) for r in recs}) + ["all"]:
+    for lang in [*sorted({str(r["lang"]) for r in recs}), "all"]:
         rows = [r for r in recs if lang == "all" or r["lang"] == lang]
         ans = [r for r in rows if r["answerable"]]
         with_gold = [r for r in ans if r["context_holds_gold"]]
