@@ -67,6 +67,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from crag.config import CragSettings
 from crag.correct.condense import Condensed, condense
 from crag.deadline import Deadline
@@ -116,12 +118,14 @@ __all__ = [
 
 @dataclass
 class Deps:
-    """The components one question runs through."""
+    """The components one question runs through (``http``: the client page fetching uses,
+    ``search.fetch_pages``; the engine owns it)."""
 
     kb: KnowledgeBase
     evaluator: Evaluator
     llm: LLM
     search: WebSearch | None
+    http: httpx.Client | None = None
 
 
 History = Sequence[Mapping[str, Any]]
@@ -140,7 +144,8 @@ def run_crag(
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
     deadline = Deadline(cfg.correction.deadline_seconds)
-    llm, search = guard(deps.kb, deps.llm, deps.search, cfg, deadline)  # budgets, timeouts, cache
+    # One budget and one deadline for every LLM call of the request (grading included) and every search.
+    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
 
     # 0. Condense: in a conversation, the last message made standalone ("Who designed it?" names
     #    the lighthouse); that is what is retrieved, graded and answered. One LLM call at most.
@@ -151,7 +156,7 @@ def run_crag(
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
 
     # 2. Evaluate: a relevance grade per document and a confidence for the set.
-    grading = steps.run("evaluate", lambda: grade(query, retrieval, deps.evaluator), evaluator=deps.evaluator.name)
+    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
 
     # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds,
     #    chosen per kind of question when classification is on (article 3.2.3).
@@ -159,7 +164,7 @@ def run_crag(
 
     # 4. Correct: refine what the internal documents offer (Correct, Ambiguous); search the
     #    external source with rewritten queries, in rounds until confident (Ambiguous, Incorrect).
-    corrector = Corrector(query, deps.evaluator, llm, search, cfg, deadline, steps)
+    corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
     correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
 
     # 4b. Verify: Correct skips the search on the evaluator's word, and its costliest mistake
@@ -202,8 +207,15 @@ def run_crag(
     degradations = condensed.degradations + (
         retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
     )
+    # usage: every LLM call of the request, grading and verification included
     answer = compose_answer(
-        query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
+        query,
+        decision,
+        generation,
+        degradations=degradations,
+        queries=correction.queries,
+        tracer=tracer,
+        usage=llm.usage,
     )
     return steps.emit("answer", answer)
 
@@ -219,14 +231,17 @@ def run_rag(
 ) -> Answer:
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    condensed = _condense(steps, question, history, deps.llm)
+    llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
+    condensed = _condense(steps, question, history, llm)
     query = steps.emit("query", make_query(condensed.question, cfg, mode="rag"))
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
-    generation = steps.show(_generate(steps, query, context, deps.llm, cfg))
+    generation = steps.show(_generate(steps, query, context, llm, cfg))
     degradations = condensed.degradations + retrieval.degradations
-    answer = compose_answer(query, decision, generation, degradations=degradations, queries=[], tracer=tracer)
+    answer = compose_answer(
+        query, decision, generation, degradations=degradations, queries=[], tracer=tracer, usage=llm.usage
+    )
     return steps.emit("answer", answer)
 
 
