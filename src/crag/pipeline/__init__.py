@@ -132,23 +132,15 @@ History = Sequence[Mapping[str, Any]]
 """A conversation before the question: ``{"role": "user" | "assistant", "content": text}`` messages."""
 
 
-def run_crag(
-    question: str,
-    deps: Deps,
-    cfg: CragSettings,
-    tracer: Tracer,
-    *,
-    history: History | None = None,
-    on_step: OnStep | None = None,
-) -> Answer:
+def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None,
+             on_step: OnStep | None = None) -> Answer:  # fmt: skip
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
     deadline = Deadline(cfg.correction.deadline_seconds)
     # One budget and one deadline for every LLM call of the request (grading included) and every search.
     llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
 
-    # 0. Condense: in a conversation, the last message made standalone ("Who designed it?" names
-    #    the lighthouse); that is what is retrieved, graded and answered. One LLM call at most.
+    # 0. Condense: in a conversation, the last message made standalone (at most one LLM call).
     condensed = _condense(steps, question, history, llm)
     query = steps.emit("query", make_query(condensed.question, cfg, mode="crag"))
 
@@ -220,15 +212,8 @@ def run_crag(
     return steps.emit("answer", answer)
 
 
-def run_rag(
-    question: str,
-    deps: Deps,
-    cfg: CragSettings,
-    tracer: Tracer,
-    *,
-    history: History | None = None,
-    on_step: OnStep | None = None,
-) -> Answer:
+def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None,
+            on_step: OnStep | None = None) -> Answer:  # fmt: skip
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
     llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
