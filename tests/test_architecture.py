@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.deadline",
             "crag.protocols",
             "crag.registry",
+            "crag.metadata",
         ),
     ),
     ("backends", ("crag.embed", "crag.store", "crag.llm", "crag.search", "crag.ingest", "crag.trace")),

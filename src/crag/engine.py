@@ -25,6 +25,7 @@ from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
+from crag.metadata import MAX_VALUE_CHARS, check_key, normalize_metadata, parse_filters
 from crag.pipeline import Deps, OnStep, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -62,15 +63,37 @@ class CRAG:
         self._searches: dict[tuple[str, str], WebSearch | None] = {}
         self._traces: TraceStore | None = None
         self._noted_recovery: Path | None = None  # a corrupt trace database already reported
+        self._shares: CRAG | None = None  # the engine whose models this one uses (see for_kb)
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> CRAG:
         """Settings from a TOML file (or ./crag.toml), the environment, then ``overrides``."""
         return cls(load_settings(path, **overrides))
 
+    def for_kb(self, path: str | Path) -> CRAG:
+        """A CRAG over another knowledge base folder that shares this one's models.
+
+        A server holding several collections loads the embedder, evaluator and LLM once;
+        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``).
+
+        >>> handbook = rag.for_kb("kb/handbook")   # doctest: +SKIP
+        """
+        s = self.settings
+        settings = s.model_copy(
+            update={
+                "kb": s.kb.model_copy(update={"path": Path(path)}),
+                "trace": s.trace.model_copy(update={"path": None}),
+            }
+        )
+        sibling = CRAG(settings)
+        sibling._shares = self._shares or self
+        return sibling
+
     # -- components (lazy) ---------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
+        if self._shares is not None:
+            return self._shares.embedder
         with self._lock:
             if self._embedder is None:
                 self._embedder = make_embedder(self.settings)
@@ -96,6 +119,8 @@ class CRAG:
 
     @property
     def evaluator(self) -> Evaluator:
+        if self._shares is not None:
+            return self._shares.evaluator
         with self._lock:
             if self._evaluator is None:
                 self._evaluator = EVALUATORS.create(
@@ -107,6 +132,8 @@ class CRAG:
 
     @property
     def llm(self) -> LLM:
+        if self._shares is not None:
+            return self._shares.llm
         with self._lock:
             if self._llm is None:
                 self._llm = LLMS.create(self.settings.llm.backend, self.settings)
@@ -163,16 +190,21 @@ class CRAG:
         prune: bool = False,
         progress: Progress | None = None,
         workers: int = 1,
+        metadata: dict[str, Any] | None = None,
     ) -> IngestReport:
         """Add files and folders to the knowledge base (created if needed).
 
         ``workers > 1`` embeds in that many processes (worth it on many-core machines).
+        ``metadata`` is given to every document, e.g. ``{"team": "产品"}``; a document's own
+        fields (Markdown front matter, JSONL) win a clash (:mod:`crag.metadata`).
         """
         if not paths:
             raise InputError("no paths given to ingest; pass files or folders")
         if workers < 1:
             raise InputError(f"workers must be at least 1, got {workers}")
-        return self.knowledge_base(create=True).ingest(paths, prune=prune, progress=progress, workers=workers)
+        meta = _check_metadata(metadata)
+        kb = self.knowledge_base(create=True)
+        return kb.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=meta)
 
     def remove(self, paths: Sequence[str | Path]) -> list[Any]:
         """Remove files (or everything under folders) from the knowledge base."""
@@ -188,13 +220,16 @@ class CRAG:
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
 
         ``request`` is saved in the trace as how the question was asked (the server's
-        ``{"via": "http", ...}``), so a replay can ask it the same way.
+        ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
+        retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
+        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`).
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters)
         return self._run(run, Tracer(), request, None)
 
     def ask_stream(
@@ -207,6 +242,7 @@ class CRAG:
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
@@ -214,14 +250,14 @@ class CRAG:
         writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
         missing knowledge base raise here, before anything runs; a failure of the run is
         raised from ``next()``. Closing the stream (or leaving its ``with``) stops the model
-        between two tokens; the trace is recorded once either way.
+        between two tokens; the trace is recorded once either way. ``filters`` as in :meth:`ask`.
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
         ...         if e.name == "token":
         ...             print(e.data["delta"], end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters)
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
 
@@ -233,11 +269,13 @@ class CRAG:
         search_corpus: str | Path | None,
         search_record: str | Path | None,
         search_replay: str | Path | None,
+        filters: dict[str, Any] | None = None,
     ) -> Callable[[Tracer, OnStep | None], Answer]:
         """Check the question and build the request's components; the run, ready to start."""
         question = _check_question(question)
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        scope = parse_filters(filters, what="filters")
         kb = self.knowledge_base()
         kb.require_chunks()
         deps = Deps(
@@ -249,7 +287,7 @@ class CRAG:
             else None,
         )
         pipeline = run_crag if mode == "crag" else run_rag
-        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step)
+        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step, filters=scope)
 
     def _run(
         self,
@@ -303,6 +341,17 @@ class CRAG:
     def _recovery_note(self, moved_to: Path) -> str:
         self._noted_recovery = moved_to
         return f"trace database was corrupt; moved it to {moved_to.name} beside it and started a new one"
+
+
+def _check_metadata(metadata: dict[str, Any] | None) -> dict[str, str]:
+    """Ingest metadata as strings, keys checked (``InputError`` naming the key)."""
+    meta = normalize_metadata(metadata or {})
+    for key, value in meta.items():
+        check_key(key, "metadata")
+        if len(value) > MAX_VALUE_CHARS:
+            limit = f"the limit is {MAX_VALUE_CHARS:,}"
+            raise InputError(f"metadata {key!r}: the value is {len(value):,} characters; {limit}")
+    return meta
 
 
 def _check_question(question: str) -> str:

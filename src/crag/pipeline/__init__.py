@@ -61,6 +61,7 @@ from crag.config import CragSettings
 from crag.deadline import Deadline
 from crag.generate import Generation, Replace
 from crag.kb import KnowledgeBase
+from crag.metadata import Filters
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.guard import guard
 from crag.pipeline.record import TraceRecorder
@@ -112,10 +113,21 @@ class Deps:
     search: WebSearch | None
 
 
-def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
-    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
+def run_crag(
+    question: str,
+    deps: Deps,
+    cfg: CragSettings,
+    tracer: Tracer,
+    *,
+    on_step: OnStep | None = None,
+    filters: Filters | None = None,
+) -> Answer:
+    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes.
+
+    ``filters`` scope retrieval to documents whose metadata match (:mod:`crag.metadata`).
+    """
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="crag"))
+    query = steps.emit("query", make_query(question, cfg, mode="crag", filters=filters))
     deadline = Deadline(cfg.correction.deadline_seconds)
     llm, search = guard(deps.kb, deps.llm, deps.search, cfg, deadline)  # budgets, timeouts, cache
 
@@ -180,10 +192,18 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
     return steps.emit("answer", answer)
 
 
-def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
+def run_rag(
+    question: str,
+    deps: Deps,
+    cfg: CragSettings,
+    tracer: Tracer,
+    *,
+    on_step: OnStep | None = None,
+    filters: Filters | None = None,
+) -> Answer:
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="rag"))
+    query = steps.emit("query", make_query(question, cfg, mode="rag", filters=filters))
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])

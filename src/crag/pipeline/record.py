@@ -48,6 +48,8 @@ def _query(t: Tracer, q: Query) -> None:
     t.record("question", q.text)
     t.record("mode", q.mode)
     t.record("language", q.language)
+    if q.filters:
+        t.record("filters", {k: list(v) for k, v in q.filters.items()})
     if q.mode == "crag":
         if q.query_type:
             t.record("query_type", q.query_type)
@@ -163,7 +165,7 @@ def _hit_record(h: Hit) -> dict[str, object]:
     return {
         "id": c.id, "source": c.source, "title": c.title, "text": c.text, "url": c.url,
         "score": h.score, "dense": h.dense, "keyword": h.keyword, "rank": h.rank,
-    }  # fmt: skip
+    } | ({"metadata": c.metadata} if c.metadata else {})  # fmt: skip
 
 
 def _strip_record(s: Strip, kept: bool) -> dict[str, object]:
