@@ -227,7 +227,8 @@ def test_jsonl_good_and_bad_lines(tmp_path: Path) -> None:
     assert [d.source for d in docs] == [f"{src}#1", f"{src}#doc-2"]
     assert (docs[0].title, docs[0].url, docs[0].text) == ("One", "https://example.org/1", "First doc.")
     # Metadata values are strings (crag.metadata): numbers and booleans as their JSON text.
-    assert docs[1].metadata == {"team": "产品", "year": "2024", "lang": "zh", "n": "2", "tags": '["a"]', "nested.k": "true"}
+    want = {"team": "产品", "year": "2024", "lang": "zh", "n": "2", "tags": '["a"]', "nested.k": "true"}
+    assert docs[1].metadata == want
     assert docs[1].title == ""
     bad_lines = [3, 4, 5, 6, 7, 9, 10]
     assert len(warnings) == len(bad_lines)

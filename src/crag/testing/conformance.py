@@ -230,8 +230,10 @@ class VectorStoreConformance:
             pytest.skip("the store has no where= filter")
         docs = tmp_path / "docs"
         docs.mkdir()
-        (docs / "leave_zh.md").write_text("---\nteam: 人事\nlang: zh\n---\n# 年假\n\n员工每年有十五天年假。", "utf-8")
-        (docs / "leave_en.md").write_text("---\nteam: hr\nlang: en\n---\n# Leave\n\nStaff get 15 days of leave.", "utf-8")
+        zh = "---\nteam: 人事\nlang: zh\n---\n# 年假\n\n员工每年有十五天年假。"
+        en = "---\nteam: hr\nlang: en\n---\n# Leave\n\nStaff get 15 days of leave."
+        (docs / "leave_zh.md").write_text(zh, "utf-8")
+        (docs / "leave_en.md").write_text(en, "utf-8")
         rows = [
             {"text": "年假需要提前两周申请。", "title": "申请", "team": "人事", "lang": "zh"},
             {"text": "Leave requests need two weeks of notice.", "title": "Requests", "team": "hr", "lang": "en"},
