@@ -54,6 +54,9 @@ class Manifest:
             raise KnowledgeBaseError(
                 f"knowledge base manifest {path} is unreadable ({exc}); move it aside and re-ingest"
             ) from None
+        if self.get_meta("created") is None:  # when the knowledge base began (GET /v1/models' "created")
+            with self.transaction() as db:
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('created', CAST(strftime('%s', 'now') AS TEXT))")
 
     def close(self) -> None:
         self._db.close()

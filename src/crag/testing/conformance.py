@@ -247,13 +247,14 @@ class VectorStoreConformance:
             assert kb.ingest([docs], metadata={"site": "总部"}).count("added") == 3
             everything = kb.search("How many days of leave do staff get?", k=10)
             assert len(everything) == 5  # k above the KB's size: unfiltered, every chunk comes back
-            for filters, titles in [
+            cases: list[tuple[dict[str, Any], set[str]]] = [
                 ({"lang": "zh"}, {"年假", "申请"}),
                 ({"team": "hr", "lang": "en"}, {"Leave", "Requests"}),
                 ({"team": ["产品", "hr"]}, {"Leave", "Requests", "Roadmap"}),
                 ({"site": "总部", "lang": "en"}, {"Leave", "Requests", "Roadmap"}),
                 ({"title": "申请"}, {"申请"}),
-            ]:
+            ]
+            for filters, titles in cases:
                 hits = kb.search("How many days of leave do staff get?", k=10, filters=filters)
                 assert {h.chunk.title for h in hits} == titles, filters
                 assert all(h.chunk.metadata["site"] == "总部" for h in hits)
