@@ -63,6 +63,8 @@ async function ask(event) {
   if (key) headers["Authorization"] = `Bearer ${key}`;
   try {
     const body = { question: form.elements.question.value, mode: form.elements.mode.value, stream: true };
+    const collection = document.getElementById("collection").value;
+    if (collection) body.collection = collection;
     const response = await fetch("/v1/ask", { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {
       let message = `HTTP ${response.status}`;
@@ -81,7 +83,8 @@ async function ask(event) {
         for (const c of data.citations || []) {
           sources.append(el("li", {}, `[${c.id}] `, c.url ? el("a", { href: c.url }, c.title || c.url) : (c.title || c.source)));
         }
-        status.replaceChildren("trace ", el("a", { href: `/ui/trace/${encodeURIComponent(data.trace_id)}` }, data.trace_id));
+        const link = inCollection(`/ui/trace/${encodeURIComponent(data.trace_id)}`, collection);
+        status.replaceChildren("trace ", el("a", { href: link }, data.trace_id));
         box.dataset.state = "done";
         if (typeof loadList === "function") loadList();
       } else if (name === "error") {
