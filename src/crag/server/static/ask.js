@@ -63,7 +63,7 @@ async function ask(event) {
   if (key) headers["Authorization"] = `Bearer ${key}`;
   try {
     const body = { question: form.elements.question.value, mode: form.elements.mode.value, stream: true };
-    const collection = document.getElementById("collection").value;
+    const collection = chosenCollection();
     if (collection) body.collection = collection;
     const response = await fetch("/v1/ask", { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {

@@ -9,8 +9,17 @@ async function loadCollections() {
     const chosen = currentCollection() || data.default || (data.collections[0] || {}).name || "";
     select.replaceChildren(...data.collections.map((c) =>
       el("option", { value: c.name, selected: c.name === chosen }, c.access === "write" ? c.name : `${c.name} (read)`)));
-    document.getElementById("collection-box").hidden = data.collections.length < 2;
+    const several = data.collections.length > 1;
+    document.getElementById("collection-box").hidden = !several;
+    // One collection: requests need not name it, and URLs stay as they were.
+    if (several) select.setAttribute("name", "collection"); else select.removeAttribute("name");
   } catch (_) { /* the list shows the error */ }
+}
+
+// The collection chosen in the selector, "" when the server holds one (requests need not name it).
+function chosenCollection() {
+  const select = document.getElementById("collection");
+  return select.getAttribute("name") ? select.value : "";
 }
 
 async function loadList() {
@@ -32,8 +41,8 @@ async function loadList() {
 }
 
 function row(t) {
-  const chosen = document.getElementById("collection").value;
-  const link = el("a", { href: inCollection(`/ui/trace/${encodeURIComponent(t.id)}`, chosen) }, t.question || "(no question)");
+  const link = el("a", { href: inCollection(`/ui/trace/${encodeURIComponent(t.id)}`, chosenCollection()) },
+    t.question || "(no question)");
   return el("tr", {},
     el("td", { class: "num" }, when(t.created_at)),
     el("td", {}, badge(t.action)),

@@ -166,6 +166,7 @@ function traceId() {
 }
 
 async function load() {
+  document.querySelector("header.top a").setAttribute("href", inCollection("/ui"));  // back to this collection
   const view = document.getElementById("view");
   const status = document.getElementById("status");
   try {
