@@ -21,8 +21,8 @@ from crag.config import CragSettings
 from crag.errors import ConfigError
 from crag.protocols import Completion
 from crag.registry import LLMS
-from crag.server.app import all_keys, create_app
-from crag.server.auth import ApiKey, Authenticator
+from crag.server.app import create_app
+from crag.server.auth import ApiKey, Authenticator, all_keys
 from crag.server.collections import Collections
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +41,16 @@ from crag.server.auth import (
     BodyLimitMiddleware,
     GuardMiddleware,
     RateLimiter,
+    all_keys,
     is_loopback,
-    keys_from_env,
-    keys_from_settings,
 )
 from crag.server.body import describe_errors, document_bodies, parse_body
-from crag.server.collections import Collection, Collections, authorize
+from crag.server.collections import Collection, Collections, Run, authorize, chat_model
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import SSEResponse, chat_completion, crag_error_status
-from crag.server.uploads import ingest_summary, save_uploads, write_jsonl
+from crag.server.uploads import ingest_summary, one_field, save_uploads, write_jsonl
 from crag.types import Answer
 
 __all__ = ["crag_error_status", "create_app", "serve"]
@@ -150,7 +148,7 @@ def create_app(
         users = [m for m in req.messages if m.role == "user"]
         if not users:
             raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
-        col, mode = _chat_model(collections, req.model)
+        col, mode = chat_model(collections, req.model)
         authorize(request, col)
         run = Run(col, mode, None, req.filters)
         if req.stream:
@@ -184,10 +182,10 @@ def create_app(
 
             def folder_for(fields: dict[str, list[str]]) -> Path:
                 parse_meta(fields.get("meta", []), option="meta")  # a bad field: 400 before any file is written
-                return writable(_one(fields, "collection")).path / "uploads"
+                return writable(one_field(fields, "collection")).path / "uploads"
 
             paths, fields = await save_uploads(request, folder_for)
-            col, meta = writable(_one(fields, "collection")), parse_meta(fields.get("meta", []), option="meta")
+            col, meta = writable(one_field(fields, "collection")), parse_meta(fields.get("meta", []), option="meta")
         else:
             req = await parse_body(request, IngestRequest)
             col, meta = writable(req.collection), req.metadata or {}
@@ -259,39 +257,6 @@ def create_app(
 
 
 # -- running questions ------------------------------------------------------------------
-@dataclass(frozen=True)
-class Run:
-    """How a request asks: the collection, the mode, a search provider name and metadata filters."""
-
-    collection: Collection
-    mode: str
-    search: str | None = None
-    filters: dict[str, Any] | None = None
-
-    def request_info(self, replay_of: str | None = None) -> dict[str, Any]:
-        """How the question was asked, saved in its trace so a replay runs it the same way."""
-        info: dict[str, Any] = {"via": "http", "mode": self.mode, "search": self.search}
-        info["collection"] = self.collection.name
-        if replay_of:
-            info["replay_of"] = replay_of
-        return info
-
-
-def _chat_model(collections: Collections, model: str) -> tuple[Collection, str]:
-    """The collection an OpenAI ``model`` names; an unknown one is OpenAI's 404 ``model_not_found``."""
-    try:
-        return collections.for_model(model)
-    except ApiError as exc:
-        raise ApiError(404, "invalid_request_error", str(exc), param="model", code="model_not_found") from None
-
-
-def _one(fields: dict[str, list[str]], name: str) -> str | None:
-    values = fields.get(name) or []
-    if len(values) > 1:
-        raise ApiError(400, "invalid_input", f"form field {name!r} is given {len(values)} times; give it once")
-    return values[0] if values else None
-
-
 async def _answer(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> Answer:
     try:
         answer = await run_in_threadpool(_ask_and_annotate, run, question, replay_of)
@@ -466,11 +431,6 @@ def serve(
         return
     app = create_app(Collections.from_settings(settings), api_keys=keys, **options)
     uvicorn.run(app, host=host, port=port)
-
-
-def all_keys(settings: CragSettings) -> list[str | ApiKey]:
-    """``CRAG_API_KEYS`` (every collection, read and write), then the scoped ``[[server.keys]]``."""
-    return [*keys_from_env(), *keys_from_settings(settings.server.keys)]
 
 
 def _check_shareable_store(settings: CragSettings, workers: int) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Seque
 from dataclasses import dataclass
 from typing import Any
 
-from crag.config import ApiKeySettings
+from crag.config import ApiKeySettings, CragSettings
 from crag.errors import ConfigError
 from crag.redact import register, register_env
 from crag.server.schemas import error_response
@@ -45,6 +45,7 @@ __all__ = [
     "BodyLimitMiddleware",
     "GuardMiddleware",
     "RateLimiter",
+    "all_keys",
     "check_keys",
     "is_loopback",
     "keys_from_env",
@@ -115,6 +116,11 @@ def keys_from_settings(
         scope = None if "*" in entry.collections else frozenset(entry.collections)
         keys.append(ApiKey(value, collections=scope, write=entry.access == "write"))
     return keys
+
+
+def all_keys(settings: CragSettings) -> list[str | ApiKey]:
+    """``CRAG_API_KEYS`` (every collection, read and write), then the scoped ``[[server.keys]]``."""
+    return [*keys_from_env(), *keys_from_settings(settings.server.keys)]
 
 
 def check_keys(keys: Iterable[str | ApiKey]) -> list[ApiKey]:

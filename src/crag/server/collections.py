@@ -33,7 +33,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError
 from crag.server.auth import ApiKey
 
-__all__ = ["Collection", "Collections", "authorize", "install"]
+__all__ = ["Collection", "Collections", "Run", "authorize", "chat_model", "install"]
 
 
 @dataclass
@@ -119,6 +119,32 @@ class Collections:
         names = self.names
         shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
         return shown
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a request asks: the collection, the mode, a search provider name and metadata filters."""
+
+    collection: Collection
+    mode: str
+    search: str | None = None
+    filters: dict[str, Any] | None = None
+
+    def request_info(self, replay_of: str | None = None) -> dict[str, Any]:
+        """How the question was asked, saved in its trace so a replay runs it the same way."""
+        info: dict[str, Any] = {"via": "http", "mode": self.mode, "search": self.search}
+        info["collection"] = self.collection.name
+        if replay_of:
+            info["replay_of"] = replay_of
+        return info
+
+
+def chat_model(collections: Collections, model: str) -> tuple[Collection, str]:
+    """The collection an OpenAI ``model`` names; an unknown one is OpenAI's 404 ``model_not_found``."""
+    try:
+        return collections.for_model(model)
+    except ApiError as exc:
+        raise ApiError(404, "invalid_request_error", str(exc), param="model", code="model_not_found") from None
 
 
 def _created(path: Path) -> int:

@@ -24,7 +24,7 @@ from crag.errors import ApiError
 from crag.ingest.load import SUPPORTED_SUFFIXES
 from crag.server.schemas import IngestRequest
 
-__all__ = ["ingest_summary", "safe_filename", "save_uploads", "write_jsonl"]
+__all__ = ["ingest_summary", "one_field", "safe_filename", "save_uploads", "write_jsonl"]
 
 _UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
 
@@ -76,6 +76,14 @@ async def save_uploads(
         return saved, fields
     finally:
         await form.close()
+
+
+def one_field(fields: dict[str, list[str]], name: str) -> str | None:
+    """The one value of a form field (None when absent); 400 when it is given twice."""
+    values = fields.get(name) or []
+    if len(values) > 1:
+        raise ApiError(400, "invalid_input", f"form field {name!r} is given {len(values)} times; give it once")
+    return values[0] if values else None
 
 
 def write_jsonl(uploads: Path, req: IngestRequest) -> Path:

@@ -144,6 +144,7 @@ class VectorStoreConformance:
         teams = ["产品", "support", "法务", "产品"]
         metas = [
             {**meta(f"d{i}.md"), "team": teams[i % 4], "lang": "zh" if i % 2 else "en", "owner.name": f"o{i % 3}"}
+            | {"部门": "研发" if i % 5 == 0 else "销售"}
             for i in range(n)
         ]
         metas[5] = meta("d5.md")  # no team, no lang: never matches a filter on them
@@ -159,6 +160,8 @@ class VectorStoreConformance:
         assert "m5" not in {h[0] for h in store.query(x[5], n, where={"lang": ("zh", "en")})}
         dotted = store.query(x[1], n, where={"owner.name": "o2"})  # nested JSONL metadata keys are dotted
         assert {h[0] for h in dotted} == {f"m{i}" for i in range(n) if metas[i].get("owner.name") == "o2"}
+        chinese_key = store.query(x[1], n, where={"部门": "研发"})  # a key in Chinese, too
+        assert {h[0] for h in chinese_key} == {f"m{i}" for i in range(n) if metas[i].get("部门") == "研发"}
         assert store.query(x[1], 5, where={"team": "销售"}) == []
 
     def test_persists_across_restart(self, store: Any, store_path: Path) -> None:
