@@ -142,13 +142,40 @@ class Strip:
 
 @dataclass
 class Citation:
-    """A numbered source the answer cites as ``[id]``."""
+    """A numbered source the answer cites as ``[id]``.
+
+    ``quote`` is the source's sentence that supports the (first) answer sentence citing it,
+    for a reader to check; ``spans`` are the ``(start, end)`` offsets in the answer text of the
+    sentences that cite it; ``inferred`` is True when the model gave no marker (or a wrong
+    one) and the engine matched the source by support.
+    """
 
     id: int
     source: str
     title: str
     url: str
     text: str
+    quote: str = ""
+    inferred: bool = False
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class Claim:
+    """One sentence of an answer, where it sits in the answer text, and the sources that hold it.
+
+    ``cites`` are source numbers (``[n]``), ``quotes`` the supporting sentence of each;
+    ``how`` says how the markers were settled: ``kept`` (the model's own, checked),
+    ``repaired`` (moved to the source that supports the sentence), ``inferred`` (the model
+    gave none), or ``none`` (nothing to check, e.g. "Yes." to a yes/no question).
+    """
+
+    text: str
+    start: int
+    end: int
+    cites: list[int] = field(default_factory=list)
+    quotes: list[str] = field(default_factory=list)
+    how: str = "kept"
 
 
 @dataclass

@@ -31,10 +31,11 @@ event               value                         when
 ``fuse``            ``Context``                   what the generator will see, conflicts (CRAG)
 ``compress``        ``Context``                   the Correct path's LLM compression (opt-in)
 ``abstain``         ``Generation``                nothing reliable found: titles and links, no guess
-``token``           ``str``                       a piece of the reply as the model writes it
-                                                  (only when ``on_step`` is given)
-``replace``         ``Replace``                   what was streamed is not the answer: a re-ask
-                                                  follows, or ``Replace.text`` is the answer
+``token``           ``str``                       a verified piece of the answer: a sentence as it
+                                                  passes the gate, or the final refusal (only
+                                                  when ``on_step`` is given); joined, the answer
+``replace``         ``Replace``                   an escalation swaps a verified answer for a
+                                                  better one (never sent by an ordinary answer)
 ``generate``        ``Generation``                the model's answer, citations, re-ask
 ``escalate``        ``Decision``                  Correct, but the answer was a refusal: Ambiguous
                                                   now (``escalated_from``: that generation);
@@ -43,14 +44,18 @@ event               value                         when
 ==================  ============================  ==============================================
 
 With an ``on_step`` observer the model streams: ``token`` events arrive while
-``generate`` runs, before its own event. Without one the model is called once and no
-``token`` event is sent. An exception raised by ``on_step`` (a cancelled request) ends
-the run there; between tokens it also stops the model.
+``generate`` runs, before its own event, one per sentence that passed the sentence gate
+(:mod:`crag.generate.gate`): nothing is shown that is later taken back. A refusal is sent
+once it is final (after ``generate``, or after ``abstain``). Without an observer the model
+is called once and no ``token`` event is sent; the answer is the same. An exception
+raised by ``on_step`` (a cancelled request) ends the run there; between tokens it also
+stops the model.
 
 Every value carries ``degradations``: what that step gave up on, with the reason. The
 Answer's degradations are the steps' own, gathered in order. The tracer is one observer
-(:class:`~crag.pipeline.record.TraceRecorder`); ``on_step`` adds another (a stream of
-server-sent events, say). Observers watch and never steer.
+(:class:`~crag.pipeline.events.TraceRecorder`); ``on_step`` adds another (a stream of
+server-sent events, say). Observers watch and never steer. What each observer takes from
+each value is written in one place, :mod:`crag.pipeline.events`.
 """
 
 from __future__ import annotations
@@ -59,12 +64,12 @@ from dataclasses import dataclass
 
 from crag.config import CragSettings
 from crag.deadline import Deadline
-from crag.generate import Generation, Replace
+from crag.generate import Generation
 from crag.kb import KnowledgeBase
 from crag.metadata import Filters
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
+from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import guard
-from crag.pipeline.record import TraceRecorder
 from crag.pipeline.steps import (
     Context,
     Decision,
@@ -176,13 +181,13 @@ def run_crag(
     # 6. Escalate: the documents were graded Correct, yet the generator found no answer in
     #    them. That refusal is evidence the grade was wrong (an on-topic passage that does
     #    not answer), so search as the Ambiguous action would, once, and answer again.
+    #    The refusal was never shown (the sentence gate holds refusals back), so nothing is withdrawn.
     if escalation and generation.refused and not deadline.expired():
         decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, escalated_from=generation))
-        if steps.live:
-            steps.emit("replace", Replace("escalate"))
         correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
         context = _fuse(steps, correction, cfg, query)
         generation = _generate(steps, query, context, llm, cfg)
+    steps.show(generation)  # a refusal is final now: the reader sees it
     degradations = (
         retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
     )
@@ -207,7 +212,7 @@ def run_rag(
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
-    generation = _generate(steps, query, context, deps.llm, cfg)
+    generation = steps.show(_generate(steps, query, context, deps.llm, cfg))
     answer = compose_answer(query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer)
     return steps.emit("answer", answer)
 

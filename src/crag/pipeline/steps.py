@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from crag.config import CragSettings
 from crag.correct.budget import compress
@@ -37,15 +37,29 @@ from crag.trace.spans import Tracer
 from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip
 
 T = TypeVar("T")
-OnStep = Callable[[str, Any], None]
-"""An observer: called with a step's name and its value as soon as the step finishes."""
+OnStep = Callable[[Any, Any], None]
+"""An observer: called with a step's name (an ``EventName``) and its value as soon as the step finishes."""
+
+
+class Streaming(TypedDict, total=False):
+    """``generate``'s callbacks while a run is watched live (:meth:`Steps.streaming`)."""
+
+    on_token: Callable[[str], None]
+    on_piece: Callable[[], None]
+
+
+@runtime_checkable
+class Heartbeat(Protocol):
+    """An observer that may stop a run between two pieces of the model's reply (a closed stream)."""
+
+    def heartbeat(self) -> None: ...
 
 
 class Steps:
     """Runs steps in the tracer's spans and hands each value to the observers, in order.
 
     ``crag.pipeline`` makes one per request, with the tracer's recorder
-    (:class:`crag.pipeline.record.TraceRecorder`) first and the caller's ``on_step`` after.
+    (:class:`crag.pipeline.events.TraceRecorder`) first and the caller's ``on_step`` after.
     """
 
     def __init__(self, tracer: Tracer, *observers: OnStep, live: bool = False) -> None:
@@ -53,11 +67,30 @@ class Steps:
         self.observers = list(observers)
         self.live = live  # someone watches as it happens: the answer streams as ``token`` events
 
-    def streaming(self) -> dict[str, Callable[[Any], None]]:
-        """``generate``'s streaming callbacks when the run is watched live, else none (one call)."""
+    def streaming(self) -> Streaming:
+        """``generate``'s streaming callbacks when the run is watched live, else none (one call):
+        each verified sentence becomes a ``token`` event as it passes the sentence gate, and
+        every piece the model writes is a heartbeat, so a watcher that stopped watching stops
+        the model between two pieces even while a sentence is still being checked."""
         if not self.live:
             return {}
-        return {"on_token": lambda delta: self.emit("token", delta), "on_replace": lambda r: self.emit("replace", r)}
+        return {"on_token": self._token, "on_piece": self.heartbeat}
+
+    def _token(self, delta: str) -> None:
+        self.emit("token", delta)
+
+    def heartbeat(self) -> None:
+        """Let observers that watch live (:class:`Heartbeat`) stop the run: they raise to do so."""
+        for observe in self.observers:
+            watcher: object = observe  # an OnStep; some are Heartbeats too
+            if isinstance(watcher, Heartbeat):
+                watcher.heartbeat()
+
+    def show(self, generation: Generation) -> Generation:
+        """A final refusal or abstention is the answer's text: stream it now (nothing else showed it)."""
+        if self.live and generation.refused and generation.text:
+            self.emit("token", generation.text)
+        return generation
 
     def run(
         self, name: str, step: Callable[[], T], *, tags_from: Callable[[T], dict[str, Any]] | None = None, **tags: Any
@@ -174,14 +207,14 @@ def generate_answer(
     context: Context,
     llm: LLM,
     cfg: CragSettings,
-    streaming: dict[str, Callable[[Any], None]] | None = None,
+    streaming: Streaming | None = None,
     *,
     reask: bool = True,
 ) -> Generation:
     """5. Generate from the context, citing it; in CRAG a refusal despite a source graded
     at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask;
     ``reask=False`` when escalation will ask again instead).
-    ``streaming``: ``on_token`` / ``on_replace`` (:meth:`Steps.streaming`)."""
+    ``streaming``: ``on_token`` and ``on_piece`` (:meth:`Steps.streaming`)."""
     return generate(
         query.text,
         context.strips,
@@ -192,7 +225,7 @@ def generate_answer(
         extra_instruction=context.instruction,
         max_sources=cfg.generation.max_sources,
         reask_above=query.upper if query.mode == "crag" and reask else None,
-        **(streaming or {}),  # on_token / on_replace
+        **(streaming or {}),  # on_token, on_piece
     )
 
 

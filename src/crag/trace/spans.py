@@ -2,7 +2,7 @@
 
 A ``Tracer`` is CRAG's black box for one question. The pipeline times each step in
 ``tracer.span(...)`` and, as an observer of the steps' values, records what they decided
-with ``tracer.record(...)`` (:mod:`crag.pipeline.record`); the engine saves
+with ``tracer.record(...)`` (:mod:`crag.pipeline.events`); the engine saves
 ``tracer.to_dict()`` in a :class:`crag.trace.store.TraceStore`.
 
 The tracer only records: it is passed to the pipeline explicitly, and no step reads it.
