@@ -25,7 +25,7 @@ from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
-from crag.metadata import MAX_VALUE_CHARS, check_key, normalize_metadata, parse_filters
+from crag.metadata import check_metadata, parse_filters
 from crag.pipeline import Deps, OnStep, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -202,7 +202,7 @@ class CRAG:
             raise InputError("no paths given to ingest; pass files or folders")
         if workers < 1:
             raise InputError(f"workers must be at least 1, got {workers}")
-        meta = _check_metadata(metadata)
+        meta = check_metadata(metadata)
         kb = self.knowledge_base(create=True)
         return kb.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=meta)
 
@@ -341,17 +341,6 @@ class CRAG:
     def _recovery_note(self, moved_to: Path) -> str:
         self._noted_recovery = moved_to
         return f"trace database was corrupt; moved it to {moved_to.name} beside it and started a new one"
-
-
-def _check_metadata(metadata: dict[str, Any] | None) -> dict[str, str]:
-    """Ingest metadata as strings, keys checked (``InputError`` naming the key)."""
-    meta = normalize_metadata(metadata or {})
-    for key, value in meta.items():
-        check_key(key, "metadata")
-        if len(value) > MAX_VALUE_CHARS:
-            limit = f"the limit is {MAX_VALUE_CHARS:,}"
-            raise InputError(f"metadata {key!r}: the value is {len(value):,} characters; {limit}")
-    return meta
 
 
 def _check_question(question: str) -> str:

@@ -14,8 +14,6 @@ of the values (different keys AND, the values of one key OR). ``source``, ``titl
 {'lang': ('zh',), 'team': ('产品', 'support'), 'year': ('2024',)}
 >>> parse_pairs(["lang=zh", "team=产品", "lang=en"], option="--filter")
 {'lang': ('zh', 'en'), 'team': ('产品',)}
->>> matches({"lang": "zh", "source": "a.md"}, {"lang": ("zh", "en")})
-True
 """
 
 from __future__ import annotations
@@ -36,10 +34,10 @@ __all__ = [
     "MAX_VALUE_CHARS",
     "Filters",
     "check_key",
+    "check_metadata",
     "chunk_fields",
     "fingerprint",
     "is_key",
-    "matches",
     "meta_value",
     "normalize_metadata",
     "parse_filters",
@@ -102,6 +100,18 @@ def normalize_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, s
             flat.update(normalize_metadata(value, f"{name}."))
         elif value is not None:
             flat[name] = meta_value(value)
+    return flat
+
+
+def check_metadata(meta: Mapping[str, Any] | None, *, what: str = "metadata") -> dict[str, str]:
+    """Metadata given for an ingest (``--meta``, an API field), normalised and checked.
+
+    >>> check_metadata({"team": "产品", "year": 2024})
+    {'team': '产品', 'year': '2024'}
+    """
+    flat = normalize_metadata(meta or {})
+    for key, value in flat.items():
+        _check_value(value, what, check_key(key, what))
     return flat
 
 
@@ -205,8 +215,3 @@ def _check_value(value: str, what: str, key: str) -> None:
         raise InputError(f"{what} {key!r}: the value is {len(value):,} characters; the limit is {MAX_VALUE_CHARS:,}")
     if "\x00" in value:
         raise InputError(f"{what} {key!r}: the value contains a NUL byte; pass plain text")
-
-
-def matches(fields: Mapping[str, Any], filters: Filters) -> bool:
-    """True when ``fields`` (metadata plus ``source``/``title``/``url``) satisfy every filter."""
-    return all(key in fields and meta_value(fields[key]) in values for key, values in filters.items())
