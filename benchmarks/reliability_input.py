@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "benchmarks" / "results" / "reliability_hostile_input.json"
+RESULT = ROOT / "benchmarks" / "out" / "reliability_hostile_input.json"
 SMALL = "qwen2.5-coder-0.5b"
 KEY = "bench-key-0123456789"
 Row = dict[str, Any]

@@ -15,15 +15,15 @@ from typing import Any
 import httpx
 import pytest
 
+from crag.budget import Budget
 from crag.config import CragSettings, RetrievalSettings
-from crag.correct.budget import Budget, BudgetedLLM
 from crag.deadline import Deadline
 from crag.errors import LLMError, LLMUnavailableError, RequestCancelled
 from crag.generate import generate
 from crag.generate.answer import NOT_IN_SOURCES
 from crag.kb import KnowledgeBase
+from crag.llm.guard import GuardedLLM
 from crag.llm.openai_chat import OpenAIChatLLM
-from crag.llm.timeout import TimeoutLLM
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import Completion, StreamingLLM, stream_completion
@@ -73,7 +73,7 @@ def test_fallback_streams_one_delta_and_returns_the_completion() -> None:
 
 def test_timeout_llm_gives_up_a_slow_stream_and_stops_the_model() -> None:
     slow = ScriptedLLM(["one two three four five six seven eight"], token_delay=0.2)
-    llm = TimeoutLLM(slow, Deadline(0.4))  # budget: 0.4 s + 25% grace = 0.5 s
+    llm = GuardedLLM(slow, deadline=Deadline(0.4))  # budget: 0.4 s + 25% grace = 0.5 s
     pieces: list[str] = []
     with pytest.raises(LLMUnavailableError, match="timed out"):
         for piece in llm.stream(MESSAGES):
@@ -88,7 +88,7 @@ def test_timeout_llm_gives_up_a_slow_stream_and_stops_the_model() -> None:
 
 def test_budgeted_stream_charges_what_was_written(tmp_path: Path) -> None:
     budget = Budget(tmp_path / "b.sqlite", per_request_tokens=10_000)
-    llm = BudgetedLLM(ScriptedLLM(["a b c d e f"]), budget)
+    llm = GuardedLLM(ScriptedLLM(["a b c d e f"]), budget=budget)
     assert "".join(llm.stream(MESSAGES)) == "a b c d e f"
     full = budget.used["tokens"]
     assert full == 10 + 6  # the fake's usage: 10 prompt tokens, one per word
@@ -118,7 +118,10 @@ def test_generate_shows_nothing_of_a_refusal_that_a_reask_replaces() -> None:
 def test_generate_streams_no_unsupported_reply_and_cites_what_it_shows() -> None:
     seen: list[object] = []
     g = generate(
-        "Who wrote it?", [strip("Ann wrote it.", 0.2)], ScriptedLLM(["Bob Smith wrote it in 1820."]), on_token=seen.append
+        "Who wrote it?",
+        [strip("Ann wrote it.", 0.2)],
+        ScriptedLLM(["Bob Smith wrote it in 1820."]),
+        on_token=seen.append,
     )
     assert seen == [] and g.refused and g.text == NOT_IN_SOURCES["en"]  # the pipeline shows a final refusal
     g = generate("Who wrote it?", [strip("Ann wrote it.", 0.9)], ScriptedLLM(["Ann wrote it."]), on_token=seen.append)
@@ -347,7 +350,7 @@ def test_openai_stream_auth_failure_names_no_key() -> None:
 
 def test_stream_thread_does_not_outlive_a_closed_consumer() -> None:
     slow = ScriptedLLM([" ".join(["x"] * 30)], token_delay=0.02)
-    gen = TimeoutLLM(slow, Deadline(30)).stream(MESSAGES)
+    gen = GuardedLLM(slow, deadline=Deadline(30)).stream(MESSAGES)
     next(gen)
     gen.close()
     deadline = time.monotonic() + 2

@@ -11,6 +11,8 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from crag.text import detect_language
+
 
 class Action(str, enum.Enum):
     """The three corrective actions of CRAG (plus the plain-RAG baseline)."""
@@ -43,6 +45,16 @@ class Query:
     def thresholds(self) -> dict[str, float | str]:
         """The decision thresholds as the trace records them."""
         return {"upper": self.upper, "lower": self.lower, "rule": self.rule}
+
+    @classmethod
+    def of(cls, text: str) -> Query:
+        """A Query for a text that arrives alone (a grading pair, a sub-query): its language
+        detected here, default thresholds. Requests get theirs from ``crag.pipeline.make_query``.
+
+        >>> Query.of("北京是哪个国家的首都？").language
+        'zh'
+        """
+        return cls(text, detect_language(text))
 
 
 @dataclass
@@ -179,8 +191,27 @@ class Claim:
 
 
 @dataclass
+class Usage:
+    """What a request's LLM calls cost: tokens (as the model reported them, else estimated)
+    and the number of calls, every call of the request counted (grading, verification,
+    rewriting, compression, generation).
+
+    >>> Usage(120, 30, 2).total_tokens
+    150
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
 class Answer:
-    """The result of one question: answer, decision, sources and timings."""
+    """The result of one question: answer, decision, sources, timings and token usage."""
 
     question: str
     answer: str
@@ -194,6 +225,18 @@ class Answer:
     degradations: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     refused: bool = False  # no answer given: the sources found do not hold one
+    usage: Usage = field(default_factory=Usage)  # not in to_dict: the keys of `crag ask --json` stay
+    abstained: bool = False  # correction found nothing reliable: no model call, titles and links only
+
+    @property
+    def status(self) -> str:
+        """How the question ended: ``answered``, ``degraded`` (answered, something given up on
+        the way), ``refused`` or ``abstained`` (a failed request raises instead)."""
+        if self.abstained:
+            return "abstained"
+        if self.refused:
+            return "refused"
+        return "degraded" if self.degradations else "answered"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``crag ask --json``."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from crag.generate import build_messages, generate, is_refusal
-from crag.generate.answer import Replace
 from crag.generate.prompts import SYSTEM
 from crag.testing.fakes import ScriptedLLM
 from crag.types import Strip

@@ -228,7 +228,7 @@ def test_ordinary_prompts_tokenize_as_the_whole_template_does(llm: LlamaCppLLM) 
     loaded = llm._ready()
     for messages in (
         [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "  What is 2+2?\n"}],
-        [{"role": "user", "content": "海港博物馆是哪一年开放的？<source id=\"1\">"}],
+        [{"role": "user", "content": '海港博物馆是哪一年开放的？<source id="1">'}],
     ):
         whole = loaded.formatter(messages=messages).prompt
         assert llm._tokens(loaded, messages) == loaded.llama.tokenize(whole.encode(), add_bos=False, special=True)

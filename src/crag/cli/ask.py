@@ -179,6 +179,10 @@ def print_sources(answer: Answer) -> None:
         for c in answer.citations:
             where = c.url or c.source
             out.print(f"  [bold][{c.id}][/] {escape(c.title or '')} [dim]{escape(where)}[/]")
+            if c.quote:  # the source's own sentence that holds the claim: the reader can check it
+                quote = " ".join(c.quote.split())
+                quote = quote if len(quote) <= 160 else quote[:159] + "…"
+                out.print(f"      [dim italic]“{escape(redact_text(quote))}”[/]")
     for d in answer.degradations:
         err.print(f"[yellow]degraded:[/] {escape(redact_text(d))}")
     t = answer.timings

@@ -74,6 +74,7 @@ class Generation:
     rejected: str = ""
     trimmed: str = ""  # the reply's sentences the sources do not support, never shown
     claims: list[Claim] = field(default_factory=list)  # the answer's sentences and what holds them
+    abstained: bool = False  # no model call: correction found nothing reliable
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ Three rules shape them, each learnt from small models on real retrieval:
   Nothing a document says reaches the system prompt.
 * **No bare marker to imitate.** Shown "例如[1]" alone, the 0.5B model replies just
   "[1]"; the Chinese prompt shows the marker at the end of a sentence ("……[1]") instead
-  (measured on both bundled models: benchmarks/README.md, "Answers from the evidence").
+  (measured on both bundled models: benchmarks/README.md, "Settings chosen by measurement").
 * **Same-name distractors are named.** Retrieval often returns passages about other
   people or things with similar names; the prompt says to use only those about the
   question's subject.

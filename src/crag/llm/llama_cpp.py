@@ -30,6 +30,7 @@ import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import prompt_tokens
+from crag.llm.lookup import greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.protocols import Completion, TokenStream
 from crag.registry import BackendDeps, Registries
@@ -90,7 +91,9 @@ class LlamaCppLLM:
     0.97...
     """
 
-    def __init__(self, model: str, *, n_ctx: int = 4096, n_threads: int = 0, seed: int = 0) -> None:
+    def __init__(
+        self, model: str, *, n_ctx: int = 4096, n_threads: int = 0, seed: int = 0, lookup_decoding: bool = True
+    ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
         if n_threads < 0:
@@ -99,6 +102,7 @@ class LlamaCppLLM:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.seed = seed
+        self.lookup_decoding = lookup_decoding  # greedy replies by prompt lookup (crag.llm.lookup)
         # A bundled name is its own id; a path is shown by file stem (no directories in traces).
         self.model_id = model if model in BUNDLED_MODELS else Path(model).stem
         self._loaded: _Loaded | None = None
@@ -133,6 +137,14 @@ class LlamaCppLLM:
     ) -> Completion:
         """Answer a chat; with ``json_schema`` the output is grammar-constrained JSON."""
         loaded = self._ready()
+        if self._lookup(temperature, json_schema):
+            reply = self._stream_lookup(loaded, messages, max_tokens)
+            while True:
+                try:
+                    next(reply)
+                except StopIteration as end:
+                    done: Completion = end.value
+                    return done
         with loaded.lock:
             try:
                 kwargs: dict[str, Any] = {}
@@ -175,6 +187,8 @@ class LlamaCppLLM:
         so does a ``for`` loop that ends) to stop generating and free the model.
         """
         loaded = self._ready()
+        if self._lookup(temperature, None):
+            return (yield from self._stream_lookup(loaded, messages, max_tokens))
         pieces: list[str] = []
         with loaded.lock:
             try:
@@ -268,6 +282,44 @@ class LlamaCppLLM:
                 raise self._call_error(exc, step) from exc
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _lookup(self, temperature: float, json_schema: dict[str, Any] | None) -> bool:
+        """Greedy and free-form: prompt lookup gives the same reply in fewer passes."""
+        return self.lookup_decoding and temperature == 0 and json_schema is None
+
+    def _stream_lookup(self, loaded: _Loaded, messages: Sequence[dict[str, str]], max_tokens: int) -> TokenStream:
+        """:meth:`stream` by :func:`crag.llm.lookup.greedy_lookup`: text as UTF-8 completes."""
+        import codecs
+
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+        written = 0
+        with loaded.lock:
+            llama = loaded.llama
+            try:
+                tokens = self._tokens(loaded, messages)
+                if len(tokens) >= llama.n_ctx():
+                    raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
+                budget = min(max_tokens, llama.n_ctx() - len(tokens))
+                decoding = greedy_lookup(llama, tokens, budget)
+                try:
+                    for token in decoding:
+                        written += 1
+                        piece = decoder.decode(llama.detokenize([token], special=False))
+                        if piece:
+                            pieces.append(piece)
+                            yield piece
+                finally:
+                    decoding.close()
+                if tail := decoder.decode(b"", final=True):
+                    pieces.append(tail)
+                    yield tail
+            except LLMError:
+                raise
+            except Exception as exc:  # the model failed mid-reply (context full, decode error)
+                raise self._call_error(exc, "stream") from exc
+        return Completion(text="".join(pieces).strip(), prompt_tokens=len(tokens), completion_tokens=written,
+                          model=self.model_id)  # fmt: skip
 
     def _ready(self) -> _Loaded:
         self.warm_up()
@@ -394,7 +446,8 @@ def _logsumexp(x: np.ndarray) -> float:
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:
-    return LlamaCppLLM(settings.llm.model, n_ctx=settings.llm.n_ctx, n_threads=settings.llm.n_threads)
+    llm = settings.llm
+    return LlamaCppLLM(llm.model, n_ctx=llm.n_ctx, n_threads=llm.n_threads, lookup_decoding=llm.lookup_decoding)
 
 
 def register(registries: Registries) -> None:

@@ -60,7 +60,9 @@ each value is written in one place, :mod:`crag.pipeline.events`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import httpx
 
 from crag.config import CragSettings
 from crag.deadline import Deadline
@@ -110,37 +112,31 @@ __all__ = [
 
 @dataclass
 class Deps:
-    """The components one question runs through."""
+    """The components one question runs through (``http``: the client page fetching uses,
+    ``search.fetch_pages``; the engine owns it), and the metadata ``filters`` that scope its
+    retrieval (:mod:`crag.metadata`; the query carries them from the first event on)."""
 
     kb: KnowledgeBase
     evaluator: Evaluator
     llm: LLM
     search: WebSearch | None
+    http: httpx.Client | None = None
+    filters: Filters = field(default_factory=dict)
 
 
-def run_crag(
-    question: str,
-    deps: Deps,
-    cfg: CragSettings,
-    tracer: Tracer,
-    *,
-    on_step: OnStep | None = None,
-    filters: Filters | None = None,
-) -> Answer:
-    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes.
-
-    ``filters`` scope retrieval to documents whose metadata match (:mod:`crag.metadata`).
-    """
+def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
+    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="crag", filters=filters))
+    query = steps.emit("query", make_query(question, cfg, mode="crag", filters=deps.filters))
     deadline = Deadline(cfg.correction.deadline_seconds)
-    llm, search = guard(deps.kb, deps.llm, deps.search, cfg, deadline)  # budgets, timeouts, cache
+    # One budget and one deadline for every LLM call of the request (grading included) and every search.
+    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
 
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
 
     # 2. Evaluate: a relevance grade per document and a confidence for the set.
-    grading = steps.run("evaluate", lambda: grade(query, retrieval, deps.evaluator), evaluator=deps.evaluator.name)
+    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
 
     # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds,
     #    chosen per kind of question when classification is on (article 3.2.3).
@@ -148,7 +144,7 @@ def run_crag(
 
     # 4. Correct: refine what the internal documents offer (Correct, Ambiguous); search the
     #    external source with rewritten queries, in rounds until confident (Ambiguous, Incorrect).
-    corrector = Corrector(query, deps.evaluator, llm, search, cfg, deadline, steps)
+    corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
     correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
 
     # 4b. Verify: Correct skips the search on the evaluator's word, and its costliest mistake
@@ -191,29 +187,31 @@ def run_crag(
     degradations = (
         retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
     )
+    # usage: every LLM call of the request, grading and verification included
     answer = compose_answer(
-        query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
+        query,
+        decision,
+        generation,
+        degradations=degradations,
+        queries=correction.queries,
+        tracer=tracer,
+        usage=llm.usage,
     )
     return steps.emit("answer", answer)
 
 
-def run_rag(
-    question: str,
-    deps: Deps,
-    cfg: CragSettings,
-    tracer: Tracer,
-    *,
-    on_step: OnStep | None = None,
-    filters: Filters | None = None,
-) -> Answer:
+def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="rag", filters=filters))
+    query = steps.emit("query", make_query(question, cfg, mode="rag", filters=deps.filters))
+    llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
-    generation = steps.show(_generate(steps, query, context, deps.llm, cfg))
-    answer = compose_answer(query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer)
+    generation = steps.show(_generate(steps, query, context, llm, cfg))
+    answer = compose_answer(
+        query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer, usage=llm.usage
+    )
     return steps.emit("answer", answer)
 
 

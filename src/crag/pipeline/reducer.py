@@ -3,10 +3,9 @@
 The pipeline sends only verified text as ``token`` events (the sentence gate,
 :mod:`crag.generate.gate`), refusals and abstentions included once they are final, so the
 answer a client shows is the ``token`` deltas joined, and it equals the saved answer.
-:class:`AnswerText` does the rest in one place: text leaves through a
-:class:`~crag.redact.StreamRedactor` (a secret split across two events is still caught),
-held-back characters are flushed when generation ends, and the final ``answer`` event
-completes whatever the stream did not carry.
+:class:`AnswerText` does the rest in one place: each delta is a whole sentence (the gate
+splits only at whitespace), so it is redacted whole and shown at once, never held back a
+word; the final ``answer`` event completes whatever the stream did not carry.
 
 >>> from crag.pipeline.events import summarise
 >>> from crag.types import Action, Answer
@@ -21,12 +20,10 @@ completes whatever the stream did not carry.
 from __future__ import annotations
 
 from crag.pipeline.events import StreamEvent
-from crag.redact import StreamRedactor, redact_text
+from crag.redact import redact_text
 from crag.types import Answer
 
 __all__ = ["AnswerText"]
-
-_FLUSH_ON = frozenset({"generate", "abstain", "answer", "replace"})
 
 
 class AnswerText:
@@ -39,7 +36,6 @@ class AnswerText:
     """
 
     def __init__(self) -> None:
-        self.redactor = StreamRedactor()
         self.shown = ""
         self.answer: Answer | None = None
         self.replaced = False
@@ -48,12 +44,9 @@ class AnswerText:
         """The text to show for ``event`` ("" for events that add none)."""
         piece = ""
         if event.name == "token":
-            piece = self.redactor.push(str(event.data.get("delta", "")))
-        elif event.name in _FLUSH_ON:
-            piece = self.redactor.flush()
-        if event.name == "replace":
+            piece = redact_text(str(event.data.get("delta", "")))
+        elif event.name == "replace":
             self.replaced = True
-            self.redactor.reset()
             self.shown = ""
             return ""
         if event.name == "answer":

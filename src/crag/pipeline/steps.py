@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from crag.config import CragSettings
-from crag.correct.budget import compress
+from crag.correct.compress import compress
 from crag.correct.contradict import Conflict, conflict_instruction, detect_conflicts
 from crag.correct.fuse import fuse_ranked
 from crag.correct.injection import flag_instructions
@@ -34,7 +34,7 @@ from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.text import detect_language
 from crag.trace.spans import Tracer
-from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip
+from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip, Usage
 
 T = TypeVar("T")
 OnStep = Callable[[Any, Any], None]
@@ -77,10 +77,19 @@ class Steps:
         return {"on_token": self._token, "on_piece": self.heartbeat}
 
     def _token(self, delta: str) -> None:
+        self._first("first_shown_s")
         self.emit("token", delta)
+
+    def _first(self, key: str) -> None:
+        """When the model's first piece, and the first verified text, came (seconds into the request):
+        what the sentence gate costs a reader is the gap between the two."""
+        stream = self.tracer.events.setdefault("stream", {})
+        if isinstance(stream, dict) and key not in stream:
+            stream[key] = round(self.tracer.elapsed(), 4)
 
     def heartbeat(self) -> None:
         """Let observers that watch live (:class:`Heartbeat`) stop the run: they raise to do so."""
+        self._first("first_token_s")
         for observe in self.observers:
             watcher: object = observe  # an OnStep; some are Heartbeats too
             if isinstance(watcher, Heartbeat):
@@ -89,7 +98,7 @@ class Steps:
     def show(self, generation: Generation) -> Generation:
         """A final refusal or abstention is the answer's text: stream it now (nothing else showed it)."""
         if self.live and generation.refused and generation.text:
-            self.emit("token", generation.text)
+            self._token(generation.text)
         return generation
 
     def run(
@@ -162,7 +171,7 @@ def grade(query: Query, retrieval: Retrieval, evaluator: Evaluator) -> Evaluatio
     passages = [
         Passage(h.chunk.id, h.chunk.text, vector=h.vector, dense=h.dense, keyword=h.keyword) for h in retrieval.hits
     ]
-    return evaluator.grade(query.text, passages)
+    return evaluator.grade(query, passages)
 
 
 def decide_action(query: Query, grading: Evaluation) -> Decision:
@@ -198,7 +207,7 @@ def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Con
 
 def compress_context(query: Query, context: Context, llm: LLM) -> Context:
     """The Correct path's optional LLM compression (article 2.2: 去噪和压缩)."""
-    out = compress(query.text, context.strips, llm, context.budget_tokens, lang=query.language)
+    out = compress(query, context.strips, llm, context.budget_tokens)
     return replace(context, strips=out.strips, degradations=out.degradations)
 
 
@@ -280,7 +289,7 @@ def abstain(query: Query, context: Context) -> Generation:
     lines = [abstain_text(query.language)]
     lines += [f"[{n}] {s.title or s.source} {s.url}".rstrip() for n, s in enumerate(shown, 1)]
     citations = [Citation(n, s.source, s.title, s.url, s.text) for n, s in enumerate(shown, 1)]
-    return Generation("\n".join(lines), citations, shown, refused=True)
+    return Generation("\n".join(lines), citations, shown, refused=True, abstained=True)
 
 
 def compose_answer(
@@ -291,6 +300,7 @@ def compose_answer(
     degradations: list[str],
     queries: list[str],
     tracer: Tracer,
+    usage: Usage | None = None,
 ) -> Answer:
     """The Answer, from the step values (the tracer gives only its id and its clock)."""
     return Answer(
@@ -306,4 +316,6 @@ def compose_answer(
         degradations=degradations,
         queries=queries,
         refused=gen.refused,
+        abstained=gen.abstained,
+        usage=usage or Usage(),
     )

@@ -139,7 +139,6 @@ async def chat_events(
 
     yield chunk({"role": "assistant", "content": ""})
     text = AnswerText()
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     try:
         async for event in all_events():
             if event is None:
@@ -147,9 +146,7 @@ async def chat_events(
                 continue
             if piece := text.take(event):
                 yield chunk({"content": piece})
-            if event.name == "generate":
-                usage = _usage(event.data.get("usage") or {})
-            elif event.name == "answer":
+            if event.name == "answer":
                 metrics.answer(event.value)
     except CragError as exc:
         status, type_ = crag_error_status(exc)
@@ -163,11 +160,8 @@ async def chat_events(
     if answer is None:  # pragma: no cover - a run ends with its answer or an error
         return
     yield chunk({"annotations": url_citations(answer)}, "stop", crag=crag_meta(answer))
+    u = answer.usage  # every LLM call of the request, as the non-streamed reply counts it
+    usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
     if include_usage:
         yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
     yield b"data: [DONE]\n\n"
-
-
-def _usage(u: dict[str, Any]) -> dict[str, int]:
-    prompt, completion = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

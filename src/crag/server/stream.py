@@ -37,12 +37,12 @@ from crag.types import Answer
 
 __all__ = [
     "SSEResponse",
-    "url_citations",
     "chat_completion",
     "crag_error_status",
     "crag_meta",
     "sources_text",
     "sse",
+    "url_citations",
 ]
 
 log = logging.getLogger("crag.server")

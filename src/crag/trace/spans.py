@@ -85,6 +85,10 @@ class Tracer:
         # Steps may run in worker threads (parallel retrieval / web search).
         self._lock = threading.Lock()
 
+    def elapsed(self) -> float:
+        """Seconds since the tracer was made (the request's start)."""
+        return time.perf_counter() - self._t0
+
     @contextmanager
     def span(self, name: str, **tags: Any) -> Iterator[Span]:
         """Time the ``with`` block; on an exception record it on the span and re-raise.
