@@ -28,6 +28,7 @@ from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
+from crag.metadata import check_metadata, parse_filters
 from crag.pipeline import Deps, OnStep, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -66,15 +67,37 @@ class CRAG:
         self._traces: TraceStore | None = None
         self._http: httpx.Client | None = None  # page fetching's (search.fetch_pages), made once
         self._noted_recovery: Path | None = None  # a corrupt trace database already reported
+        self._shares: CRAG | None = None  # the engine whose models this one uses (see for_kb)
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> CRAG:
         """Settings from a TOML file (or ./crag.toml), the environment, then ``overrides``."""
         return cls(load_settings(path, **overrides))
 
+    def for_kb(self, path: str | Path) -> CRAG:
+        """A CRAG over another knowledge base folder that shares this one's models.
+
+        A server holding several collections loads the embedder, evaluator and LLM once;
+        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``).
+
+        >>> handbook = rag.for_kb("kb/handbook")   # doctest: +SKIP
+        """
+        s = self.settings
+        settings = s.model_copy(
+            update={
+                "kb": s.kb.model_copy(update={"path": Path(path)}),
+                "trace": s.trace.model_copy(update={"path": None}),
+            }
+        )
+        sibling = CRAG(settings)
+        sibling._shares = self._shares or self
+        return sibling
+
     # -- components (lazy) ---------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
+        if self._shares is not None:
+            return self._shares.embedder
         with self._lock:
             if self._embedder is None:
                 self._embedder = make_embedder(self.settings)
@@ -100,6 +123,8 @@ class CRAG:
 
     @property
     def evaluator(self) -> Evaluator:
+        if self._shares is not None:
+            return self._shares.evaluator
         with self._lock:
             if self._evaluator is None:
                 self._evaluator = EVALUATORS.create(
@@ -111,6 +136,8 @@ class CRAG:
 
     @property
     def llm(self) -> LLM:
+        if self._shares is not None:
+            return self._shares.llm
         with self._lock:
             if self._llm is None:
                 self._llm = LLMS.create(self.settings.llm.backend, self.settings)
@@ -177,16 +204,21 @@ class CRAG:
         prune: bool = False,
         progress: Progress | None = None,
         workers: int = 1,
+        metadata: dict[str, Any] | None = None,
     ) -> IngestReport:
         """Add files and folders to the knowledge base (created if needed).
 
         ``workers > 1`` embeds in that many processes (worth it on many-core machines).
+        ``metadata`` is given to every document, e.g. ``{"team": "产品"}``; a document's own
+        fields (Markdown front matter, JSONL) win a clash (:mod:`crag.metadata`).
         """
         if not paths:
             raise InputError("no paths given to ingest; pass files or folders")
         if workers < 1:
             raise InputError(f"workers must be at least 1, got {workers}")
-        return self.knowledge_base(create=True).ingest(paths, prune=prune, progress=progress, workers=workers)
+        meta = check_metadata(metadata)
+        kb = self.knowledge_base(create=True)
+        return kb.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=meta)
 
     def remove(self, paths: Sequence[str | Path]) -> list[Any]:
         """Remove files (or everything under folders) from the knowledge base."""
@@ -203,6 +235,7 @@ class CRAG:
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
 
@@ -211,12 +244,14 @@ class CRAG:
         a standalone one first ("Who designed it?" → "Who designed the Bell Rock
         Lighthouse?"), and that is what is retrieved and answered (one LLM call at most).
         ``request`` is saved in the trace as how the question was asked (the server's
-        ``{"via": "http", ...}``), so a replay can ask it the same way.
+        ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
+        retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
+        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`).
 
         >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
         ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, history)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
         return self._run(run, Tracer(), request, None)
 
     def ask_stream(
@@ -230,6 +265,7 @@ class CRAG:
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
@@ -238,14 +274,14 @@ class CRAG:
         writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
         missing knowledge base raise here, before anything runs; a failure of the run is
         raised from ``next()``. Closing the stream (or leaving its ``with``) stops the model
-        between two tokens; the trace is recorded once either way.
+        between two tokens; the trace is recorded once either way. ``filters`` as in :meth:`ask`.
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
         ...         if e.name == "token":
         ...             print(e.data["delta"], end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, history)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
 
@@ -257,6 +293,7 @@ class CRAG:
         search_corpus: str | Path | None,
         search_record: str | Path | None,
         search_replay: str | Path | None,
+        filters: dict[str, Any] | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
     ) -> Callable[[Tracer, OnStep | None], Answer]:
         """Check the question and build the request's components; the run, ready to start."""
@@ -264,6 +301,7 @@ class CRAG:
         turns = _check_history(history)
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        scope = parse_filters(filters, what="filters")
         kb = self.knowledge_base()
         kb.require_chunks()
         deps = Deps(
@@ -274,6 +312,7 @@ class CRAG:
             if mode == "crag"
             else None,
             http=self.http_client(),
+            filters=scope,
         )
         pipeline = run_crag if mode == "crag" else run_rag
         return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)

@@ -64,7 +64,7 @@ each value is written in one place, :mod:`crag.pipeline.events`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -74,6 +74,7 @@ from crag.correct.condense import Condensed, condense
 from crag.deadline import Deadline
 from crag.generate import Generation
 from crag.kb import KnowledgeBase
+from crag.metadata import Filters
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import guard
@@ -119,13 +120,15 @@ __all__ = [
 @dataclass
 class Deps:
     """The components one question runs through (``http``: the client page fetching uses,
-    ``search.fetch_pages``; the engine owns it)."""
+    ``search.fetch_pages``; the engine owns it), and the metadata ``filters`` that scope its
+    retrieval (:mod:`crag.metadata`; the query carries them from the first event on)."""
 
     kb: KnowledgeBase
     evaluator: Evaluator
     llm: LLM
     search: WebSearch | None
     http: httpx.Client | None = None
+    filters: Filters = field(default_factory=dict)
 
 
 History = Sequence[Mapping[str, Any]]
@@ -142,7 +145,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
 
     # 0. Condense: in a conversation, the last message made standalone (at most one LLM call).
     condensed = _condense(steps, question, history, llm)
-    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag"))
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
 
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
@@ -218,7 +221,7 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, his
     steps = _steps(tracer, on_step)
     llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
     condensed = _condense(steps, question, history, llm)
-    query = steps.emit("query", make_query(condensed.question, cfg, mode="rag"))
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="rag", filters=deps.filters))
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
