@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.budget",
             "crag.protocols",
             "crag.registry",
+            "crag.metadata",
         ),
     ),
     ("backends", ("crag.embed", "crag.store", "crag.llm", "crag.search", "crag.ingest", "crag.trace")),

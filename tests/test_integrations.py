@@ -30,9 +30,10 @@ DOCS = [
         "evaluator and corrects retrieval with web search when confidence is low.",
         "title": "CRAG overview",
         "url": "https://example.org/crag",
+        "metadata": {"lang": "en"},
     },
-    {"text": "天津犹太会堂建成于1940年，位于天津市和平区。", "title": "天津犹太会堂"},
-    {"text": "BM25 is a keyword ranking function used by search engines.", "title": "BM25"},
+    {"text": "天津犹太会堂建成于1940年，位于天津市和平区。", "title": "天津犹太会堂", "metadata": {"lang": "zh"}},
+    {"text": "BM25 is a keyword ranking function used by search engines.", "title": "BM25", "metadata": {"lang": "en"}},
 ]
 QUESTION = "What does CRAG do with retrieved documents?"
 
@@ -75,6 +76,18 @@ def test_langchain_retriever_returns_the_corrected_context_without_generating(en
     assert trace["status"] == "retrieved" and "answer" not in trace and "generate" not in trace["timings"]
     # Async goes through LangChain's executor onto the blocking engine.
     assert [d.page_content for d in asyncio.run(retriever.ainvoke(QUESTION))] == [d.page_content for d in docs]
+
+
+def test_retrievers_take_metadata_filters(engine: CRAG) -> None:
+    pytest.importorskip("langchain_core", reason="needs crag[langchain]")
+    pytest.importorskip("llama_index.core", reason="needs crag[llamaindex]")
+    from crag.integrations import langchain, llamaindex
+
+    docs = langchain.CragRetriever(engine=engine, filters={"lang": "zh"}).invoke("天津犹太会堂在哪里？")
+    assert docs and all("天津" in d.page_content for d in docs)
+    assert engine.traces.get(docs[0].metadata["trace_id"])["filters"] == {"lang": ["zh"]}
+    nodes = llamaindex.CragRetriever(engine, filters={"lang": "en"}).retrieve(QUESTION)
+    assert nodes and not any("天津" in n.node.get_content() for n in nodes)
 
 
 def test_langchain_invoke_and_stream_agree_and_compose_with_str_output_parser(engine: CRAG) -> None:

@@ -76,7 +76,7 @@ def blocks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Block]]:
             before = dict(namespace)
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                exec(compile(code, f"{PAGE.name} python block {i + 1}", "exec"), namespace)  # noqa: S102 - the page's own examples
+                exec(compile(code, f"{PAGE.name} python block {i + 1}", "exec"), namespace)  # the page's own examples
             names = {k: v for k, v in namespace.items() if k not in before or before[k] is not v}
             ran.append(Block(code, out.getvalue(), names))
         yield ran

@@ -12,6 +12,7 @@ Secrets (API keys) are read from the environment only and never written to trace
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -324,6 +325,65 @@ class TraceSettings(_Section):
     path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
 
 
+# A collection's name is a model id (OpenAI chat) and part of URLs: letters (any script),
+# digits, _ . - ; "rag" is the chat endpoint's name for the plain baseline.
+COLLECTION_NAME = re.compile(r"[^\W_][\w.\-]{0,63}")
+RESERVED_NAMES = ("rag",)
+SINGLE_COLLECTION = "crag"  # the name of kb.path when a server holds no named collections
+
+
+def check_collection_name(name: str) -> str:
+    """``name`` when it can name a collection, else ``ValueError`` saying why."""
+    if not COLLECTION_NAME.fullmatch(name):
+        raise ValueError(
+            f"collection name {name!r}: use letters, digits, _ . - (a letter or digit first, at most 64 characters)"
+        )
+    if name.lower() in RESERVED_NAMES:
+        raise ValueError(f"collection name {name!r} is reserved (model 'rag' runs the plain baseline)")
+    return name
+
+
+class ApiKeySettings(_Section):
+    key_env: str = Field(
+        description="Environment variable holding the key: keys are secrets and never appear in a settings file."
+    )
+    collections: list[str] = Field(["*"], min_length=1, description="Collections the key may use; '*' = every one.")
+    access: Literal["read", "write"] = Field(
+        "read",
+        description="read: ask, chat, models, traces and feedback; write: also ingest documents.",
+    )
+
+
+class ServerSettings(_Section):
+    collections: dict[str, Path] = Field(
+        {},
+        description="Knowledge bases one `crag serve` holds, name -> folder (also `crag serve --kb NAME=PATH`). "
+        "Empty: kb.path alone, as the collection 'crag'. Each keeps its traces beside it.",
+    )
+    default_collection: str = Field(
+        "",
+        description="Collection of requests that name none; unset: the only collection, else requests must name one.",
+    )
+    keys: list[ApiKeySettings] = Field(
+        [],
+        description="Scoped API keys, e.g. [[server.keys]] key_env = 'CRAG_KEY_SUPPORT', collections = ['handbook'], "
+        "access = 'read'. Keys in CRAG_API_KEYS may use every collection, with write access.",
+    )
+
+    @model_validator(mode="after")
+    def _names(self) -> ServerSettings:
+        for name in self.collections:
+            check_collection_name(name)
+        if self.default_collection and self.default_collection not in self.collections:
+            raise ValueError(f"server.default_collection {self.default_collection!r} is not in server.collections")
+        names = set(self.collections) or {SINGLE_COLLECTION}
+        for i, key in enumerate(self.keys):
+            unknown = [c for c in key.collections if c != "*" and c not in names]
+            if unknown:
+                raise ValueError(f"server.keys[{i}] names the unknown collection {unknown[0]!r}")
+        return self
+
+
 class CragSettings(BaseSettings):
     """All settings. Build from a TOML file with :func:`load_settings`."""
 
@@ -339,6 +399,7 @@ class CragSettings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     generation: GenerationSettings = GenerationSettings()
     trace: TraceSettings = TraceSettings()
+    server: ServerSettings = ServerSettings()
 
     @classmethod
     def settings_customise_sources(

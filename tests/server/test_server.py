@@ -335,7 +335,12 @@ def test_ask_stream_events(client: TestClient) -> None:
     generate = next(d for n, d in events if n == "generate")
     assert generate["citations"] == done["citations"] and generate["usage"]["completion_tokens"] == 7
     trace = client.get(f"/v1/traces/{done['trace_id']}").json()
-    assert trace["action"] == done["action"] and trace["request"] == {"via": "http", "mode": "crag", "search": None}
+    assert trace["action"] == done["action"] and trace["request"] == {
+        "via": "http",
+        "mode": "crag",
+        "search": None,
+        "collection": "crag",
+    }
     assert [d["id"] for d in next(d for n, d in events if n == "retrieve")["documents"]] == [
         r["id"] for r in trace["retrieved"]
     ]
@@ -513,6 +518,7 @@ def test_replay_runs_same_question_same_way(client: TestClient) -> None:
         "via": "http",
         "mode": "rag",
         "search": "none",
+        "collection": "crag",
         "replay_of": first["trace_id"],
     }
 

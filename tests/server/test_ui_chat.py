@@ -126,7 +126,9 @@ def page(base_url: str, api: httpx.Client) -> Iterator[Any]:
         page.chat_bodies = []
         page.on(
             "request",
-            lambda r: page.chat_bodies.append(json.loads(r.post_data)) if r.url.endswith("/v1/chat/completions") else None,
+            lambda r: (
+                page.chat_bodies.append(json.loads(r.post_data)) if r.url.endswith("/v1/chat/completions") else None
+            ),
         )
         try:
             yield page

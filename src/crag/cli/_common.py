@@ -73,7 +73,10 @@ out = Console(file=stdout)  # type: ignore[arg-type]  # a write-through stream, 
 err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]  # likewise
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
-KbOpt = Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")]
+KbOpt = Annotated[
+    Path | None,
+    typer.Option("--kb", help="Knowledge base folder, or a collection's name from [server.collections] (default: kb)."),
+]
 
 
 @overload
@@ -128,8 +131,20 @@ def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
 
     overrides: dict[str, Any] = {}
     if kb is not None:
-        overrides["kb"] = {"path": kb}
+        overrides["kb"] = {"path": collection_path(config, kb)}
     return CRAG.from_config(config, **merge(overrides, extra))
+
+
+def collection_path(config: Path | None, kb: Path) -> Path:
+    """``--kb``: a collection named in ``[server.collections]`` is its folder; anything else a folder.
+
+    A configured name wins over a folder of the same name (give that folder by another path,
+    e.g. its absolute path).
+    """
+    from crag.config import load_settings
+
+    named = load_settings(config).server.collections
+    return Path(named[str(kb)]) if str(kb) in named else kb
 
 
 def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:

@@ -50,6 +50,11 @@ from crag.types import Claim, Strip
 __all__ = ["SentenceGate"]
 
 _CONTENT = re.compile(r"\w")
+# A part that ends in an abbreviation ("the U.S.", "Dr.", "e.g.") has not ended its sentence.
+_ABBREVIATION = re.compile(
+    r"(?:\b[A-Z]\.|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|No|vs|etc|e\.g|i\.e|Inc|Ltd|Co|Mt|Ft|Gen|Col|Lt|Prof|Rev|Jan|Feb|"
+    r"Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.)$"
+)
 # Markers opening a part, and a marker still being written at the end ("[1" of "[1]").
 _LEAD_MARKS = re.compile(r"^(?:\[\d{1,3}\]\s*)+|^\[\d{0,3}$")
 _SPACES = re.compile(r"[ \t]{2,}")
@@ -218,12 +223,18 @@ def _units(reply: str) -> list[tuple[str, str]]:
     [('It opened in 1901. [1]', ''), ('It has a café.', ' ')]
     >>> _units("It opened in 1901. [1")  # the marker is still being written
     [('It opened in 1901. [1', '')]
+    >>> _units("He joined the U.S. Army in 1950 [2]. He left.")
+    [('He joined the U.S. Army in 1950 [2].', ''), ('He left.', ' ')]
     """
     units: list[tuple[str, str]] = []
     at = start = 0
     for part in split_sentences(reply):
         where = max(reply.find(part, at), at)  # parts are stripped slices of the reply, in order
         marks = _LEAD_MARKS.match(part) if units else None
+        if units and not marks and _ABBREVIATION.search(units[-1][0]):  # "the U.S." + "Army …": one sentence
+            units[-1] = (reply[start : where + len(part)], units[-1][1])
+            at = where + len(part)
+            continue
         if marks:  # markers (or the start of one) after a full stop close the sentence before
             at = where + len(part[: marks.end()].rstrip())
             units[-1] = (reply[start:at], units[-1][1])

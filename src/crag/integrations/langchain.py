@@ -102,23 +102,31 @@ def _metadata(answer: Answer) -> dict[str, Any]:
     }
 
 
-def crag_runnable(engine: CRAG, *, mode: str = "crag", search: str | None = None) -> Runnable[Any, AIMessage]:
+def crag_runnable(
+    engine: CRAG, *, mode: str = "crag", search: str | None = None, filters: dict[str, Any] | None = None
+) -> Runnable[Any, AIMessage]:
     """A ``Runnable`` from a question (``str`` or ``{"question": str}``) to an ``AIMessage``.
 
     ``stream``/``astream`` yield ``AIMessageChunk``s: one per verified sentence, then a last
     one with no text and the metadata. Stopping the iteration early stops the model.
-    ``ainvoke``/``abatch`` run the blocking engine in a worker thread.
+    ``ainvoke``/``abatch`` run the blocking engine in a worker thread. ``mode``, ``search``
+    and ``filters`` (metadata, e.g. ``{"lang": "zh"}``) are :meth:`CRAG.ask`'s.
     """
-    runnable: Runnable[Any, AIMessage] = _runnable_class()(engine, mode, search)
+    runnable: Runnable[Any, AIMessage] = _runnable_class()(engine, _options(mode, search, filters))
     return runnable
 
 
 def crag_answer_runnable(
-    engine: CRAG, *, mode: str = "crag", search: str | None = None
+    engine: CRAG, *, mode: str = "crag", search: str | None = None, filters: dict[str, Any] | None = None
 ) -> Runnable[Any, dict[str, Any]]:
     """A ``Runnable`` from a question to the whole ``Answer.to_dict()`` (``crag ask --json``'s shape)."""
-    runnable: Runnable[Any, dict[str, Any]] = _answer_runnable_class()(engine, mode, search)
+    runnable: Runnable[Any, dict[str, Any]] = _answer_runnable_class()(engine, _options(mode, search, filters))
     return runnable
+
+
+def _options(mode: str, search: str | None, filters: dict[str, Any] | None) -> dict[str, Any]:
+    """How the runnables ask: :meth:`CRAG.ask`'s keyword arguments."""
+    return {"mode": mode, "search": search, "filters": filters}
 
 
 def _question(question: Any) -> str:
@@ -143,23 +151,22 @@ def _runnable_class() -> type:
 
         name = "crag"
 
-        def __init__(self, engine: CRAG, mode: str, search: str | None) -> None:
+        def __init__(self, engine: CRAG, options: dict[str, Any]) -> None:
             self.engine = engine
-            self.mode = mode
-            self.search = search
+            self.options = options
 
         def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> AIMessage:
             result: AIMessage = self._call_with_config(self._invoke, input, config)
             return result
 
         def _invoke(self, input: Any) -> AIMessage:
-            return to_message(self.engine.ask(_question(input), mode=self.mode, search=self.search))
+            return to_message(self.engine.ask(_question(input), **self.options))
 
         def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[AIMessageChunk]:
             yield from self._transform_stream_with_config(iter([input]), self._chunks, config)
 
         def _chunks(self, inputs: Iterator[Any]) -> Iterator[AIMessageChunk]:
-            with self.engine.ask_stream(_question(_last(inputs)), mode=self.mode, search=self.search) as events:
+            with self.engine.ask_stream(_question(_last(inputs)), **self.options) as events:
                 text = AnswerText()
                 for event in events:
                     yield from self._take(text, event, events.trace_id)
@@ -170,7 +177,7 @@ def _runnable_class() -> type:
 
         async def _achunks(self, inputs: AsyncIterator[Any]) -> AsyncIterator[AIMessageChunk]:
             question = _question([i async for i in inputs][-1])
-            events = await asyncio.to_thread(self.engine.ask_stream, question, mode=self.mode, search=self.search)
+            events = await asyncio.to_thread(functools.partial(self.engine.ask_stream, question, **self.options))
             text = AnswerText()
             try:
                 while True:
@@ -203,17 +210,16 @@ def _answer_runnable_class() -> type:
 
         name = "crag_answer"
 
-        def __init__(self, engine: CRAG, mode: str, search: str | None) -> None:
+        def __init__(self, engine: CRAG, options: dict[str, Any]) -> None:
             self.engine = engine
-            self.mode = mode
-            self.search = search
+            self.options = options
 
         def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
             result: dict[str, Any] = self._call_with_config(self._invoke, input, config)
             return result
 
         def _invoke(self, input: Any) -> dict[str, Any]:
-            result: dict[str, Any] = self.engine.ask(_question(input), mode=self.mode, search=self.search).to_dict()
+            result: dict[str, Any] = self.engine.ask(_question(input), **self.options).to_dict()
             return result
 
     return CragAnswerRunnable
@@ -247,7 +253,7 @@ def _retriever_class() -> type:
 
         Retrieves, grades, decides and corrects (searching the external source on
         Ambiguous and Incorrect) and stops before generation; ``search`` names the external
-        source (default: the engine's settings).
+        source (default: the engine's settings), ``filters`` scope retrieval by metadata.
 
         ### Usage example
         >>> docs = CragRetriever(engine=engine).invoke("What does CRAG grade?")  # doctest: +SKIP
@@ -258,9 +264,10 @@ def _retriever_class() -> type:
         model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
         engine: Any  # a crag.engine.CRAG; typed Any so pydantic does not validate it
         search: str | None = None
+        filters: dict[str, Any] | None = None
 
         def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-            return to_documents(self.engine.retrieve_context(query, search=self.search))
+            return to_documents(self.engine.retrieve_context(query, search=self.search, filters=self.filters))
 
     return CragRetriever
 

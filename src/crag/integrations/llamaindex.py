@@ -68,7 +68,8 @@ def _retriever_class() -> type:
         """A LlamaIndex retriever over a CRAG engine, without generating an answer.
 
         Each retrieval retrieves, grades, decides and corrects (searching the external
-        source on Ambiguous and Incorrect); the result is on ``last_context``.
+        source on Ambiguous and Incorrect); the result is on ``last_context``. ``filters``
+        scope retrieval by metadata (:meth:`crag.engine.CRAG.ask`).
 
         ### Usage example
         >>> nodes = CragRetriever(engine).retrieve("What does CRAG grade?")  # doctest: +SKIP
@@ -76,14 +77,17 @@ def _retriever_class() -> type:
         (0.91, 'correct')
         """
 
-        def __init__(self, engine: CRAG, *, search: str | None = None, **kw: Any) -> None:
-            self._engine, self._search = engine, search
+        def __init__(
+            self, engine: CRAG, *, search: str | None = None, filters: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
+            self._engine, self._search, self._filters = engine, search, filters
             self.last_context: CorrectedContext | None = None
             super().__init__(**kw)
 
         def _retrieve(self, query_bundle: Any) -> list[NodeWithScore]:
-            self.last_context = self._engine.retrieve_context(query_bundle.query_str, search=self._search)
-            return to_nodes(self.last_context)
+            got = self._engine.retrieve_context(query_bundle.query_str, search=self._search, filters=self._filters)
+            self.last_context = got
+            return to_nodes(got)
 
     return CragRetriever
 
@@ -106,15 +110,17 @@ def _query_engine_class() -> type:
         engine: Any  # a crag.engine.CRAG; Any so pydantic does not try to validate it
         mode: str = "crag"
         search: str | None = None
+        filters: dict[str, Any] | None = None
         streaming: bool = False
 
         def custom_query(self, query_str: str) -> Any:
+            options = {"mode": self.mode, "search": self.search, "filters": self.filters}
             if self.streaming:
-                events = self.engine.ask_stream(query_str, mode=self.mode, search=self.search)
+                events = self.engine.ask_stream(query_str, **options)
                 response = response_schema.StreamingResponse(response_gen=iter(()))
                 response.response_gen = _verified_text(events, response)
                 return response
-            answer = self.engine.ask(query_str, mode=self.mode, search=self.search)
+            answer = self.engine.ask(query_str, **options)
             text = AnswerText().take(summarise("answer", answer))  # the text a stream would have shown
             return response_schema.Response(
                 response=text, source_nodes=to_nodes(answer), metadata=answer_metadata(answer)

@@ -62,7 +62,7 @@ each value is written in one place, :mod:`crag.pipeline.events`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -70,6 +70,7 @@ from crag.config import CragSettings
 from crag.deadline import Deadline
 from crag.generate import Generation
 from crag.kb import KnowledgeBase
+from crag.metadata import Filters
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import guard
@@ -117,19 +118,21 @@ __all__ = [
 @dataclass
 class Deps:
     """The components one question runs through (``http``: the client page fetching uses,
-    ``search.fetch_pages``; the engine owns it)."""
+    ``search.fetch_pages``; the engine owns it), and the metadata ``filters`` that scope its
+    retrieval (:mod:`crag.metadata`; the query carries them from the first event on)."""
 
     kb: KnowledgeBase
     evaluator: Evaluator
     llm: LLM
     search: WebSearch | None
     http: httpx.Client | None = None
+    filters: Filters = field(default_factory=dict)
 
 
 def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="crag"))
+    query = steps.emit("query", make_query(question, cfg, mode="crag", filters=deps.filters))
     deadline = Deadline(cfg.correction.deadline_seconds)
     # One budget and one deadline for every LLM call of the request (grading included) and every search.
     llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
@@ -205,7 +208,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
 def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="rag"))
+    query = steps.emit("query", make_query(question, cfg, mode="rag", filters=deps.filters))
     llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
@@ -226,7 +229,7 @@ def run_crag_context(question: str, deps: Deps, cfg: CragSettings, tracer: Trace
     the trace.
     """
     steps = _steps(tracer, None)
-    query = steps.emit("query", make_query(question, cfg, mode="crag"))
+    query = steps.emit("query", make_query(question, cfg, mode="crag", filters=deps.filters))
     deadline = Deadline(cfg.correction.deadline_seconds)
     llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)

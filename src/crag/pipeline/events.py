@@ -121,6 +121,8 @@ class TraceRecorder:
 # -- each event: its client summary, then its trace record ---------------------------------
 def _query(q: Query) -> dict[str, Any]:
     out: dict[str, Any] = {"question": q.text, "mode": q.mode, "language": q.language}
+    if q.filters:
+        out["filters"] = {k: list(v) for k, v in q.filters.items()}
     if q.mode == "crag":
         out |= {"query_type": q.query_type, "thresholds": q.thresholds()}
     return out
@@ -130,6 +132,8 @@ def _record_query(t: Tracer, q: Query) -> None:
     t.record("question", q.text)
     t.record("mode", q.mode)
     t.record("language", q.language)
+    if q.filters:
+        t.record("filters", {k: list(v) for k, v in q.filters.items()})
     if q.mode == "crag":
         if q.query_type:
             t.record("query_type", q.query_type)
@@ -137,7 +141,7 @@ def _record_query(t: Tracer, q: Query) -> None:
 
 
 def _retrieve(r: Retrieval) -> dict[str, Any]:
-    keys = ("id", "title", "source", "url", "score", "rank")
+    keys = ("id", "title", "source", "url", "score", "rank", "metadata")
     return {"documents": [{k: v for k, v in _hit(h).items() if k in keys} for h in r.hits]}
 
 
@@ -314,7 +318,7 @@ def _hit(h: Hit) -> dict[str, Any]:
     return {
         "id": c.id, "source": c.source, "title": c.title, "text": c.text, "url": c.url,
         "score": h.score, "dense": h.dense, "keyword": h.keyword, "rank": h.rank,
-    }  # fmt: skip
+    } | ({"metadata": c.metadata} if c.metadata else {})  # fmt: skip
 
 
 def _strip(s: Strip, *, text: bool = False) -> dict[str, Any]:

@@ -149,18 +149,21 @@ class Context:
 
 
 # -- steps ------------------------------------------------------------------------------
-def make_query(question: str, cfg: CragSettings, *, mode: str = "crag") -> Query:
-    """The question with its language and, in CRAG mode, its type and decision thresholds."""
+def make_query(
+    question: str, cfg: CragSettings, *, mode: str = "crag", filters: dict[str, tuple[str, ...]] | None = None
+) -> Query:
+    """The question with its language, metadata filters and, in CRAG mode, its type and thresholds."""
     ev = cfg.evaluator
+    scope = dict(filters or {})
     if mode != "crag":
-        return Query(question, detect_language(question), "", ev.upper, ev.lower, ev.rule, mode)
+        return Query(question, detect_language(question), "", ev.upper, ev.lower, ev.rule, mode, scope)
     th = query_thresholds(question, cfg)
-    return Query(question, detect_language(question), th.query_type, th.upper, th.lower, ev.rule, mode)
+    return Query(question, detect_language(question), th.query_type, th.upper, th.lower, ev.rule, mode, scope)
 
 
 def retrieve(query: Query, kb: KnowledgeBase, cfg: CragSettings) -> Retrieval:
-    """1. Hybrid dense + keyword top-k from the knowledge base."""
-    return kb.retrieve(query.text, k=cfg.retrieval.top_k)
+    """1. Hybrid dense + keyword top-k from the knowledge base (only documents the filters admit)."""
+    return kb.retrieve(query.text, k=cfg.retrieval.top_k, filters=query.filters)
 
 
 def grade(query: Query, retrieval: Retrieval, evaluator: Evaluator) -> Evaluation:

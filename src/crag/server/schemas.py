@@ -41,6 +41,9 @@ class AskRequest(_Strict):
     # Only a provider *name*: a corpus path from the network would let clients read server files.
     search: StrictStr | None = Field(None, max_length=64)
     stream: StrictBool = False
+    collection: StrictStr | None = Field(None, max_length=64)
+    # Metadata the documents must match: {"lang": "zh"}, {"team": ["a", "b"]} (crag.metadata).
+    filters: dict[str, Any] | None = None
 
 
 class ContentPart(BaseModel):
@@ -86,6 +89,7 @@ class ChatRequest(_Strict):
     frequency_penalty: StrictFloat | StrictInt | None = None
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    filters: dict[str, Any] | None = None  # crag's extension: as in /v1/ask
 
 
 class IngestDocument(_Strict):
@@ -98,18 +102,24 @@ class IngestDocument(_Strict):
 
 
 class IngestRequest(_Strict):
-    """Body of a JSON ``POST /v1/ingest``."""
+    """Body of a JSON ``POST /v1/ingest``: ``metadata`` is given to every document (a
+    document's own ``metadata`` wins a clash)."""
 
     documents: list[IngestDocument] = Field(min_length=1, max_length=10_000)
+    collection: StrictStr | None = Field(None, max_length=64)
+    metadata: dict[str, Any] | None = None
 
 
-def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, type_: str, message: str, headers: dict[str, str] | None = None, **extra: str | None
+) -> JSONResponse:
     """The one error shape of the API: ``{"error": {"type", "message"}}`` (OpenAI-compatible).
 
-    Messages pass through :func:`crag.redact.redact_text` so an exception that quotes a
-    URL with a key in it never sends the key to a client.
+    ``extra`` adds OpenAI's optional fields when given (``param``, ``code``). Messages pass
+    through :func:`crag.redact.redact_text` so an exception that quotes a URL with a key in
+    it never sends the key to a client.
     """
-    body = {"error": {"type": type_, "message": str(message)}}
+    body = {"error": {"type": type_, "message": str(message), **{k: v for k, v in extra.items() if v is not None}}}
     return RedactedJSONResponse(body, status_code=status, headers=headers)
 
 

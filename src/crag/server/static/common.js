@@ -54,6 +54,15 @@ function statusBadge(status) {
   return el("span", { class: `badge status-${name}` }, String(status || "?"));
 }
 
+// The collection this page is about (?collection=NAME), "" for the server's default.
+function currentCollection() { return new URLSearchParams(location.search).get("collection") || ""; }
+
+// path with ?collection=NAME (or &collection=) when a collection is chosen.
+function inCollection(path, name = currentCollection()) {
+  if (!name) return path;
+  return `${path}${path.includes("?") ? "&" : "?"}collection=${encodeURIComponent(name)}`;
+}
+
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
   const key = sessionStorage.getItem(KEY_NAME);
