@@ -97,31 +97,17 @@ def api(base_url: str) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def page(base_url: str, api: httpx.Client) -> Iterator[Any]:
-    models_exist = api.get("/v1/models").status_code != 404
+def page() -> Iterator[Any]:
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000)
         context = browser.new_context(viewport={"width": 1100, "height": 820}, locale="en-US")
         page = context.new_page()
         page.set_default_timeout(20_000)
-        problems: list[str] = []
+        problems: list[str] = []  # a script error, a CSP violation or a failed request is a UI bug
         page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
+        page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+        page.on("response", lambda r: problems.append(f"http {r.status}: {r.url}") if r.status >= 400 else None)
 
-        def expected(status: int, url: str) -> bool:
-            # A server without /v1/models answers 404 by design: the page hides the picker.
-            return status == 404 and url.endswith("/v1/models") and not models_exist
-
-        def on_console(m: Any) -> None:
-            if m.type == "error" and not expected(404 if "404" in m.text else 0, m.location.get("url", "")):
-                problems.append(f"console: {m.text} at {m.location.get('url')}")
-
-        def on_response(r: Any) -> None:
-            if r.status >= 400 and not expected(r.status, r.url):
-                problems.append(f"http {r.status}: {r.url}")
-
-        page.on("console", on_console)
-
-        page.on("response", on_response)
         page.problems = problems
         page.chat_bodies = []
         page.on(
@@ -158,7 +144,9 @@ def ask(page: Any, n: int, question: str) -> Any:
 def saved(api: httpx.Client, bot: Any) -> dict[str, Any]:
     """The trace a turn links to, read back through the API."""
     link = bot.locator(".decision a.trace-link")
-    trace_id = link.get_attribute("href").split("/ui/trace/")[1].split("?")[0]
+    path, _, query = link.get_attribute("href").partition("?")
+    assert query == f"collection={bot.page.locator('#model').input_value()}"  # the trace of that collection
+    trace_id = path.split("/ui/trace/")[1]
     trace: dict[str, Any] = api.get(f"/v1/traces/{trace_id}").json()
     return trace
 
@@ -166,13 +154,9 @@ def saved(api: httpx.Client, bot: Any) -> dict[str, Any]:
 def test_two_turns_stream_with_decisions_quotes_and_trace_links(base_url: str, api: httpx.Client, page: Any) -> None:
     enter_key(page, base_url)
     assert page.locator("header.top a[href='/ui/chat']").count() == 1
-    models = api.get("/v1/models")
-    if models.status_code == 404:  # one knowledge base: no picker
-        assert page.locator("#model-box").is_hidden()
-    else:
-        ids = [m["id"] for m in models.json()["data"]]
-        expect(page.locator("#model option")).to_have_count(len(ids))
-        assert page.locator("#model option").all_text_contents() == ids
+    ids = [m["id"] for m in api.get("/v1/models").json()["data"]]  # one collection here: "crag"
+    expect(page.locator("#model option")).to_have_count(len(ids))
+    assert page.locator("#model-box").is_visible() and page.locator("#model option").all_text_contents() == ids
 
     # Turn 1 (English): the answer as saved, the decision as traced, the quote on hover.
     first = ask(page, 1, FIRST)
@@ -201,7 +185,7 @@ def test_two_turns_stream_with_decisions_quotes_and_trace_links(base_url: str, a
     # Turn 2 (Chinese): the request carries the whole conversation, the first answer included.
     second = ask(page, 2, SECOND)
     bodies = page.chat_bodies
-    assert len(bodies) == 2 and all(b["stream"] is True for b in bodies)
+    assert len(bodies) == 2 and all(b["stream"] is True and b["model"] == ids[0] for b in bodies)
     assert bodies[1]["messages"] == [
         {"role": "user", "content": FIRST},
         {"role": "assistant", "content": trace["answer"]},

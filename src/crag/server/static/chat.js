@@ -35,7 +35,7 @@ async function loadModels() {
   if (!response.ok) throw new Error(await errorOf(response));
   const body = await response.json();
   const ids = (body.data || []).map((m) => String(m.id));
-  const wanted = new URLSearchParams(location.search).get("model");
+  const wanted = currentCollection();  // ?collection=NAME, as on the other pages
   select.replaceChildren(...ids.map((id) => el("option", { value: id, selected: id === wanted }, id)));
   modelsListed = ids.length > 0;
   box.hidden = !modelsListed;
@@ -45,8 +45,7 @@ function chosenModel() { return modelsListed ? document.getElementById("model").
 
 // The trace of a turn, in the collection it was asked of (the viewer reads ?collection=).
 function traceHref(traceId, model) {
-  const path = `/ui/trace/${encodeURIComponent(traceId)}`;
-  return modelsListed ? `${path}?collection=${encodeURIComponent(model)}` : path;
+  return inCollection(`/ui/trace/${encodeURIComponent(traceId)}`, modelsListed ? model : "");
 }
 
 // OpenAI-style server-sent events: "data: {json}" blocks, ending with "data: [DONE]".
