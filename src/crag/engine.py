@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -29,7 +29,7 @@ from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.metadata import check_metadata, parse_filters
-from crag.pipeline import Deps, OnStep, run_crag, run_rag
+from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register_env
@@ -42,6 +42,15 @@ from crag.types import Answer
 
 MAX_QUESTION_CHARS = 4000
 log = logging.getLogger("crag")
+
+
+class _Result(Protocol):
+    """What a run returns (an Answer, a CorrectedContext): a trace note joins its degradations."""
+
+    degradations: list[str]
+
+
+R = TypeVar("R", bound=_Result)
 
 
 class CRAG:
@@ -285,6 +294,58 @@ class CRAG:
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
 
+    def retrieve_context(
+        self,
+        question: str,
+        *,
+        search: str | None = None,
+        search_corpus: str | Path | None = None,
+        search_record: str | Path | None = None,
+        search_replay: str | Path | None = None,
+        request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> CorrectedContext:
+        """Retrieve, grade and correct without generating: the decision and the corrected context.
+
+        The steps of :meth:`ask` up to generation (:func:`crag.pipeline.run_crag_context`),
+        for a caller that writes the answer itself (the LangChain and LlamaIndex retrievers).
+        The trace is saved, with the status ``retrieved``. ``filters`` as in :meth:`ask`.
+
+        >>> got = rag.retrieve_context("天津犹太会堂是什么时候建成的？")      # doctest: +SKIP
+        >>> got.action.value, [(s.score, s.text[:12]) for s in got.strips]    # doctest: +SKIP
+        ('correct', [(0.93, '天津犹太会堂建成于1940')])
+        """
+        question = _check_question(question)
+        deps = self._deps("crag", search, search_corpus, search_record, search_replay, filters)
+        run = functools.partial(run_crag_context, question, deps, self.settings)
+        return self._run(lambda tracer, on_step: run(tracer), Tracer(), request, None)
+
+    def _deps(
+        self,
+        mode: str,
+        search: str | None,
+        search_corpus: str | Path | None,
+        search_record: str | Path | None,
+        search_replay: str | Path | None,
+        filters: dict[str, Any] | None,
+    ) -> Deps:
+        """The components a question runs through; a missing knowledge base raises here."""
+        if mode not in ("crag", "rag"):
+            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        scope = parse_filters(filters, what="filters")
+        kb = self.knowledge_base()
+        kb.require_chunks()
+        return Deps(
+            kb=kb,
+            evaluator=self.evaluator,
+            llm=self.llm,
+            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
+            if mode == "crag"
+            else None,
+            http=self.http_client(),
+            filters=scope,
+        )
+
     def _prepare(
         self,
         question: str,
@@ -299,31 +360,17 @@ class CRAG:
         """Check the question and build the request's components; the run, ready to start."""
         question = _check_question(question)
         turns = _check_history(history)
-        if mode not in ("crag", "rag"):
-            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
-        scope = parse_filters(filters, what="filters")
-        kb = self.knowledge_base()
-        kb.require_chunks()
-        deps = Deps(
-            kb=kb,
-            evaluator=self.evaluator,
-            llm=self.llm,
-            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
-            if mode == "crag"
-            else None,
-            http=self.http_client(),
-            filters=scope,
-        )
+        deps = self._deps(mode, search, search_corpus, search_record, search_replay, filters)
         pipeline = run_crag if mode == "crag" else run_rag
         return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)
 
     def _run(
         self,
-        run: Callable[[Tracer, OnStep | None], Answer],
+        run: Callable[[Tracer, OnStep | None], R],
         tracer: Tracer,
         request: dict[str, Any] | None,
         on_step: OnStep | None,
-    ) -> Answer:
+    ) -> R:
         """Run with ``tracer`` (the request's recorder: the pipeline writes, nothing reads it
         back) and save the trace once, whether the run answered, failed or was cancelled."""
         if request:

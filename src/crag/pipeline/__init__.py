@@ -44,6 +44,8 @@ event               value                         when
                                                   now (``escalated_from``: that generation);
                                                   ``correct``, ``fuse``, ``generate`` follow again
 ``answer``          :class:`~crag.types.Answer`   last: what the caller gets
+``context``         ``CorrectedContext``          last of :func:`run_crag_context` (no answer):
+                                                  the decision and the corrected context
 ==================  ============================  ==============================================
 
 With an ``on_step`` observer the model streams: ``token`` events arrive while
@@ -80,6 +82,7 @@ from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import guard
 from crag.pipeline.steps import (
     Context,
+    CorrectedContext,
     Decision,
     OnStep,
     Steps,
@@ -104,6 +107,7 @@ from crag.types import Action, Answer, Hit, Query, Strip
 __all__ = [
     "Condensed",
     "Context",
+    "CorrectedContext",
     "Correction",
     "Decision",
     "Deps",
@@ -113,6 +117,7 @@ __all__ = [
     "Search",
     "make_query",
     "run_crag",
+    "run_crag_context",
     "run_rag",
 ]
 
@@ -242,6 +247,43 @@ def _condense(steps: Steps, question: str, history: History | None, llm: LLM) ->
 
 def _condense_tags(c: Condensed) -> dict[str, Any]:
     return {"llm_calls": c.llm_calls, "method": c.method, "history": c.history}
+
+
+def run_crag_context(
+    question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None
+) -> CorrectedContext:
+    """CRAG up to generation, for retrievers: retrieve → evaluate → decide → correct → fuse, then stop.
+
+    The same steps as :func:`run_crag` before it generates (verification and compression
+    included, when configured), so the strips returned are those an answer would be written
+    from. No answer means no refusal to escalate from (step 6). The ``context`` event ends
+    the trace.
+    """
+    steps = _steps(tracer, None)
+    deadline = Deadline(cfg.correction.deadline_seconds)
+    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
+    condensed = _condense(steps, question, history, llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
+    retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
+    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
+    decision = steps.emit("decide", decide_action(query, grading))
+    corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
+    correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+    checked: list[str] = []
+    if can_verify(decision, search, cfg):
+        check = steps.run("verify", lambda: verify(query, correction.internal, llm, cfg))
+        checked = check.degradations
+        if not check.confirmed:
+            decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, unverified=check))
+            correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+    context = _fuse(steps, correction, cfg, query)
+    if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
+        context = steps.run("compress", lambda: compress_context(query, context, llm))
+    degradations = (
+        retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
+    )
+    corrected = CorrectedContext(query, decision, context, correction.queries, degradations, tracer.id, llm.usage)
+    return steps.emit("context", corrected)
 
 
 def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query) -> Context:

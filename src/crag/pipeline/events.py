@@ -32,7 +32,7 @@ from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
 from crag.generate import Generation, Replace
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
-from crag.pipeline.steps import Context, Decision, usage
+from crag.pipeline.steps import Context, CorrectedContext, Decision, usage
 from crag.trace.spans import Tracer
 from crag.types import Answer, Evaluation, Hit, Query, Retrieval, Strip
 
@@ -59,8 +59,10 @@ EventName = Literal[
     "replace",
     "generate",
     "answer",
+    "context",
 ]
-"""Every event a run sends, in the order they can come (see :mod:`crag.pipeline`)."""
+"""Every event a run sends, in the order they can come (see :mod:`crag.pipeline`); ``context``
+ends a run that stops before generation (:func:`crag.pipeline.run_crag_context`)."""
 
 EVENT_NAMES: tuple[str, ...] = get_args(EventName)
 
@@ -318,6 +320,15 @@ def _record_answer(t: Tracer, a: Answer) -> None:
     t.record("citations", [asdict(c) for c in a.citations])
 
 
+def _corrected(c: CorrectedContext) -> dict[str, Any]:
+    return _decide(c.decision) | {"context": [_strip(s) for s in c.strips], "queries": c.queries}
+
+
+def _record_corrected(t: Tracer, c: CorrectedContext) -> None:
+    t.record("context", [_context_record(s) for s in c.strips])
+    t.record("context_only", True)  # stopped before generation on purpose: no answer is not a failure
+
+
 def _hit(h: Hit) -> dict[str, Any]:
     c = h.chunk
     return {
@@ -356,5 +367,6 @@ EVENTS: dict[str, Event] = {
     "replace": Event(_replace),
     "generate": Event(_generation, _record_generate),
     "answer": Event(lambda a: a.to_dict(), _record_answer, composite=True),
+    "context": Event(_corrected, _record_corrected, composite=True),
 }
 assert set(EVENTS) == set(EVENT_NAMES), "every event name has one entry"

@@ -208,7 +208,7 @@ def create_app(
         collection: str | None = Query(None, max_length=64),
         limit: int = Query(50, ge=1, le=500),
         action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
-        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed)$"),
+        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed|retrieved)$"),
         min_confidence: float | None = Query(None, ge=0, le=1),
         max_confidence: float | None = Query(None, ge=0, le=1),
         min_latency_ms: float | None = Query(None, ge=0),

@@ -291,7 +291,7 @@ def _action(value: Any, *, answered: bool = True) -> Text:
 
 
 STATUS_STYLES = {"answered": "green", "degraded": "yellow", "refused": "magenta", "abstained": "magenta",
-                 "failed": "bold red"}  # fmt: skip
+                 "failed": "bold red", "retrieved": "cyan"}  # fmt: skip
 
 
 def _status(value: Any) -> Text:
