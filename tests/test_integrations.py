@@ -259,3 +259,23 @@ def test_import_crag_does_not_import_frameworks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_langchain_runnable_takes_a_conversation(engine: CRAG) -> None:
+    pytest.importorskip("langchain_core", reason="needs crag[langchain]")
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from crag.integrations.langchain import _request
+
+    turns = [
+        HumanMessage("天津犹太会堂在哪里？"),
+        AIMessage("在天津市和平区[1]。"),
+        HumanMessage("它是什么时候建成的？"),
+    ]
+    question, extra = _request(turns)
+    assert question == "它是什么时候建成的？" and [t["role"] for t in extra["history"]] == ["user", "assistant"]
+    assert (
+        _request({"question": "Q?", "history": [{"role": "user", "content": "A?"}]})[1]["history"][0]["content"] == "A?"
+    )
+    with pytest.raises(TypeError):
+        _request([AIMessage("no question here")])

@@ -129,11 +129,33 @@ def _options(mode: str, search: str | None, filters: dict[str, Any] | None) -> d
     return {"mode": mode, "search": search, "filters": filters}
 
 
-def _question(question: Any) -> str:
-    text = question.get("question") if isinstance(question, Mapping) else question
-    if not isinstance(text, str):
-        raise TypeError("a crag runnable takes a question string or {'question': str}")
-    return text
+_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system"}
+
+
+def _request(value: Any) -> tuple[str, dict[str, Any]]:
+    """The question and the options it brings: a string, ``{"question", "history"?}``, or a
+    conversation (LangChain messages or ``{"role", "content"}`` dicts), whose last user message is
+    the question and whose earlier turns are the history the engine condenses it with."""
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
+        history = value.get("history")
+        return value["question"], ({"history": _turns(history)} if history else {})
+    if isinstance(value, (list, tuple)) and value:
+        turns = _turns(value)
+        if turns and turns[-1]["role"] == "user":
+            return turns[-1]["content"], ({"history": turns[:-1]} if len(turns) > 1 else {})
+    raise TypeError("a crag runnable takes a question string, {'question': str, 'history'?: [...]} or chat messages")
+
+
+def _turns(messages: Any) -> list[dict[str, str]]:
+    out = []
+    for m in messages:
+        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "type", None)
+        content = m.get("content") if isinstance(m, Mapping) else getattr(m, "content", None)
+        if role in _ROLES and isinstance(content, str):
+            out.append({"role": _ROLES[role], "content": content})
+    return out
 
 
 @functools.cache
@@ -160,13 +182,15 @@ def _runnable_class() -> type:
             return result
 
         def _invoke(self, input: Any) -> AIMessage:
-            return to_message(self.engine.ask(_question(input), **self.options))
+            question, extra = _request(input)
+            return to_message(self.engine.ask(question, **self.options, **extra))
 
         def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[AIMessageChunk]:
             yield from self._transform_stream_with_config(iter([input]), self._chunks, config)
 
         def _chunks(self, inputs: Iterator[Any]) -> Iterator[AIMessageChunk]:
-            with self.engine.ask_stream(_question(_last(inputs)), **self.options) as events:
+            question, extra = _request(_last(inputs))
+            with self.engine.ask_stream(question, **self.options, **extra) as events:
                 text = AnswerText()
                 for event in events:
                     yield from self._take(text, event, events.trace_id)
@@ -176,8 +200,10 @@ def _runnable_class() -> type:
                 yield chunk
 
         async def _achunks(self, inputs: AsyncIterator[Any]) -> AsyncIterator[AIMessageChunk]:
-            question = _question([i async for i in inputs][-1])
-            events = await asyncio.to_thread(functools.partial(self.engine.ask_stream, question, **self.options))
+            question, extra = _request([i async for i in inputs][-1])
+            events = await asyncio.to_thread(
+                functools.partial(self.engine.ask_stream, question, **self.options, **extra)
+            )
             text = AnswerText()
             try:
                 while True:
@@ -219,7 +245,8 @@ def _answer_runnable_class() -> type:
             return result
 
         def _invoke(self, input: Any) -> dict[str, Any]:
-            result: dict[str, Any] = self.engine.ask(_question(input), **self.options).to_dict()
+            question, extra = _request(input)
+            result: dict[str, Any] = self.engine.ask(question, **self.options, **extra).to_dict()
             return result
 
     return CragAnswerRunnable
