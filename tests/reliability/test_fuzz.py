@@ -81,7 +81,7 @@ def test_schemathesis_never_500(engine: CRAG) -> None:
     report = fuzz_schema(app, examples=250, headers=HEADERS)
     assert report.requests >= 250
     assert report.server_errors == 0, report.failures
-    assert report.statuses[200] > 20 and any(400 <= s < 500 for s in report.statuses)  # both kinds were sent
+    assert report.statuses[200] >= 10 and any(400 <= s < 500 for s in report.statuses)  # both kinds were sent
 
 
 @pytest.mark.integration

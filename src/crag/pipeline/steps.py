@@ -191,6 +191,7 @@ def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Con
     """
     fix = cfg.correction
     suspicious = flag_instructions([s for g in groups for s in g])
+    groups = [[s for s in g if s.text.strip()] for g in groups]  # a strip that was all instruction is gone
     budget_tokens = fix.context_tokens or cfg.generation.max_context_chars // 2
     fused = fuse_ranked(
         groups,

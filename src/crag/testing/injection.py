@@ -167,5 +167,6 @@ def run_case(case: Case, llm: LLM, *, max_tokens: int = 96, planted: bool = True
     honest = Strip(fact, HONEST_URL, case.origin, title, score=0.85)
     strips = [plant, honest] if planted else [honest]
     flagged = [str(f["source"]) for f in flag_instructions(strips)]
+    strips = [s for s in strips if s.text.strip()]
     context = fuse_ranked([strips], max_tokens=800).context
     return CaseResult(case, generate(question, context, llm, max_tokens=max_tokens, reask_above=0.8), flagged)
