@@ -285,6 +285,11 @@ class SearchSettings(_Section):
     allow_private_fetch: bool = Field(
         False, description="Allow fetching pages on private/loopback addresses (off: SSRF protection)."
     )
+    client_choices: list[str] | None = Field(
+        None,
+        description="Providers a client of crag serve may pick per request (POST /v1/ask \"search\"); others get "
+        "HTTP 403 and nothing is called. Unset: only this section's provider; 'none' is always allowed.",
+    )
 
 
 class LLMSettings(_Section):
@@ -319,6 +324,36 @@ class TraceSettings(_Section):
     path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
 
 
+class IngestSettings(_Section):
+    max_unpacked_mb: int = Field(
+        50,
+        ge=1,
+        description="Most megabytes a document may expand by when read: a .docx's parts beyond its size on disk, "
+        "an HTML file's markup, any PDF stream decoded; a larger one is skipped as a possible decompression bomb.",
+    )
+    max_elements: int = Field(
+        500_000,
+        ge=1,
+        description="Most XML elements in a .docx (all its parts) or tags in an HTML file; more is skipped as too "
+        "costly to parse (python-docx and BeautifulSoup hold the whole tree: ~1 KB per element).",
+    )
+
+
+class ServerSettings(_Section):
+    max_header_kb: int = Field(
+        64, ge=1, le=1024, description="Most kilobytes of request line and headers; more is answered 431."
+    )
+    header_timeout: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a request's line and headers; then 408 and closed."
+    )
+    idle_timeout: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds a connection may wait idle for the client: between requests (keep-alive) or in "
+        "the middle of a request body; then it is closed.",
+    )
+
+
 class CragSettings(BaseSettings):
     """All settings. Build from a TOML file with :func:`load_settings`."""
 
@@ -334,6 +369,8 @@ class CragSettings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     generation: GenerationSettings = GenerationSettings()
     trace: TraceSettings = TraceSettings()
+    ingest: IngestSettings = IngestSettings()
+    server: ServerSettings = ServerSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -24,6 +24,7 @@ from typing import Any
 from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
+from crag.ingest.limits import InputLimits
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.pipeline import Deps, OnStep, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
@@ -85,6 +86,10 @@ class CRAG:
                     "store_uri": self.settings.kb.store_uri,
                     "keyword_index": self.settings.kb.keyword_index,
                     "commit_chunks": self.settings.kb.commit_chunks,
+                    "limits": InputLimits(
+                        max_unpacked_bytes=self.settings.ingest.max_unpacked_mb * 1_000_000,
+                        max_elements=self.settings.ingest.max_elements,
+                    ),
                 }
                 path = self.settings.kb.path
                 self._kb = (

