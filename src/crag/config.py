@@ -287,7 +287,7 @@ class SearchSettings(_Section):
     )
     client_choices: list[str] | None = Field(
         None,
-        description="Providers a client of crag serve may pick per request (POST /v1/ask \"search\"); others get "
+        description='Providers a client of crag serve may pick per request (POST /v1/ask "search"); others get '
         "HTTP 403 and nothing is called. Unset: only this section's provider; 'none' is always allowed.",
     )
 

@@ -149,9 +149,7 @@ def approx_tokens(text: str) -> int:
 # (they reorder what is shown, so a file name can read as another), line and paragraph
 # separators, and lone surrogates. Newline and tab stay in multi-line text.
 _TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-_TERMINAL_UNSAFE_LINE = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+_TERMINAL_UNSAFE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def terminal_safe(text: str, *, one_line: bool = False) -> str:

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from crag.deadline import Deadline
 from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM, WebSearch
+from crag.redact import clip
 from crag.text import detect_language
 from crag.types import WebResult
 
@@ -237,7 +238,7 @@ def _llm_decompose(q: str, llm: LLM, n: int, lang: str) -> list[str]:
         data = None
     if data is None:
         raise LLMReplyError(
-            f"decomposition reply was not JSON: {out.text[:80]!r}", backend_id=llm.model_id, step="decompose"
+            f"decomposition reply was not JSON: {clip(out.text, 80)!r}", backend_id=llm.model_id, step="decompose"
         )
     subs = data.get("subqueries") if isinstance(data, dict) else None
     if not isinstance(subs, list):

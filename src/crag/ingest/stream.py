@@ -37,8 +37,8 @@ from crag.errors import UnsupportedFileError
 from crag.ingest.blocks import exact_blocks
 from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
 from crag.ingest.files import open_regular
-from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
 from crag.ingest.formats import Extracted, read_docx, read_html, read_pdf
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
 from crag.ingest.load import (
     SourceDoc,
     html_markup,

@@ -127,7 +127,9 @@ def _segments(
         buf: list[tuple[int, Chunk, int]] = []
         first, seq = True, 0
         try:
-            chunks = file_chunks(job.path, job.info, size=size, overlap=overlap, warnings=report.warnings, limits=limits)
+            chunks = file_chunks(
+                job.path, job.info, size=size, overlap=overlap, warnings=report.warnings, limits=limits
+            )
             for chunk, offset in chunks:
                 job.ids.add(chunk.id)
                 buf.append((seq, chunk, job.base + offset))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from crag._sqlite import set_wal
+from crag.redact import redact
 from crag.types import WebResult
 
 T = TypeVar("T")
@@ -86,7 +87,7 @@ class _Store:
     def put(self, namespace: str, key: str, value: Any) -> None:
         if not self.enabled:
             return
-        data = json.dumps(value, ensure_ascii=False)
+        data = json.dumps(redact(value), ensure_ascii=False)  # a key a provider echoed is never stored
         with self._lock:
             self._conn().execute(
                 "INSERT OR REPLACE INTO cache (namespace, key, value, created) VALUES (?, ?, ?, ?)",

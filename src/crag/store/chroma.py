@@ -24,6 +24,7 @@ import numpy as np
 
 from crag.errors import ConfigError, StoreError
 from crag.protocols import StoreSpec
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 
 COLLECTION = "chunks"
@@ -193,7 +194,7 @@ def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 300) or type(exc).__name__
 
 
 def _make(spec: StoreSpec, deps: BackendDeps) -> ChromaVectorStore:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from crag.redact import clip
 from crag.text import tokenize
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -67,7 +68,7 @@ class BM25Index:
             self._ids = list(info["ids"])
             self.generation = int(info["generation"])
         except Exception as exc:  # bm25s and numpy raise many types; the reason is logged and kept
-            self.load_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            self.load_error = f"{type(exc).__name__}: {clip(' '.join(str(exc).split()), 200)}"
             log.warning("keyword index %s is damaged (%s); rebuilding it from the manifest", self.path, self.load_error)
             self.generation, self._ids, self._model = -1, [], None
 
