@@ -45,6 +45,7 @@ from crag.server.auth import (
 from crag.server.body import describe_errors, document_bodies, parse_body
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
+from crag.server.policy import check_search_choice
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import SSEResponse, chat_completion, crag_error_status
 from crag.server.uploads import ingest_summary, save_uploads, write_jsonl
@@ -228,6 +229,7 @@ async def _answer(
     *,
     replay_of: str | None = None,
 ) -> Answer:
+    check_search_choice(engine.settings, search)  # 403 before anything is built or called
     try:
         answer = await run_in_threadpool(_ask_and_annotate, engine, question, mode, search, replay_of)
     except CragError as exc:
@@ -251,6 +253,7 @@ def _request_info(mode: str, search: str | None, replay_of: str | None = None) -
 
 async def _start_stream(engine: CRAG, metrics: Metrics, question: str, mode: str, search: str | None) -> AnswerStream:
     """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
+    check_search_choice(engine.settings, search)
     try:
         return await run_in_threadpool(
             lambda: engine.ask_stream(question, mode=mode, search=search, request=_request_info(mode, search))
