@@ -158,7 +158,9 @@ def terminal_safe(text: str, *, one_line: bool = False) -> str:
     The one escaping helper for text that reaches a terminal (document titles, file names,
     model answers, trace fields): a document cannot recolour the screen, move the cursor,
     set the window title or reorder a line. ``one_line`` escapes newlines and tabs as well,
-    for table cells and one-line messages.
+    for table cells and one-line messages. C0 controls read ``\x1b``; the rest ``\u009b``,
+    which is also a valid escape inside a JSON string (JSON encoders escape C0 themselves),
+    so JSON output stays valid JSON.
 
     >>> terminal_safe("title\x1b[2J\u202egnp.exe\nnext")
     'title\\x1b[2J\\u202egnp.exe\nnext'
@@ -179,4 +181,4 @@ def _escaped(match: re.Match[str]) -> str:
         return "\\t"
     if code == 0x0D:
         return "\\r"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x20 else f"\\u{code:04x}"

@@ -119,7 +119,7 @@ def test_traces_cassettes_cache_and_eval_output_hold_no_fragment(echo: OffsetEch
             try:
                 answer = engine.ask(question, search_record=cassette)
                 outputs.append(json.dumps(redact(answer.to_dict()), ensure_ascii=False))
-                record = {"kind": "answer", "id": str(offset), "answer": answer.answer, "degradations": answer.degradations}
+                record = {"kind": "answer", "id": str(offset), "answer": answer.answer, "notes": answer.degradations}
             except CragError as exc:
                 outputs.append(str(exc))
                 record = {"kind": "answer", "id": str(offset), "error": str(exc), "raw": padded(offset)}
