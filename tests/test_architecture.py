@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.atomic",
             "crag.extras",
             "crag.deadline",
+            "crag.procs",
             "crag.protocols",
             "crag.registry",
         ),

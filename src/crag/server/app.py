@@ -32,6 +32,7 @@ from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.pipeline.live import AnswerStream
+from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text, register
 from crag.server import feedback, ui
 from crag.server.auth import (
@@ -394,7 +395,8 @@ def serve(
     }
     if workers > 1:
         # Worker processes import the app by name, so settings travel through the environment.
-        os.environ[SETTINGS_ENV] = json.dumps({"settings": settings.model_dump(mode="json"), "options": options})
+        payload = {"settings": settings.model_dump(mode="json"), "options": options, "parent": os.getpid()}
+        os.environ[SETTINGS_ENV] = json.dumps(payload)
         uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers)
         return
     app = create_app(CRAG(settings), api_keys=keys, **options)
@@ -413,7 +415,13 @@ def _check_shareable_store(settings: CragSettings, workers: int) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """App factory for uvicorn worker processes started by :func:`serve`."""
+    """App factory for uvicorn worker processes started by :func:`serve`.
+
+    A worker dies with the ``crag serve`` process that started it (``kill -9`` included), so
+    no worker is left serving on the port (:func:`crag.procs.die_with_parent`).
+    """
     payload = json.loads(os.environ[SETTINGS_ENV])
+    if payload.get("parent"):
+        die_with_parent(int(payload["parent"]))  # uvicorn starts workers from its main thread
     settings = CragSettings(**payload["settings"])
     return create_app(CRAG(settings), api_keys=keys_from_env(), **payload["options"])
