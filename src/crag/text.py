@@ -167,8 +167,6 @@ def terminal_safe(text: str, *, one_line: bool = False) -> str:
     >>> terminal_safe("a\tb\nc", one_line=True)
     'a\\tb\\nc'
     """
-    if not isinstance(text, str):
-        text = str(text)
     pattern = _TERMINAL_UNSAFE_LINE if one_line else _TERMINAL_UNSAFE
     return pattern.sub(_escaped, text)
 

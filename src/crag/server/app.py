@@ -44,6 +44,7 @@ from crag.server.auth import (
     keys_from_env,
 )
 from crag.server.body import describe_errors, document_bodies, parse_body
+from crag.server.connection import ConnectionLimits, guarded_protocol
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.policy import check_search_choice
@@ -393,14 +394,26 @@ def serve(
         "max_body_bytes": max_body_bytes,
         "cors_origins": list(cors_origins),
     }
+    limits = uvicorn_limits(settings)
     if workers > 1:
         # Worker processes import the app by name, so settings travel through the environment.
         payload = {"settings": settings.model_dump(mode="json"), "options": options, "parent": os.getpid()}
         os.environ[SETTINGS_ENV] = json.dumps(payload)
-        uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers)
+        uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers, **limits)
         return
     app = create_app(CRAG(settings), api_keys=keys, **options)
-    uvicorn.run(app, host=host, port=port)
+    uvicorn.run(app, host=host, port=port, **limits)
+
+
+def uvicorn_limits(settings: CragSettings) -> dict[str, Any]:
+    """uvicorn options for ``[server]``: header size (431), header and idle timeouts (crag.server.connection)."""
+    s = settings.server
+    limits = ConnectionLimits(s.max_header_kb * 1024, s.header_timeout, s.idle_timeout)
+    return {
+        "http": guarded_protocol(limits),
+        "timeout_keep_alive": s.idle_timeout,  # idle kept-alive connections
+        "h11_max_incomplete_event_size": 2 * limits.max_header_bytes,  # ours answers 431 first
+    }
 
 
 def _check_shareable_store(settings: CragSettings, workers: int) -> None:
