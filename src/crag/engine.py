@@ -26,6 +26,7 @@ from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.ingest.limits import InputLimits
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
+from crag.paths import is_disk_full
 from crag.pipeline import Deps, OnStep, run_crag, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -288,7 +289,7 @@ class CRAG:
             try:
                 store = self.traces
             except (CragError, OSError, sqlite3.Error) as exc:
-                note = f"trace not saved ({exc})"
+                note = self._not_saved(exc)
             if store is not None and store.recovered is not None and store.recovered != self._noted_recovery:
                 note = self._recovery_note(store.recovered)  # found corrupt on open: say so in this trace too
                 tracer.append("degradations", note)
@@ -299,11 +300,17 @@ class CRAG:
                 if store.recovered is not None and store.recovered != self._noted_recovery:  # corrupt since opened
                     note = self._recovery_note(store.recovered)
             except (CragError, OSError, sqlite3.Error) as exc:
-                note = f"trace not saved ({exc})"
+                note = self._not_saved(exc)
         if note.startswith("trace not saved"):
             log.warning("%s", note)
         export_trace(trace)  # OpenTelemetry, only when an OTLP endpoint is configured; never raises
         return note
+
+    def _not_saved(self, exc: BaseException) -> str:
+        folder = self.settings.trace_path.parent
+        if is_disk_full(folder, exc):  # the answer stands; reads work while writes fail
+            return f"trace not saved: disk full at {folder}; free space to record traces again"
+        return f"trace not saved ({exc})"
 
     def _recovery_note(self, moved_to: Path) -> str:
         self._noted_recovery = moved_to

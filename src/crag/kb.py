@@ -28,9 +28,11 @@ keyword index before searching, so another process's documents become searchable
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
-from crag.paths import make_folder
+from crag.paths import disk_full_error, is_disk_full, make_folder
 from crag.protocols import Embedder, FullTextStore, Progress
 from crag.store.factory import make_vector_store
 from crag.store.hybrid import fuse_ranks
@@ -93,7 +95,7 @@ class KnowledgeBase:
         self._view = self.manifest.generation
         self._view_lock = threading.Lock()
         self._released = False  # the vector store's in-memory index was dropped (see _finish_write)
-        held = self.lock.try_hold()
+        held = self.lock.try_hold() if not self.manifest.read_only else None  # read-only: a full disk
         if held is not None:  # a busy writer cleans up after itself; never under its feet
             with held:
                 self._reconcile()
@@ -190,11 +192,22 @@ class KnowledgeBase:
         # Listing the files (stat only, nothing opened) needs no lock: the lock is never held
         # while the file system is walked.
         files, missing = discover(paths)
-        with self.lock.hold(what="ingest"):
+        with self.lock.hold(what="ingest"), self._disk_full_is_said("the ingest stopped", RESUME):
             self._catch_up()
             report = self._ingest(paths, files, missing, prune=prune, progress=progress, workers=workers)
             self._view = self.manifest.generation
         return report
+
+    @contextlib.contextmanager
+    def _disk_full_is_said(self, doing: str, then: str) -> Iterator[None]:
+        """Turn a write that failed for lack of space (an opaque Chroma or SQLite error
+        included) into one ``DiskFullError`` naming this folder; other errors pass."""
+        try:
+            yield
+        except (StoreError, OSError, sqlite3.Error) as exc:
+            if not is_disk_full(self.path, exc):
+                raise
+            raise disk_full_error(self.path, doing, then) from None
 
     def _ingest(
         self,
@@ -271,7 +284,7 @@ class KnowledgeBase:
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder) from the knowledge base."""
-        with self.lock.hold(what="remove documents"):
+        with self.lock.hold(what="remove documents"), self._disk_full_is_said("the removal stopped", RESUME):
             self._catch_up()
             removed = self._remove(paths)
             self._view = self.manifest.generation
@@ -391,6 +404,7 @@ class KnowledgeBase:
 RELEASE_VECTORS_AT = 50_000
 
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
+RESUME = "every file committed before is intact and searchable: free space and run the command again (it resumes)"
 
 
 def index_corpus(
