@@ -5,10 +5,12 @@
     python benchmarks/reliability.py --queries 200 --kills 20
     python benchmarks/reliability.py --only large-file    # 100 MB text file, ~25 min
 
-The hostile-input rows (fuzzing, canary secrets, orphans, CLI bad input) live in
+The hostile-input rows (fuzzing, canary secrets, orphans, CLI bad input, and issue 33's
+special files, serve orphans, key fragments, client choices, disk full, bombs, header limits,
+JSON ingest retries and terminal escapes from ``reliability_hostile.py``) live in
 ``reliability_input.py`` and run in this table too (``--list`` shows every name).
 
-Prints a rich table and writes ``benchmarks/results/reliability.json``. Each check is a
+Prints a rich table and writes ``benchmarks/out/reliability.json`` (gitignored). Each check is a
 function in ``CHECKS`` taking the parsed arguments and a scratch folder and returning a
 ``Row``; add rows by appending functions (see ``--list``).
 """
@@ -40,7 +42,7 @@ from crag.testing.processes import crag_cli, crag_serve, read_only_prefix
 from crag.testing.stubs import StubLLM, StubSearch
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "reliability.json"
+RESULTS = ROOT / "benchmarks" / "out" / "reliability.json"  # gitignored
 
 
 @dataclass
