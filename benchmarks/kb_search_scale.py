@@ -15,7 +15,7 @@ Queries are the sample's real questions (for BM25) with synthetic query vectors.
     python benchmarks/kb_search_scale.py --n 1000000
     python benchmarks/kb_search_scale.py --n 20000          # a quick look
 
-Results go to ``benchmarks/results/kb_search_scale.json``.
+Results go to ``benchmarks/out/kb_search_scale.json``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--kb", default=None, help="reuse (or keep) the knowledge base in this folder")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "kb_search_scale.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "kb_search_scale.json"))
     args = ap.parse_args()
     console = Console()
 
@@ -188,6 +188,7 @@ def main() -> None:
     for k, v in result.items():
         table.add_row(k, str(v))
     console.print(table)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", "utf-8")
     console.print(f"wrote {args.out}")
     if not args.kb:

@@ -15,7 +15,7 @@ Two measurements, both in a subprocess whose RSS (with its children) is sampled 
 
     python benchmarks/large_file_ingest.py [--mb 100] [--batches 6] [--skip-full]
 
-Writes benchmarks/results/large_file_ingest.json.
+Writes benchmarks/out/large_file_ingest.json.
 
 ``--resume WORKDIR`` continues a real run that was cut short (its ``crag-large-*`` folder
 still holds ``big.txt`` and ``kb-real``), exactly as a user re-runs ``crag ingest`` after a
@@ -33,7 +33,7 @@ only reads and chunks the file (``crag.ingest.stream.file_chunks``, no store); `
 
     python benchmarks/large_file_ingest.py --format pdf [--pages 3000]
 
-Writes benchmarks/results/large_file_ingest_pdf.json.
+Writes benchmarks/out/large_file_ingest_pdf.json.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ import psutil
 from crag.testing.corpus import write_mixed_text
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "large_file_ingest.json"
-OUT_PDF = ROOT / "benchmarks" / "results" / "large_file_ingest_pdf.json"
+OUT = ROOT / "benchmarks" / "out" / "large_file_ingest.json"
+OUT_PDF = ROOT / "benchmarks" / "out" / "large_file_ingest_pdf.json"
 MB = 1 << 20
 
 
@@ -226,6 +226,7 @@ def main() -> None:
     ap.add_argument("--child-read", metavar="FILE", help=argparse.SUPPRESS)
     ap.add_argument("--whole", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    OUT.parent.mkdir(parents=True, exist_ok=True)
     if args.child_read:
         child_read(args.child_read, whole=args.whole)
         return

@@ -26,7 +26,7 @@ from crag.config import load_settings
 from crag.embed.cache import make_embedder
 from crag.grade.metrics import accuracy_at, auroc, best_threshold
 from crag.registry import EVALUATORS, LLMS, BackendDeps
-from crag.types import Passage
+from crag.types import Passage, Query
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ def main() -> None:
             fails0 = getattr(ev, "parse_failures", 0)
             for query, pairs in items:
                 t0 = time.perf_counter()
-                out = ev.grade(query, [Passage(str(i), p["passage"]) for i, p in enumerate(pairs)])
+                out = ev.grade(Query.of(query), [Passage(str(i), p["passage"]) for i, p in enumerate(pairs)])
                 per10.append((time.perf_counter() - t0) / len(pairs) * 10)
                 labels += [p["label"] for p in pairs]
                 scores += [g.score for g in out.grades]
@@ -99,7 +99,7 @@ def main() -> None:
             )
             Console().print(table.rows[-1] if False else f"{name} {lang} done")
     Console().print(table)
-    out = ROOT / "benchmarks" / "results"
+    out = ROOT / "benchmarks" / "out"
     out.mkdir(exist_ok=True)
     (out / "llm_evaluator.json").write_text(json.dumps({"model": args.model, "rows": results}, indent=2))
 

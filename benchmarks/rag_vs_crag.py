@@ -8,7 +8,7 @@ judge with ``--judge llm``; paired t-tests and bootstrap CIs for CRAG − RAG.
     python benchmarks/rag_vs_crag.py                       # 1.5B model, 40 questions
     python benchmarks/rag_vs_crag.py --model qwen2.5-coder-0.5b --limit 24 --judge llm
 
-Results go to ``benchmarks/results/rag_vs_crag/`` (report.md, report.html, summary.json,
+Results go to ``benchmarks/out/rag_vs_crag/`` (report.md, report.html, summary.json,
 plots/, results.jsonl). The run is resumable: rerun the same command after an interruption.
 """
 
@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--judge", choices=("llm", "none"), default="none")
     ap.add_argument("--judge-mode", choices=("auto", "json", "logprob"), default="auto")
-    ap.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "rag_vs_crag"))
+    ap.add_argument("--output", default=str(ROOT / "benchmarks" / "out" / "rag_vs_crag"))
     ap.add_argument(
         "--report-only", action="store_true", help="report the results so far without answering (marked PARTIAL)"
     )

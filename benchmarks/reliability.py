@@ -10,7 +10,7 @@ special files, serve orphans, key fragments, client choices, disk full, bombs, h
 JSON ingest retries and terminal escapes from ``reliability_hostile.py``) live in
 ``reliability_input.py`` and run in this table too (``--list`` shows every name).
 
-Prints a rich table and writes ``benchmarks/out/reliability.json`` (gitignored). Each check is a
+Prints a rich table and writes ``benchmarks/out/reliability.json``. Each check is a
 function in ``CHECKS`` taking the parsed arguments and a scratch folder and returning a
 ``Row``; add rows by appending functions (see ``--list``).
 """
@@ -42,7 +42,7 @@ from crag.testing.processes import crag_cli, crag_serve, read_only_prefix
 from crag.testing.stubs import StubLLM, StubSearch
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "out" / "reliability.json"  # gitignored
+RESULTS = ROOT / "benchmarks" / "out" / "reliability.json"
 
 
 @dataclass
@@ -335,7 +335,7 @@ def large_file(args: argparse.Namespace, tmp: Path) -> Row:
     run = subprocess.run([*cmd, "--batches", str(args.large_batches)], capture_output=True, text=True, timeout=7200)
     if run.returncode != 0:
         return Row("large file", f"benchmark failed: {run.stderr.strip()[-200:]}", "peak RSS ≤ 1 GB", False)
-    res = json.loads((ROOT / "benchmarks" / "results" / "large_file_ingest.json").read_text("utf-8"))
+    res = json.loads((ROOT / "benchmarks" / "out" / "large_file_ingest.json").read_text("utf-8"))
     real, full, peak = res["real"], res["full"], res["projected_real_peak_rss_mb"]
     flat = real["rss_growth_mb_per_1k_chunks"] <= 10  # Chroma's own growth is ~2 MB per 1,000 chunks
     return Row(

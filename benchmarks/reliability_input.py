@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reliability_hostile  # issue 33's rows, a module of their own
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "benchmarks" / "out" / "reliability_hostile_input.json"  # gitignored
+RESULT = ROOT / "benchmarks" / "out" / "reliability_hostile_input.json"
 SMALL = "qwen2.5-coder-0.5b"
 KEY = "bench-key-0123456789"
 Row = dict[str, Any]

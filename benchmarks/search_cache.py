@@ -20,7 +20,7 @@ from decomposition import SleepingSearxng  # the same sleeping server, next to t
 from crag.search.cache import CachedSearch
 from crag.search.searxng import SearxngSearch
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "out"
 
 
 def main() -> None:

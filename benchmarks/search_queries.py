@@ -31,6 +31,7 @@ from rich.table import Table
 from crag.correct.rewrite import keyword_queries
 from crag.engine import CRAG
 from crag.eval.metrics import gold_match
+from crag.types import Query
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -38,7 +39,7 @@ from build_sample_data import load_cmrc, load_squad  # noqa: E402  (the loaders 
 
 HARD = ROOT / "data" / "hard"
 SHARED = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "results" / "search_queries.json"
+OUT = ROOT / "benchmarks" / "out" / "search_queries.json"
 HELD_OUT = 150  # questions per language
 
 
@@ -97,7 +98,9 @@ def main() -> None:
     for name, questions in (("data/hard", hard_questions()), ("held out", held_out_questions())):
         for lang in ("en", "zh"):
             rows = [
-                (rank(keyword_queries(q, [], max_queries=1)[0], a), rank(q, a)) for la, q, a in questions if la == lang
+                (rank(keyword_queries(Query.of(q), [], max_queries=1)[0], a), rank(q, a))
+                for la, q, a in questions
+                if la == lang
             ]
             s = {
                 "n": len(rows),
@@ -109,6 +112,7 @@ def main() -> None:
             summary.setdefault(name, {})[lang] = s
             table.add_row(name, lang, *(str(v) for v in s.values()))
     Console().print(table)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUT.relative_to(ROOT)}")
 

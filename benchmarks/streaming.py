@@ -239,7 +239,7 @@ def main() -> None:
     ap.add_argument("--model", default=CragSettings().llm.model)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--cancels", type=int, default=20)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "streaming.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "streaming.json"))
     args = ap.parse_args()
 
     timed = TimedLLM(LlamaCppLLM(args.model, n_ctx=4096))
@@ -274,6 +274,7 @@ def main() -> None:
         results["cancel"] = cancels(base, engine, timed, args.cancels)
     results["paths"] = rows
     results["load_average_after"] = os.getloadavg()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     for name, row in rows.items():
         print(f"{name:10} first {row['first_token_s']:6.2f}s of {row['total_s']:6.2f}s "

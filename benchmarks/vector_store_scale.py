@@ -14,7 +14,7 @@ stored vectors' centres; ground truth is numpy brute force over the same vectors
 
 ``--time-budget`` (seconds per backend insert) stops inserting early on a slow machine; the
 report then gives the reached N and labels any extrapolation to the requested N as such.
-Results go to ``benchmarks/results/vector_store_scale.json``.
+Results go to ``benchmarks/out/vector_store_scale.json``.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def main() -> None:
     ap.add_argument(
         "--skip-stores", action="store_true", help="only the ingest comparison; keep the stores of an earlier --out"
     )
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "vector_store_scale.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "vector_store_scale.json"))
     args = ap.parse_args()
 
     console = Console()

@@ -21,7 +21,7 @@ threshold of the grid does.
 ``--serve`` reads P(yes) through the OpenAI-compatible path instead (the same GGUF behind
 ``llama_cpp.server`` on loopback, scored from its ``logprobs``), as a hosted model is.
 
-Results: ``benchmarks/results/verify_correct-<model>.json``.
+Results: ``benchmarks/out/verify_correct-<model>.json``.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ def run(args: argparse.Namespace, llm: Any, label: str) -> None:
     Console().print(table)
     Console().print(f"threshold keeping ≥ 90 % of positives in each language: {summary['chosen_threshold']}"
                     " (crag.correct.verify.CALIBRATED holds the bundled models')")  # fmt: skip
-    out = ROOT / "benchmarks" / "results" / f"verify_correct-{label}.json"
+    out = ROOT / "benchmarks" / "out" / f"verify_correct-{label}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
 
 

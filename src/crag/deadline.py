@@ -1,8 +1,8 @@
 """Deadlines for slow backends: a per-call timeout and an overall request deadline.
 
 A base module: search providers, correction steps and the pipeline all take their
-timeouts from here (the wrappers ``TimeoutSearch`` and ``TimeoutLLM`` are in
-``crag.search.timeout`` and ``crag.llm.timeout``).
+timeouts from here (``TimeoutSearch`` in ``crag.search.timeout`` and the request's
+``GuardedLLM`` in ``crag.llm.guard`` apply them).
 
 The article's second challenge: web search and LLM rewriting add latency, so every
 stage gets a timeout, and a request as a whole gets a deadline after which the

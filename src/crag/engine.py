@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
@@ -63,6 +65,7 @@ class CRAG:
         self._llm: LLM | None = None
         self._searches: dict[tuple[str, str], WebSearch | None] = {}
         self._traces: TraceStore | None = None
+        self._http: httpx.Client | None = None  # page fetching's (search.fetch_pages), made once
         self._noted_recovery: Path | None = None  # a corrupt trace database already reported
 
     @classmethod
@@ -153,6 +156,16 @@ class CRAG:
                     deps = BackendDeps(embedder=self.embedder, corpus_index=index)
                     self._searches[key] = SEARCHES.create(name, cfg, deps)
             return self._searches[key]
+
+    def http_client(self) -> httpx.Client | None:
+        """The client that fetches result pages (``search.fetch_pages``; None when off)."""
+        if not self.settings.search.fetch_pages:
+            return None
+        with self._lock:
+            if self._http is None:
+                # Redirects are followed by the fetcher itself, each hop checked against SSRF.
+                self._http = httpx.Client(follow_redirects=False)
+            return self._http
 
     @property
     def traces(self) -> TraceStore:
@@ -253,6 +266,7 @@ class CRAG:
             search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
             if mode == "crag"
             else None,
+            http=self.http_client(),
         )
         pipeline = run_crag if mode == "crag" else run_rag
         return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step)

@@ -1,10 +1,14 @@
 """Backend interfaces. Each has one essential method; everything else is built on it.
 
-Optional capabilities are protocols of their own, checked with ``isinstance``:
-:class:`ScoringLLM` (token probabilities, for the LLM judge and ``crag eval``'s judge),
-:class:`StreamingLLM` (token deltas as the model writes them; :func:`stream_completion`
-falls back to one delta from ``complete`` for other LLMs) and :class:`FullTextStore` (a
-vector store with its own keyword ranking).
+Optional capabilities are protocols of their own: :class:`YesNoLLM` (P(yes) of a first
+answer token, for the Correct-path check), :class:`ScoringLLM` (also the probabilities of
+given choices, for the LLM judge and ``crag eval``'s judge), :class:`StreamingLLM` (token
+deltas as the model writes them; :func:`stream_completion` falls back to one delta from
+``complete`` for other LLMs), :class:`LLMEvaluator` (an evaluator that asks an LLM, handed
+each request's guarded model) and :class:`FullTextStore` (a vector store with its own
+keyword ranking). Ask :func:`offers` whether an LLM has one: a request's
+:class:`Guard` (``crag.llm.guard.GuardedLLM``) implements every method and answers for the
+model it guards.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
-from crag.types import Evaluation, Hit, Passage, WebResult
+from crag.types import Evaluation, Hit, Passage, Query, WebResult
 
 EmbedKind = Literal["query", "passage"]
 
@@ -83,11 +87,27 @@ CorpusIndexer = Callable[[Path, Progress | None], Retriever]
 
 @runtime_checkable
 class Evaluator(Protocol):
-    """Grades passages for a query and gives a set-level confidence in [0, 1]."""
+    """Grades passages for a query and gives a set-level confidence in [0, 1].
+
+    ``query`` carries the question's text and language (``Query.of(text)`` makes one for
+    a text that arrives alone).
+    """
 
     name: str
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation: ...
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation: ...
+
+
+@runtime_checkable
+class LLMEvaluator(Evaluator, Protocol):
+    """An evaluator that asks an LLM (the LLM judge, an ensemble holding one).
+
+    The pipeline grades each request with ``with_llm(guarded)``: the same evaluator bound
+    to the request's guarded model, so grading counts against the request's token budget
+    and stops at its deadline like every other LLM call.
+    """
+
+    def with_llm(self, llm: LLM) -> Evaluator: ...
 
 
 @dataclass
@@ -132,16 +152,48 @@ class LLM(Protocol):
 
 
 @runtime_checkable
-class ScoringLLM(LLM, Protocol):
-    """An LLM that also reports token probabilities of its first answer token.
+class YesNoLLM(LLM, Protocol):
+    """An LLM that reports P("yes") for its first answer token (no text generated).
 
-    The LLM judge's ``logprob`` mode (P(yes)) and ``crag eval``'s judge (P of each digit)
-    use them when ``isinstance(llm, ScoringLLM)``; other LLMs are asked for text.
+    The Correct-path verification asks it when ``offers(llm, YesNoLLM)``; an
+    OpenAI-compatible server reads it from ``logprobs``.
     """
 
     def yes_probability(self, messages: Sequence[dict[str, str]]) -> float: ...
 
+
+@runtime_checkable
+class ScoringLLM(YesNoLLM, Protocol):
+    """An LLM that also reports the probabilities of given choices for its first answer token.
+
+    The LLM judge's ``logprob`` mode (P(yes)) and ``crag eval``'s judge (P of each digit)
+    use them when ``offers(llm, ScoringLLM)``; other LLMs are asked for text.
+    """
+
     def choice_probabilities(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> list[float]: ...
+
+
+@runtime_checkable
+class Guard(Protocol):
+    """A wrapper that implements every LLM method for one request (``crag.llm.guard.GuardedLLM``)
+    and says which of them the model it guards really has."""
+
+    def offers(self, capability: type[Any]) -> bool: ...
+
+
+def offers(llm: LLM, capability: type[Any]) -> bool:
+    """Whether ``llm`` has an optional capability (:class:`YesNoLLM`, :class:`ScoringLLM`,
+    :class:`StreamingLLM`); a :class:`Guard` answers for the model it guards.
+
+    >>> class Plain:
+    ...     model_id = "plain"
+    ...     def complete(self, messages, **kw): return Completion("Hi.")
+    >>> offers(Plain(), YesNoLLM), offers(Plain(), LLM)
+    (False, True)
+    """
+    if isinstance(llm, Guard):
+        return llm.offers(capability)
+    return isinstance(llm, capability)
 
 
 TokenStream = Generator[str, None, Completion]

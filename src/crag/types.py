@@ -11,6 +11,8 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from crag.text import detect_language
+
 
 class Action(str, enum.Enum):
     """The three corrective actions of CRAG (plus the plain-RAG baseline)."""
@@ -41,6 +43,16 @@ class Query:
     def thresholds(self) -> dict[str, float | str]:
         """The decision thresholds as the trace records them."""
         return {"upper": self.upper, "lower": self.lower, "rule": self.rule}
+
+    @classmethod
+    def of(cls, text: str) -> Query:
+        """A Query for a text that arrives alone (a grading pair, a sub-query): its language
+        detected here, default thresholds. Requests get theirs from ``crag.pipeline.make_query``.
+
+        >>> Query.of("北京是哪个国家的首都？").language
+        'zh'
+        """
+        return cls(text, detect_language(text))
 
 
 @dataclass
@@ -140,18 +152,64 @@ class Strip:
 
 @dataclass
 class Citation:
-    """A numbered source the answer cites as ``[id]``."""
+    """A numbered source the answer cites as ``[id]``.
+
+    ``quote`` is the source's sentence that supports the (first) answer sentence citing it,
+    for a reader to check; ``spans`` are the ``(start, end)`` offsets in the answer text of the
+    sentences that cite it; ``inferred`` is True when the model gave no marker (or a wrong
+    one) and the engine matched the source by support.
+    """
 
     id: int
     source: str
     title: str
     url: str
     text: str
+    quote: str = ""
+    inferred: bool = False
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class Claim:
+    """One sentence of an answer, where it sits in the answer text, and the sources that hold it.
+
+    ``cites`` are source numbers (``[n]``), ``quotes`` the supporting sentence of each;
+    ``how`` says how the markers were settled: ``kept`` (the model's own, checked),
+    ``repaired`` (moved to the source that supports the sentence), ``inferred`` (the model
+    gave none), or ``none`` (nothing to check, e.g. "Yes." to a yes/no question).
+    """
+
+    text: str
+    start: int
+    end: int
+    cites: list[int] = field(default_factory=list)
+    quotes: list[str] = field(default_factory=list)
+    how: str = "kept"
+
+
+@dataclass
+class Usage:
+    """What a request's LLM calls cost: tokens (as the model reported them, else estimated)
+    and the number of calls, every call of the request counted (grading, verification,
+    rewriting, compression, generation).
+
+    >>> Usage(120, 30, 2).total_tokens
+    150
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass
 class Answer:
-    """The result of one question: answer, decision, sources and timings."""
+    """The result of one question: answer, decision, sources, timings and token usage."""
 
     question: str
     answer: str
@@ -165,6 +223,18 @@ class Answer:
     degradations: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     refused: bool = False  # no answer given: the sources found do not hold one
+    usage: Usage = field(default_factory=Usage)  # not in to_dict: the keys of `crag ask --json` stay
+    abstained: bool = False  # correction found nothing reliable: no model call, titles and links only
+
+    @property
+    def status(self) -> str:
+        """How the question ended: ``answered``, ``degraded`` (answered, something given up on
+        the way), ``refused`` or ``abstained`` (a failed request raises instead)."""
+        if self.abstained:
+            return "abstained"
+        if self.refused:
+            return "refused"
+        return "degraded" if self.degradations else "answered"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``crag ask --json``."""

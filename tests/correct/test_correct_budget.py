@@ -7,17 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from crag.correct.budget import (
-    Budget,
-    BudgetedLLM,
-    BudgetedSearch,
-    compress,
-    fit_budget,
-)
+from crag.budget import Budget, BudgetedSearch
+from crag.correct.compress import compress
+from crag.correct.fit import fit_budget
 from crag.errors import BackendError, BudgetExceeded, LLMBudgetExceeded, LLMError, SearchBudgetExceeded, SearchError
+from crag.llm.guard import GuardedLLM
 from crag.testing.fakes import ScriptedLLM, StaticWebSearch
 from crag.text import approx_tokens
-from crag.types import Strip, WebResult
+from crag.types import Query, Strip, WebResult
 
 pytestmark = pytest.mark.unit
 
@@ -41,13 +38,13 @@ def test_fit_budget_by_score_and_diversity() -> None:
 
 def test_compress_keeps_copied_sentences_and_provenance() -> None:
     llm = ScriptedLLM(['{"passages": ["Paris is the capital of France.", "", "The Seine flows through Paris."]}'])
-    out, degradations = compress("What is the capital of France?", STRIPS, llm, max_tokens=50)
+    out, degradations = compress(Query.of("What is the capital of France?"), STRIPS, llm, max_tokens=50)
     assert degradations == []
     assert [s.text for s in out] == ["Paris is the capital of France.", "The Seine flows through Paris."]
     assert out[1].url == "https://c.org" and out[0].score == 0.9
     assert "What is the capital of France?" in llm.prompts[0][0]["content"]
     zh = ScriptedLLM(['{"passages": ["巴黎是法国首都。"]}'])
-    compress("法国首都是哪里？", [Strip("巴黎是法国首都。巴黎有很多博物馆。", "z", "internal")], zh, 50)
+    compress(Query.of("法国首都是哪里？"), [Strip("巴黎是法国首都。巴黎有很多博物馆。", "z", "internal")], zh, 50)
     assert "逐字摘抄" in zh.prompts[0][0]["content"]
 
 
@@ -69,7 +66,7 @@ class Broken:
     ],
 )
 def test_compress_falls_back_to_uncompressed_on_any_failure(llm: object) -> None:
-    out, degradations = compress("capital?", STRIPS, llm, max_tokens=50)  # type: ignore[arg-type]
+    out, degradations = compress(Query.of("capital?"), STRIPS, llm, max_tokens=50)  # type: ignore[arg-type]
     assert out == STRIPS
     assert "LLM compression failed" in degradations[0]
 
@@ -124,7 +121,7 @@ def test_budgeted_wrappers() -> None:
     assert len(search.search("q", k=1)) == 1 and search.name == "static"
     with pytest.raises(SearchError):
         search.search("q", k=1)
-    llm = BudgetedLLM(ScriptedLLM(["ok"]), budget)  # the fake reports 10 + 5 tokens
+    llm = GuardedLLM(ScriptedLLM(["ok"]), budget=budget)  # the fake reports 10 + 5 tokens
     assert llm.complete([{"role": "user", "content": "hi"}]).text == "ok"
     assert budget.used["tokens"] == 15
     with pytest.raises(LLMError):

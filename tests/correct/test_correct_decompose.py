@@ -17,7 +17,7 @@ from crag.deadline import Deadline
 from crag.search.searxng import SearxngSearch
 from crag.testing.fakes import ScriptedLLM, StaticWebSearch
 from crag.testing.searxng import HANG_SECONDS, LocalSearxng
-from crag.types import WebResult
+from crag.types import Query, WebResult
 
 pytestmark = pytest.mark.unit
 
@@ -58,34 +58,34 @@ def provider(url: str, timeout: float = 5.0) -> SearxngSearch:
     ],
 )
 def test_rules_split_compound_questions(question: str, expected: list[str]) -> None:
-    assert decompose(question).subqueries == expected
+    assert decompose(Query.of(question)).subqueries == expected
 
 
 @pytest.mark.parametrize(
     "question", ["Who wrote Hamlet?", "What dynasty came after the Yuan?", "庆大霉素是哪一年被发现的？", ""]
 )
 def test_simple_questions_stay_whole(question: str) -> None:
-    assert decompose(question).subqueries == ([question] if question else [])
+    assert decompose(Query.of(question)).subqueries == ([question] if question else [])
 
 
 def test_max_subqueries_caps_the_list() -> None:
-    assert len(rule_decompose("Compare:\n- a1\n- b2\n- c3\n- d4\n- e5", max_subqueries=2)) == 2
+    assert len(rule_decompose(Query.of("Compare:\n- a1\n- b2\n- c3\n- d4\n- e5"), max_subqueries=2)) == 2
 
 
 def test_llm_decomposition_uses_the_articles_example_prompt() -> None:
     llm = ScriptedLLM(['{"subqueries": ["初创公司股权分配比例", "员工期权池设置", "股权激励法律协议模板"]}'])
-    subs, notes = decompose("如何为我的初创公司制定股权激励计划？", llm)
+    subs, notes = decompose(Query.of("如何为我的初创公司制定股权激励计划？"), llm)
     assert notes == [] and subs == ["初创公司股权分配比例", "员工期权池设置", "股权激励法律协议模板"]
     prompt = llm.prompts[0][0]["content"]
     assert "员工期权池设置" in prompt and "如何为我的初创公司制定股权激励计划？" in prompt
     en = ScriptedLLM(['{"subqueries": ["a"]}'])
-    decompose("How do I plan equity for my startup?", en)
+    decompose(Query.of("How do I plan equity for my startup?"), en)
     assert "equity incentive" in en.prompts[0][0]["content"]
 
 
 @pytest.mark.parametrize("reply", ["no json here", '{"subqueries": "oops"}', "{broken", '{"subqueries": []}'])
 def test_bad_llm_reply_falls_back_to_rules(reply: str) -> None:
-    subs, notes = decompose("TCP和UDP的区别是什么？", ScriptedLLM([reply]))
+    subs, notes = decompose(Query.of("TCP和UDP的区别是什么？"), ScriptedLLM([reply]))
     assert subs == ["TCP", "UDP", "TCP UDP 区别"]
     if reply != '{"subqueries": []}':  # an empty list is a valid "nothing to split" answer
         assert any("decomposition failed" in d for d in notes)

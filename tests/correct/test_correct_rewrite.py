@@ -12,6 +12,7 @@ from crag.config import CragSettings
 from crag.correct.rewrite import gap_terms, keyword_queries, llm_queries
 from crag.errors import LLMReplyError
 from crag.testing.fakes import ScriptedLLM
+from crag.types import Query
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample"
@@ -20,16 +21,19 @@ SAMPLE = ROOT / "data" / "sample"
 @pytest.mark.unit
 def test_no_gap_query_for_verbs_or_generic_words() -> None:
     docs = ["The Yuan dynasty was founded by Kublai Khan."]
-    assert keyword_queries("What dynasty came after the Yuan?", docs) == ["dynasty after yuan"]
-    assert gap_terms("What dynasty came after the Yuan?", docs) == []
+    assert keyword_queries(Query.of("What dynasty came after the Yuan?"), docs) == ["dynasty after yuan"]
+    assert gap_terms(Query.of("What dynasty came after the Yuan?"), docs) == []
 
 
 @pytest.mark.unit
 def test_gap_query_targets_missing_entities() -> None:
     docs = ["The tower in Paris is 330 metres tall."]
-    assert keyword_queries("Who designed the Eiffel Tower?", docs) == ["designed eiffel tower", "eiffel tower"]
-    assert keyword_queries("Who designed the Eiffel Tower?", docs, max_queries=1) == ["designed eiffel tower"]
-    zh = keyword_queries("妊娠期使用庆大霉素可能会导致什么后果？", ["庆大霉素是一种抗生素。"])
+    assert keyword_queries(Query.of("Who designed the Eiffel Tower?"), docs) == [
+        "designed eiffel tower",
+        "eiffel tower",
+    ]
+    assert keyword_queries(Query.of("Who designed the Eiffel Tower?"), docs, max_queries=1) == ["designed eiffel tower"]
+    zh = keyword_queries(Query.of("妊娠期使用庆大霉素可能会导致什么后果？"), ["庆大霉素是一种抗生素。"])
     assert zh == ["妊娠期 庆大霉素 后果", "妊娠期 庆大霉素"]
 
 
@@ -52,7 +56,7 @@ def test_gap_query_targets_missing_entities() -> None:
 def test_rewrites_keep_relation_words_numbers_and_quoted_names(
     question: str, docs: list[str], must_keep: list[str]
 ) -> None:
-    for query in keyword_queries(question, docs, max_queries=2):
+    for query in keyword_queries(Query.of(question), docs, max_queries=2):
         for term in must_keep:
             assert term in query, (question, query, term)
 
@@ -70,34 +74,36 @@ def test_rewrites_keep_relation_words_numbers_and_quoted_names(
 )
 def test_chinese_names_cut_into_single_characters_stay_whole(question: str, name: str) -> None:
     for docs in ([], ["无关的文字。"]):
-        for query in keyword_queries(question, docs, max_queries=2):
+        for query in keyword_queries(Query.of(question), docs, max_queries=2):
             assert name in query.split(), (question, query)
     # Function words around a name are not glued to it.
-    assert keyword_queries("谁杀了司马晏？", [])[0] == "司马晏"
+    assert keyword_queries(Query.of("谁杀了司马晏？"), [])[0] == "司马晏"
 
 
 @pytest.mark.unit
 def test_full_width_numbers_are_searched_once() -> None:
-    assert keyword_queries("１８８７年什么联盟加入了国际联盟？", []) == ["1887 联盟 加入 国际联盟"]
-    assert keyword_queries("《虫，眼球系列》的主角叫什么名字？", [])[0].startswith("《虫，眼球系列》")
+    assert keyword_queries(Query.of("１８８７年什么联盟加入了国际联盟？"), []) == ["1887 联盟 加入 国际联盟"]
+    assert keyword_queries(Query.of("《虫，眼球系列》的主角叫什么名字？"), [])[0].startswith("《虫，眼球系列》")
 
 
 @pytest.mark.unit
 def test_question_fillers_are_dropped_but_something_always_remains() -> None:
-    assert keyword_queries("纯净的四氟化碳首次被制得是在哪一年？", [])[0].split()[-1] != "哪一年"
-    assert keyword_queries("what?", []) == ["what?"]
+    assert keyword_queries(Query.of("纯净的四氟化碳首次被制得是在哪一年？"), [])[0].split()[-1] != "哪一年"
+    assert keyword_queries(Query.of("what?"), []) == ["what?"]
 
 
 @pytest.mark.unit
 def test_llm_rewrite_prompt_is_about_the_gap_in_both_languages() -> None:
     en = ScriptedLLM(['{"queries": ["eiffel tower architect", "eiffel tower architect"]}'])
-    assert llm_queries("Who designed the Eiffel Tower?", ["It is 330 m tall."], en) == ["eiffel tower architect"]
+    assert llm_queries(Query.of("Who designed the Eiffel Tower?"), ["It is 330 m tall."], en) == [
+        "eiffel tower architect"
+    ]
     assert "lack" in en.prompts[0][0]["content"] and "330 m" in en.prompts[0][0]["content"]
     zh = ScriptedLLM(['{"queries": ["埃菲尔铁塔 设计者"]}'])
-    llm_queries("谁设计了埃菲尔铁塔？", [], zh)
+    llm_queries(Query.of("谁设计了埃菲尔铁塔？"), [], zh)
     assert "缺少" in zh.prompts[0][0]["content"]
     with pytest.raises(LLMReplyError, match="no queries"):  # an LLMError: callers degrade on CragError
-        llm_queries("q", [], ScriptedLLM(["no json"]))
+        llm_queries(Query.of("q"), [], ScriptedLLM(["no json"]))
 
 
 @pytest.mark.integration
@@ -130,7 +136,10 @@ def test_keyword_rewrite_recall_at_least_verbatim(tmp_path: Path) -> None:
     hits = {"verbatim": [0, 0], "keyword": [0, 0]}
     for q in questions:
         docs = [h.chunk.text for h in kb.search(q["question"], k=5)]
-        for name, query in (("verbatim", q["question"]), ("keyword", keyword_queries(q["question"], docs)[0])):
+        for name, query in (
+            ("verbatim", q["question"]),
+            ("keyword", keyword_queries(Query.of(q["question"]), docs)[0]),
+        ):
             results = corpus.search(query, k=5)
             hits[name][0] += found(results, q["gold_passage_id"], 1)
             hits[name][1] += found(results, q["gold_passage_id"], 5)

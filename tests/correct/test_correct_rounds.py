@@ -9,14 +9,14 @@ import pytest
 from crag.correct.rounds import ABSTAIN_TEXT, abstain_text, correct_until_confident
 from crag.deadline import Deadline
 from crag.errors import LLMReplyError, SearchError
-from crag.types import Strip
+from crag.types import Query, Strip
 
 pytestmark = pytest.mark.unit
 
-Q = "When was the Eiffel Tower completed?"
+Q = Query.of("When was the Eiffel Tower completed?")
 
 
-def evaluate(question: str, strips: Sequence[Strip]) -> list[float]:
+def evaluate(question: Query, strips: Sequence[Strip]) -> list[float]:
     return [0.9 if "1889" in s.text else 0.5 if "Eiffel" in s.text else 0.1 for s in strips]
 
 
@@ -72,7 +72,7 @@ def test_stops_when_nothing_new_to_ask() -> None:
     r = correct_until_confident(
         Q, [], evaluate, search, upper=0.6, lower=0.35, max_rounds=5, make_queries=lambda q, docs: ["same query"]
     )
-    assert search.queries == [["same query"], [Q]]  # the verbatim question is the last resort
+    assert search.queries == [["same query"], [Q.text]]  # the verbatim question is the last resort
     assert r.stopped == "no_new_queries" and r.rounds == 2
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from crag.correct.refine import Doc, graded_text, make_strips, refine
 from crag.testing.fakes import MarkerEvaluator
+from crag.types import Query
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +63,7 @@ def test_refine_keeps_relevant_strips_in_document_order(marker_evaluator: Marker
             "web",
         ),
     ]
-    kept, graded = refine("q", docs, marker_evaluator, sentences_per_strip=1, keep=0.5, min_strips=1)
+    kept, graded = refine(Query.of("q"), docs, marker_evaluator, sentences_per_strip=1, keep=0.5, min_strips=1)
     assert [s.source for s in kept] == ["a.txt", "b.txt"]  # document order, not score order
     assert all("gold" in s.text for s in kept) and all(s.score == 0.9 for s in kept)
     assert len(graded) == 4 and sorted(s.score for s in graded) == [0.1, 0.1, 0.9, 0.9]  # every strip, graded
@@ -71,7 +72,9 @@ def test_refine_keeps_relevant_strips_in_document_order(marker_evaluator: Marker
 def test_refine_caps_at_max_strips_best_first() -> None:
     text = " ".join(f"Sentence number {i} is a gold sentence here." for i in range(6))
     evaluator = MarkerEvaluator({"number 4": 0.95, "gold": 0.8})
-    kept, _ = refine("q", [Doc("d", text, "d.txt", "internal")], evaluator, sentences_per_strip=1, max_strips=2)
+    kept, _ = refine(
+        Query.of("q"), [Doc("d", text, "d.txt", "internal")], evaluator, sentences_per_strip=1, max_strips=2
+    )
     assert len(kept) == 2 and any("number 4" in s.text for s in kept)  # the best one always makes the cut
 
 
@@ -81,19 +84,19 @@ def test_refine_fills_up_to_min_strips_when_few_pass() -> None:
         "One partial remark about the lions of the savanna. A second plain sentence is written here. "
         "A third plain sentence is written over there."
     )
-    kept, _ = refine("q", [Doc("d", text, "d.txt", "internal")], MarkerEvaluator(), sentences_per_strip=1,
+    kept, _ = refine(Query.of("q"), [Doc("d", text, "d.txt", "internal")], MarkerEvaluator(), sentences_per_strip=1,
                      keep=0.95, min_strips=2)  # fmt: skip
     assert len(kept) == 2 and "partial" in kept[0].text
 
 
 def test_strips_are_graded_with_their_document_title(marker_evaluator: MarkerEvaluator) -> None:
     # A strip cut out of its document lost its subject; the title in front tells the grader.
-    refine("How tall is it?", [EIFFEL], marker_evaluator, sentences_per_strip=2)
+    refine(Query.of("How tall is it?"), [EIFFEL], marker_evaluator, sentences_per_strip=2)
     assert marker_evaluator.graded and all(t.startswith("Eiffel Tower: ") for t in marker_evaluator.graded)
     assert graded_text("埃菲尔铁塔高330米。", "埃菲尔铁塔") == "埃菲尔铁塔高330米。"  # title already in it
     assert graded_text("它高330米。", "埃菲尔铁塔") == "埃菲尔铁塔：它高330米。"
 
 
 def test_nothing_to_refine() -> None:
-    assert refine("q", [], MarkerEvaluator()) == ([], [])
-    assert refine("q", [Doc("e", "   ", "e.txt", "internal")], MarkerEvaluator()) == ([], [])
+    assert refine(Query.of("q"), [], MarkerEvaluator()) == ([], [])
+    assert refine(Query.of("q"), [Doc("e", "   ", "e.txt", "internal")], MarkerEvaluator()) == ([], [])

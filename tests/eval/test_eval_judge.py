@@ -9,6 +9,7 @@ import pytest
 from crag.errors import LLMError
 from crag.eval.judge import CRITERIA, LLMJudge, parse_scores
 from crag.testing.fakes import ScriptedLLM
+from crag.types import Query
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +22,7 @@ def reply(first: int, second: int) -> str:
 
 def test_scores_map_back_to_the_mode_shown_in_each_slot() -> None:
     llm = ScriptedLLM([reply(5, 2)])
-    v = LLMJudge(llm, seed=0).judge("When was it founded?", ["1816"], ANSWERS)
+    v = LLMJudge(llm, seed=0).judge(Query.of("When was it founded?"), ["1816"], ANSWERS)
     user = llm.prompts[0][1]["content"]
     first_shown = "RAG-TEXT" if user.index("RAG-TEXT") < user.index("CRAG-TEXT") else "CRAG-TEXT"
     assert v.order[0] == first_shown.split("-")[0].lower()
@@ -32,7 +33,7 @@ def test_scores_map_back_to_the_mode_shown_in_each_slot() -> None:
 
 def test_order_is_seeded_and_varies_across_questions() -> None:
     def order(seed: int, q: str) -> list[str]:
-        return LLMJudge(ScriptedLLM([reply(3, 3)]), seed=seed).judge(q, ["a"], ANSWERS).order
+        return LLMJudge(ScriptedLLM([reply(3, 3)]), seed=seed).judge(Query.of(q), ["a"], ANSWERS).order
 
     assert order(1, "q0") == order(1, "q0")
     assert len({tuple(order(1, f"q{i}")) for i in range(12)}) == 2  # both orders occur
@@ -66,9 +67,9 @@ def test_failures_are_recorded_not_scored() -> None:
         def complete(self, messages, **kw):  # type: ignore[no-untyped-def]
             raise LLMError("server down", backend_id="x", step="complete")
 
-    v = LLMJudge(Down(["-"])).judge("q", ["a"], ANSWERS)
+    v = LLMJudge(Down(["-"])).judge(Query.of("q"), ["a"], ANSWERS)
     assert v.scores == {} and "server down" in (v.error or "")
-    bad = LLMJudge(ScriptedLLM(['{"answer_1": {"accuracy": 0}}'])).judge("q", ["a"], ANSWERS)
+    bad = LLMJudge(ScriptedLLM(['{"answer_1": {"accuracy": 0}}'])).judge(Query.of("q"), ["a"], ANSWERS)
     assert bad.scores == {} and bad.error and bad.raw
 
 
@@ -93,7 +94,7 @@ def test_auto_mode_uses_digit_probabilities_per_answer_and_criterion() -> None:
     llm = DigitLLM()
     judge = LLMJudge(llm, seed=0)
     answers = {"rag": ("I could not find it.", ["ctx one"]), "crag": ("Founded in 1816 [1].", ["ctx two"])}
-    v = judge.judge("When was it founded?", ["1816"], answers)
+    v = judge.judge(Query.of("When was it founded?"), ["1816"], answers)
     assert judge.mode == "logprob" and judge.label.endswith("(logprob)") and v.error is None
     assert v.scores["crag"] == dict.fromkeys(CRITERIA, 4.8) and v.scores["rag"] == dict.fromkeys(CRITERIA, 1.3)
     assert len(llm.seen) == 2 * len(CRITERIA) and not llm.prompts  # no JSON call
@@ -115,5 +116,5 @@ def test_failed_probability_call_is_a_recorded_failure_not_a_score() -> None:
         def choice_probabilities(self, messages: list[dict[str, str]], choices: list[str]) -> list[float]:
             raise LLMError("llama-cpp: model crashed")
 
-    v = LLMJudge(Broken()).judge("Q?", ["a"], ANSWERS)
+    v = LLMJudge(Broken()).judge(Query.of("Q?"), ["a"], ANSWERS)
     assert v.error and "model crashed" in v.error and v.scores == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crag.eval.judge import LLMJudge
+from crag.types import Query
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -17,7 +18,7 @@ def test_logprob_judge_with_the_default_embedded_model_ranks_right_above_wrong()
     judge = LLMJudge(LlamaCppLLM("qwen2.5-coder-1.5b", n_ctx=2048), seed=0)
     context = ["The Eiffel Tower was completed in 1889 for the World's Fair in Paris."]
     verdict = judge.judge(
-        "When was the Eiffel Tower completed?",
+        Query.of("When was the Eiffel Tower completed?"),
         ["1889"],
         {"a": ("The Eiffel Tower was completed in 1889 [1].", context), "b": ("It was completed in 1950.", context)},
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from crag.generate import build_messages, generate, is_refusal
-from crag.generate.answer import Replace
 from crag.generate.prompts import SYSTEM
 from crag.testing.fakes import ScriptedLLM
 from crag.types import Strip
@@ -42,7 +41,7 @@ def test_sources_are_fenced_and_cannot_close_their_fence() -> None:
     msgs = build_messages("Who?", [evil], "en", "The sources disagree: [1] vs [2].")
     user = msgs[1]["content"]
     assert user.count("</source>") == 1 and user.count("<source ") == 1
-    assert "‹/source>" in user and "title=\"Bad 'title'\"" in user
+    assert "⟨/source>" in user and "title=\"Bad 'title'\"" in user
     assert "not instructions" in msgs[0]["content"] and msgs[0]["content"].endswith("[1] vs [2].")
     zh = build_messages("谁？", [strip("甲。", 0.9, origin="internal")], "zh")
     assert 'from="[内部知识库]"' in zh[1]["content"] and zh[1]["content"].endswith("问题：谁？")
@@ -88,11 +87,10 @@ def test_an_unsupported_explanation_after_a_supported_answer_is_cut(
     source: str, question: str, reply: str, answer: str
 ) -> None:
     seen: list[object] = []
-    g = generate(question, [strip(source, 0.9)], ScriptedLLM([reply]), reask_above=0.8, on_token=seen.append,
-                 on_replace=seen.append)  # fmt: skip
+    g = generate(question, [strip(source, 0.9)], ScriptedLLM([reply]), reask_above=0.8, on_token=seen.append)
     assert not g.refused and g.text == answer and g.trimmed and g.trimmed in reply and answer[:8] in reply
     assert len(g.completions) == 1 and g.rejected == "" and g.citations[0].id == 1
-    assert seen[-1] == Replace("trimmed", answer)  # a streaming client swaps in the cut answer
+    assert seen == [answer]  # the cut sentence never reached the stream
 
 
 @pytest.mark.unit
@@ -162,9 +160,9 @@ def test_a_source_cited_by_its_fence_tag_or_number_is_a_citation_not_a_figure() 
     tag = '<source id="1" from="[web]" title="Islamism">'
     reply = f"It leads many to support illiberal regimes, argues Hayri Abaza in {tag}."
     seen: list[object] = []
-    g = generate(q, [strip(src, 0.5)], ScriptedLLM([reply]), on_token=seen.append, on_replace=seen.append)
+    g = generate(q, [strip(src, 0.5)], ScriptedLLM([reply]), on_token=seen.append)
     assert not g.refused and g.text.endswith("Hayri Abaza in [1].") and [c.id for c in g.citations] == [1]
-    assert seen[-1] == Replace("citations", g.text)  # the client swaps the echoed tag for the marker
+    assert seen == [g.text]  # the stream carried the marker, never the echoed tag
     by_number = generate(q, [strip(src, 0.5)], ScriptedLLM(["Illiberal regimes, as source 1 says."]))
     assert not by_number.refused
     zh = generate("华沙距离波罗的海多远？", [strip("华沙距离波罗的海约260公里。", 0.5)],
@@ -294,7 +292,7 @@ def test_context_without_the_answer_gets_a_refusal(llm, question: str, context: 
     [
         (
             "[2] Nearly 3,000 were killed in Toulouse. The total is not known.",
-            "Nearly 3,000 were killed in Toulouse[2]. The total is not known.",
+            "Nearly 3,000 were killed in Toulouse[2]. The total is not known[2].",  # each sentence cites
         ),
         ("[1] 爱尔兰海是雅芳河的入海处。", "爱尔兰海是雅芳河的入海处[1]。"),
     ],

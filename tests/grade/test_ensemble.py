@@ -14,7 +14,7 @@ from crag.grade.heuristic import HeuristicEvaluator, set_confidence
 from crag.protocols import Evaluator
 from crag.registry import EVALUATORS, BackendDeps
 from crag.testing.fakes import FixedEvaluator, ScriptedLLM
-from crag.types import Action, Evaluation, Passage
+from crag.types import Action, Evaluation, Passage, Query
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +25,7 @@ UPPER, LOWER = 0.6, 0.35
 class BrokenEvaluator:
     name = "broken"
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         raise LLMError("model crashed", backend_id="x", step="grade")
 
 
@@ -41,7 +41,7 @@ def action(ev: Evaluation, rule: str = "paper") -> Action:
 
 def test_weighted_mean_and_reasons() -> None:
     e = ens(FixedEvaluator("x", [0.9, 0.1]), FixedEvaluator("y", [0.3, 0.4]), weights=[3, 1])
-    ev = e.grade("q", PASSAGES)
+    ev = e.grade(Query.of("q"), PASSAGES)
     assert [g.score for g in ev.grades] == [pytest.approx(0.75), pytest.approx(0.175)]
     assert ev.confidence == set_confidence(ev.grades)
     assert ev.grades[0].signals == {"x": 0.9, "y": 0.3}
@@ -52,7 +52,9 @@ def test_weighted_mean_and_reasons() -> None:
 
 @pytest.mark.parametrize("rule", ["paper", "set"])
 def test_incorrect_only_when_all_members_agree(rule: str) -> None:
-    low = ens(FixedEvaluator("x", [0.1, 0.05]), FixedEvaluator("y", [0.2, 0.1]), rule=rule).grade("q", PASSAGES)
+    low = ens(FixedEvaluator("x", [0.1, 0.05]), FixedEvaluator("y", [0.2, 0.1]), rule=rule).grade(
+        Query.of("q"), PASSAGES
+    )
     assert action(low, rule) is Action.INCORRECT
     assert "all members agree" in low.reason
 
@@ -66,9 +68,9 @@ def test_disagreement_lifts_to_ambiguous(rule: str) -> None:
         FixedEvaluator("y", [0.1, 0.0]),
         FixedEvaluator("z", [0.1, 0.0]),
     ]
-    plain = ens(*members, rule=rule, agree=False).grade("q", PASSAGES)
+    plain = ens(*members, rule=rule, agree=False).grade(Query.of("q"), PASSAGES)
     assert action(plain, rule) is Action.INCORRECT
-    lifted = ens(*members, rule=rule).grade("q", PASSAGES)
+    lifted = ens(*members, rule=rule).grade(Query.of("q"), PASSAGES)
     assert action(lifted, rule) is Action.AMBIGUOUS
     assert lifted.grades[0].score == pytest.approx(LOWER + 0.01)
     assert lifted.grades[1].score == plain.grades[1].score  # only the best passage is lifted
@@ -81,22 +83,22 @@ def test_lift_stays_below_upper_with_narrow_thresholds() -> None:
     e = EnsembleEvaluator(
         [FixedEvaluator("x", [0.52, 0.0]), FixedEvaluator("y", [0.0, 0.0])], thresholds=lambda q: (0.51, 0.5)
     )
-    ev = e.grade("q", PASSAGES)
+    ev = e.grade(Query.of("q"), PASSAGES)
     assert 0.5 < ev.grades[0].score < 0.51
     assert decide(ev.grades, confidence=ev.confidence, upper=0.51, lower=0.5) is Action.AMBIGUOUS
 
 
 def test_correct_decisions_are_untouched() -> None:
-    ev = ens(FixedEvaluator("x", [0.95, 0.1]), FixedEvaluator("y", [0.1, 0.1])).grade("q", PASSAGES)
+    ev = ens(FixedEvaluator("x", [0.95, 0.1]), FixedEvaluator("y", [0.1, 0.1])).grade(Query.of("q"), PASSAGES)
     assert "agree" not in ev.reason and all("agreement_lift" not in g.signals for g in ev.grades)
 
 
 def test_broken_member_is_left_out_and_reported() -> None:
-    ev = ens(FixedEvaluator("x", [0.8, 0.2], degraded="x fell back"), BrokenEvaluator()).grade("q", PASSAGES)
+    ev = ens(FixedEvaluator("x", [0.8, 0.2], degraded="x fell back"), BrokenEvaluator()).grade(Query.of("q"), PASSAGES)
     assert [g.score for g in ev.grades] == [0.8, 0.2]
     assert "x: x fell back" in ev.degraded and "broken failed (model crashed)" in ev.degraded
     with pytest.raises(CragError, match="every ensemble member failed"):
-        ens(BrokenEvaluator()).grade("q", PASSAGES)
+        ens(BrokenEvaluator()).grade(Query.of("q"), PASSAGES)
 
 
 def test_bad_arguments() -> None:
@@ -104,7 +106,7 @@ def test_bad_arguments() -> None:
         EnsembleEvaluator([])
     with pytest.raises(ValueError):
         EnsembleEvaluator([FixedEvaluator("x", [])], weights=[1, 2])
-    assert ens(FixedEvaluator("x", [])).grade("q", []).grades == []
+    assert ens(FixedEvaluator("x", [])).grade(Query.of("q"), []).grades == []
 
 
 def test_registry_builds_members_from_settings() -> None:
@@ -128,7 +130,7 @@ def test_registry_builds_members_from_settings() -> None:
     assert [m.name for m in ev.members] == ["heuristic", "llm"] and ev.weights == [1.0, 2.0]
     assert ev.rule == "set" and ev.thresholds("How tall is it?") == (0.65, 0.35)  # factoid: stricter upper
     passages = [Passage("a", "The tower is 330 metres tall.", dense=0.9), Passage("b", "Bananas.", dense=0.7)]
-    out = ev.grade("How tall is the tower?", passages)
+    out = ev.grade(Query.of("How tall is the tower?"), passages)
     assert out.grades[0].signals["llm"] == 0.9 and "heuristic" in out.grades[0].signals
     with pytest.raises(ConfigError, match="ensemble_weights"):
         EVALUATORS.create("ensemble", CragSettings(evaluator={"ensemble": ["heuristic"], "ensemble_weights": {"x": 1}}))
@@ -138,5 +140,5 @@ def test_registry_builds_members_from_settings() -> None:
 
 def test_heuristic_members_work_end_to_end() -> None:
     e = ens(HeuristicEvaluator(), HeuristicEvaluator())
-    ev = e.grade("capital of France", [Passage("a", "Paris is the capital of France.", dense=0.9)])
+    ev = e.grade(Query.of("capital of France"), [Passage("a", "Paris is the capital of France.", dense=0.9)])
     assert 0.0 <= ev.grades[0].score <= 1.0

@@ -114,7 +114,7 @@ def test_feedback_migration_upgrades_an_old_database(tmp_path: Path) -> None:
     apply_migrations(db, MIGRATIONS[:1])  # a database from before feedback existed
     db.close()
     store = TraceStore(path)
-    assert store.applied == ["m002_feedback"]
+    assert store.applied == ["m002_feedback", "m003_status"]
     store.rate(store.save(trace()), "up")
 
 
@@ -128,11 +128,25 @@ def test_export_keeps_the_newest_label_and_reports_skips(tmp_path: Path) -> None
     store.rate(refusal, "down")
     report = export_feedback(store)
     assert report.ratings == {"up": 1, "down": 2}
-    cited = [p for p in report.pairs if p["passage"].endswith("built in 1940.")]
-    assert len(cited) == 1  # one pair per (query, passage) ...
-    assert cited[0]["label"] == (1 if cited[0]["trace_id"] == first else 0)  # ... from the newest rating
+    cited = [p for p in report.pairs + report.review if p["passage"].endswith("built in 1940.")]
+    assert len(cited) == 1  # one pair per (query, passage), from the newest rating: the 👎 ...
+    assert cited[0]["trace_id"] == second and cited[0]["label"] == 0
+    assert cited[0] in report.review  # ... which the evidence contradicts: held for review, not exported
+    uncited = [p for p in report.pairs if p["passage"].endswith("two floors.")]
+    assert [p["label"] for p in uncited] == [0]  # graded relevant, not cited, answer rated down
     assert report.likely_grader_misses == 1
     assert "refusal" in report.skipped[refusal]
+
+
+def test_a_thumbs_down_on_a_correctly_cited_answer_exports_no_negative_label_for_the_cited_passage() -> None:
+    t = trace(citations=[{**trace()["citations"][0], "spans": [[0, 25]]}])
+    pairs = feedback_pairs(t, "down")
+    cited = next(p for p in pairs if p["passage"].endswith("built in 1940."))
+    assert cited["review"] and cited["label"] == 0  # held for review: the evidence says it is relevant
+    wrong = trace(answer="It was built in 1890 [1].")  # the cited passage does not hold this sentence
+    assert not next(p for p in feedback_pairs(wrong, "down") if p["passage"].endswith("1940."))["review"]
+    gold = trace(citations=[], gold=["1940"])  # uncited, but it holds the gold answer
+    assert next(p for p in feedback_pairs(gold, "down") if p["passage"].endswith("1940."))["review"]
 
 
 # -- HTTP -------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from crag.grade.parse import parse_batch, parse_judgement, parse_reason, parse_s
 from crag.protocols import LLM, Evaluator
 from crag.registry import EVALUATORS, BackendDeps
 from crag.testing.fakes import ScriptedLLM
-from crag.types import Passage
+from crag.types import Passage, Query
 
 # -- fakes -------------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ PASSAGES = [
         ]
     )
 ]
-Q = "How tall is the Eiffel Tower?"
+Q = Query.of("How tall is the Eiffel Tower?")
 
 
 def judge(llm: LLM, mode: str) -> LLMJudgeEvaluator:
@@ -171,12 +171,12 @@ def test_parse_batch_shapes() -> None:
 @pytest.mark.unit
 def test_prompts_follow_question_language_and_truncate() -> None:
     long = "长" * 5000
-    zh = yes_no_messages("埃菲尔铁塔有多高？", long)
+    zh = yes_no_messages(Query.of("埃菲尔铁塔有多高？"), long)
     assert "问题" in zh[-1]["content"] and "yes" in zh[-1]["content"]
     assert len(zh[-1]["content"]) < 1400
     en = yes_no_messages(Q, "x " * 3000)
     assert en[-1]["content"].endswith("Answer yes or no.")
-    batch = batch_messages("埃菲尔铁塔有多高？", [long] * 5)
+    batch = batch_messages(Query.of("埃菲尔铁塔有多高？"), [long] * 5)
     assert "相关性" in batch[0]["content"] and "覆盖度" in batch[0]["content"]
     assert len(batch[-1]["content"]) < 4600  # five passages share the batch budget
 
@@ -346,7 +346,7 @@ def test_logprob_ranks_relevant_passages_first_with_real_model(small_llm: LLM) -
         ),
     ]
     for question, relevant, irrelevant in cases:
-        ev = j.grade(question, [Passage("bad", irrelevant), Passage("good", relevant)])
+        ev = j.grade(Query.of(question), [Passage("bad", irrelevant), Passage("good", relevant)])
         good, bad = ev.grades[1], ev.grades[0]
         assert good.score > bad.score, (question, good, bad)
         assert good.signals["p_yes"] > bad.signals["p_yes"]

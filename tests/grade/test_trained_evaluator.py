@@ -22,7 +22,7 @@ from crag.grade.metrics import (
 from crag.grade.trained import DIM, Model, TrainedEvaluator, default_model_path
 from crag.protocols import EmbedKind
 from crag.registry import EVALUATORS, BackendDeps
-from crag.types import Passage
+from crag.types import Passage, Query
 
 
 class _HashEmbedder:
@@ -94,7 +94,7 @@ def test_corrupt_model_file_is_a_config_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a model at all")
     with pytest.raises(ConfigError, match=r"bad\.npz"):
-        TrainedEvaluator(_HashEmbedder(), model_path=bad).grade("q", [Passage("1", "text")])
+        TrainedEvaluator(_HashEmbedder(), model_path=bad).grade(Query.of("q"), [Passage("1", "text")])
     wrong = tmp_path / "wrong.npz"
     np.savez(wrong, meta=np.array('{"feature_version": 1}'), mean=np.zeros(3))
     with pytest.raises(ConfigError, match=r"wrong\.npz"):
@@ -120,7 +120,7 @@ def test_empty_and_huge_passages_do_not_crash() -> None:
     huge = ("The Yangtze river flows east. " * 2000)[:50_000]
     t0 = time.perf_counter()
     out = ev.grade(
-        "Where does the Yangtze flow?",
+        Query.of("Where does the Yangtze flow?"),
         [Passage("e", "   "), Passage("h", huge), Passage("z", "长江向东流。" * 8000)],
     )
     assert time.perf_counter() - t0 < 5
@@ -138,10 +138,10 @@ def test_given_vectors_are_not_re_embedded() -> None:
     emb = _HashEmbedder()
     v = emb.embed(["x"], kind="passage")[0]
     ev = TrainedEvaluator(emb)
-    out = ev.grade("question", [Passage("1", "some text", vector=v), Passage("2", "other text", vector=v)])
+    out = ev.grade(Query.of("question"), [Passage("1", "some text", vector=v), Passage("2", "other text", vector=v)])
     assert emb.calls[-1] == ["question"]  # only the query
     assert len(out.grades) == 2 and out.evaluator == "trained"
-    assert ev.grade("question", []).confidence == 0.0
+    assert ev.grade(Query.of("question"), []).confidence == 0.0
 
 
 # ---- real embedder + bundled model ---------------------------------------------------
@@ -189,7 +189,7 @@ def real_evaluator() -> TrainedEvaluator:
 def test_bundled_model_ranks_relevant_first(
     real_evaluator: TrainedEvaluator, query: str, relevant: str, irrelevant: str
 ) -> None:
-    out = real_evaluator.grade(query, [Passage("bad", irrelevant), Passage("good", relevant)])
+    out = real_evaluator.grade(Query.of(query), [Passage("bad", irrelevant), Passage("good", relevant)])
     s = {g.id: g.score for g in out.grades}
     assert all(0.0 <= v <= 1.0 for v in s.values())
     assert s["good"] > s["bad"], out.grades

@@ -23,6 +23,7 @@ from crag.errors import (
 )
 from crag.store.keyword import BM25Index
 from crag.testing.fakes import ScriptedLLM
+from crag.types import Query
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +46,7 @@ def test_reply_budget_and_api_errors_have_their_place() -> None:
 
 
 def test_an_unparseable_reply_is_an_llm_reply_error_and_degrades() -> None:
-    subs, notes = decompose("What fuels a gas stove, and when was it sold?", ScriptedLLM(["not json at all"]))
+    subs, notes = decompose(Query.of("What fuels a gas stove, and when was it sold?"), ScriptedLLM(["not json at all"]))
     assert subs  # the rules answered instead
     (note,) = notes
     assert "LLM decomposition failed (decomposition reply was not JSON" in note
@@ -57,7 +58,7 @@ def test_a_bug_is_not_downgraded_to_a_degradation() -> None:
             raise ValueError("a real bug")
 
     with pytest.raises(ValueError, match="a real bug"):
-        decompose("What fuels a gas stove, and when was it sold?", Buggy([]))
+        decompose(Query.of("What fuels a gas stove, and when was it sold?"), Buggy([]))
 
 
 def test_a_damaged_keyword_index_is_logged_with_its_reason(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

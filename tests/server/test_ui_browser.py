@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 # Artefacts go to the ignored .cache (or CRAG_SCREENSHOT_DIR), so a test run never changes
-# tracked files; the screenshots committed under benchmarks/results/ui/ are copies of these.
+# tracked files.
 SHOTS = Path(os.environ.get("CRAG_SCREENSHOT_DIR") or ROOT / ".cache" / "artifacts" / "ui")
 KEY = "browser-test-key-7788"
 # Flags from the machine notes: without the background-networking ones Chromium keeps

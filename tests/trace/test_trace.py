@@ -14,7 +14,7 @@ from rich.console import Console
 from crag.errors import InputError, TraceNotFoundError
 from crag.trace.render import render_list, render_trace
 from crag.trace.spans import Tracer, env_secrets, redact
-from crag.trace.store import MIGRATIONS, TraceStore, m001_initial
+from crag.trace.store import MIGRATIONS, TraceStore, m001_initial, m003_status, trace_status
 
 pytestmark = pytest.mark.unit
 
@@ -128,29 +128,30 @@ def test_store_creates_parent_and_migrates_once(tmp_path: Path) -> None:
 
 def test_new_migration_upgrades_an_old_database(tmp_path: Path) -> None:
     path = tmp_path / "traces.sqlite"
-    TraceStore(path, migrations=[m001_initial]).save(_trace("20250101000000-aaaaaa", action="correct"))
+    old = [m001_initial, m003_status]
+    TraceStore(path, migrations=old).save(_trace("20250101000000-aaaaaa", action="correct"))
 
     def m002_add_tags(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE traces ADD COLUMN tags TEXT")
 
-    upgraded = TraceStore(path, migrations=[m001_initial, m002_add_tags])
+    upgraded = TraceStore(path, migrations=[*old, m002_add_tags])
     assert upgraded.applied == ["m002_add_tags"]
     assert upgraded.get("20250101000000-aaaaaa")["action"] == "correct"  # data survives
     with sqlite3.connect(path) as db:
         assert "tags" in [r[1] for r in db.execute("PRAGMA table_info(traces)")]
-    assert TraceStore(path, migrations=[m001_initial, m002_add_tags]).applied == []
-    assert [m.__name__ for m in MIGRATIONS] == ["m001_initial", "m002_feedback"]  # the test list never leaked
+    assert TraceStore(path, migrations=[*old, m002_add_tags]).applied == []
+    assert [m.__name__ for m in MIGRATIONS] == ["m001_initial", "m002_feedback", "m003_status"]  # no test leak
 
     def m003_broken(db: sqlite3.Connection) -> None:
         db.execute("CREATE TABLE half (x)")
         raise RuntimeError("bad migration")
 
     with pytest.raises(RuntimeError):  # a failing migration leaves nothing half-done
-        TraceStore(path, migrations=[m001_initial, m002_add_tags, m003_broken])
+        TraceStore(path, migrations=[*old, m002_add_tags, m003_broken])
     with sqlite3.connect(path) as db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "traces" in tables and "half" not in tables
-    assert TraceStore(path, migrations=[m001_initial, m002_add_tags]).count() == 1
+    assert TraceStore(path, migrations=[*old, m002_add_tags]).count() == 1
 
 
 def test_save_columns_upsert_and_count(tmp_path: Path) -> None:
@@ -289,3 +290,15 @@ def test_render_list_rows() -> None:
         assert needle in out, needle
     assert all(len(line) <= 120 for line in out.splitlines())  # long questions are cut, not wrapped
     assert len(out.strip().splitlines()) == 4  # header, rule, one line per trace
+
+
+def test_a_failed_request_is_listed_as_failed_not_by_its_action(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "traces.sqlite")
+    store.save(_trace("20250101000000-aaaaaa", action="correct") | {"errors": ["llm: model 'x' not found"]})
+    store.save(_trace("20250101000001-bbbbbb", action="correct") | {"answer": "Paris [1].", "refused": False})
+    store.save(_trace("20250101000002-cccccc", action="ambiguous") | {"answer": "No.", "refused": True})
+    rows = {r["id"][-6:]: r["status"] for r in store.list()}
+    assert rows == {"aaaaaa": "failed", "bbbbbb": "answered", "cccccc": "refused"}
+    assert [r["id"][-6:] for r in store.list(status="failed")] == ["aaaaaa"]
+    assert trace_status({"answer": "x", "abstained": True, "refused": True}) == "abstained"
+    assert trace_status({"answer": "x", "degradations": ["search timed out"]}) == "degraded"

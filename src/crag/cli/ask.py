@@ -17,10 +17,9 @@ from rich.markup import escape
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, stdout, warm_search
 from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
-from crag.redact import StreamRedactor, redact, redact_text
+from crag.redact import redact, redact_text
 
 if TYPE_CHECKING:
-    from crag.pipeline.events import StreamEvent
     from crag.pipeline.live import AnswerStream
     from crag.types import Answer
 
@@ -70,7 +69,12 @@ def ask(
 
 
 def show_stream(events: AnswerStream) -> Answer:
-    """Print the decision line when it is known, then the answer as it streams; return the Answer."""
+    """Print the decision line when it is known, then the answer as it streams; return the Answer.
+
+    The answer arrives a verified sentence at a time (the pipeline's sentence gate) and is
+    shown through the one reducer every client uses (:class:`~crag.pipeline.reducer.AnswerText`):
+    what is printed is the saved answer, to its last character.
+    """
     view = _AnswerView()
     status = err.status("thinking…")
     status.start()
@@ -86,29 +90,26 @@ def show_stream(events: AnswerStream) -> Answer:
                           f"(P {p:.2f} < {t:.2f}); searching as Ambiguous[/]")  # fmt: skip
             elif event.name == "rewrite" and event.data.get("queries"):
                 out.print("[dim]searching:[/] " + "; ".join(escape(q) for q in event.data["queries"]))
-            elif event.name in ("token", "replace"):
-                view.take(event)
-            elif event.name == "answer":
+            if piece := view.text.take(event):
+                status.stop()
+                view.show(piece)
+            if event.name == "answer":
                 answer = event.value
     finally:
         status.stop()
         view.close()
     assert answer is not None  # the stream ends with its answer or raises
-    view.finish(answer.answer)
+    view.finish()
     return answer
 
 
 class _AnswerView:
-    """The answer as it streams: a rich Live view on a terminal, plain writes otherwise.
-
-    Text is shown as a :class:`~crag.redact.StreamRedactor` releases it (a secret split
-    across tokens is still caught). A terminal redraws a replaced answer in place; plain
-    output cannot take text back, so it says what happened and prints the new text.
-    """
+    """The answer as it streams: a rich Live view on a terminal, plain writes otherwise."""
 
     def __init__(self) -> None:
-        self.redactor = StreamRedactor()
-        self.shown = ""
+        from crag.pipeline.reducer import AnswerText  # the pipeline loads with the engine, not with the CLI
+
+        self.text = AnswerText()
         self.live: Any = None
         if out.is_terminal:
             from rich.live import Live
@@ -119,66 +120,30 @@ class _AnswerView:
             self.live = Live(Text(""), console=out, refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
         self.started = False
 
-    def _start(self) -> None:
+    def show(self, piece: str) -> None:
         if not self.started:
             self.started = True
             out.print()
             if self.live is not None:
                 self.live.start()
-
-    def _show(self, piece: str) -> None:
-        if not piece:
-            return
-        self._start()
-        self.shown += piece
         if self.live is not None:
-            self.live.update(self._text(self.shown))
+            self.live.update(self._text(self.text.shown))
         else:
             stdout.write(piece)
             stdout.flush()
 
-    def take(self, event: StreamEvent) -> None:
-        if event.name == "token":
-            self._show(self.redactor.push(str(event.data.get("delta", ""))))
-            return
-        reason, text = str(event.data.get("reason", "")), str(event.data.get("text") or "")
-        if self.live is not None:
-            self.redactor.reset()
-            self.shown = ""
-            self._show(redact_text(text))
-            return
-        self._show(self.redactor.flush())  # plain output keeps what it printed: complete it
-        if reason == "citations":
-            return  # the same answer with [n] markers: the sources list follows
-        if self.started:
-            stdout.write("\n")
-        stdout.flush()
-        err.print(f"[dim]({_REPLACED.get(reason, reason)})[/]")
-        self.shown = ""
-        self._show(redact_text(text))
-
-    def finish(self, answer: str) -> None:
-        """Show what is still held back, and the answer itself if nothing was streamed (abstained)."""
-        self._show(self.redactor.flush())
-        if not self.shown.strip():
-            self._show(redact_text(answer))
-        if self.live is not None:
-            self.live.update(self._text(redact_text(answer)))  # the final text, markers included
+    def finish(self) -> None:
+        """The last text is on screen (the live view's final frame), then a newline."""
+        if self.live is not None and self.live.is_started:
+            self.live.update(self._text(self.text.shown), refresh=True)
         self.close()
         if self.live is None and self.started:
             stdout.write("\n")
+            stdout.flush()
 
     def close(self) -> None:
         if self.live is not None and self.live.is_started:
             self.live.stop()
-
-
-_REPLACED = {
-    "reask": "asked again, pointed at the source graded relevant",
-    "escalate": "no answer in the documents graded relevant: searched further and asked again",
-    "refused": "the answer is a refusal",
-    "unsupported": "replaced: the reply was not supported by the sources",
-}
 
 
 def _decision_line(action: str, confidence: float | None, trace_id: str) -> str:
@@ -204,6 +169,10 @@ def print_sources(answer: Answer) -> None:
         for c in answer.citations:
             where = c.url or c.source
             out.print(f"  [bold][{c.id}][/] {escape(c.title or '')} [dim]{escape(where)}[/]")
+            if c.quote:  # the source's own sentence that holds the claim: the reader can check it
+                quote = " ".join(c.quote.split())
+                quote = quote if len(quote) <= 160 else quote[:159] + "…"
+                out.print(f"      [dim italic]“{escape(redact_text(quote))}”[/]")
     for d in answer.degradations:
         err.print(f"[yellow]degraded:[/] {escape(redact_text(d))}")
     t = answer.timings

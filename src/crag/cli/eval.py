@@ -12,6 +12,8 @@ the same command resumes where it stopped. The report (``report.md``, ``report.h
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -90,20 +92,7 @@ def eval_command(
 
     if "crag" in options.modes and not (search_record or search_replay):
         warm_search(rag, search, search_corpus)
-    with Progress(
-        TextColumn("[bold]eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("", total=len(items) * len(options.modes))
-
-        def progress(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, description=escape(label))
-
+    with _progress_bar(len(items) * len(options.modes)) as progress:
         run = run_eval(rag, items, output, options, judge=grader, progress=progress, dataset_items=everything)
     paths = write_report(run, output)
     _print_summary(run)
@@ -114,6 +103,26 @@ def eval_command(
             "run the same command again to retry them"
         )
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int) -> Iterator[Callable[[int, int, str], None]]:
+    """A progress bar on stderr for ``total`` answers; yields the callback ``run_eval`` reports to."""
+    with Progress(
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("", total=total)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=escape(label))
+
+        yield progress
 
 
 def _print_summary(run: Any) -> None:

@@ -65,6 +65,13 @@ def export(
         f"wrote {len(report.pairs)} pairs ({report.count(1)} relevant, {report.count(0)} not) "
         f"from rated traces ({rated}) to {output}"
     )
+    if report.review:
+        queue = output.with_name(output.stem + ".review.jsonl")
+        write_atomic(queue, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in report.review))
+        out.print(
+            f"{len(report.review)} pairs held for review in {queue}: 👎 on answers whose cited passage holds "
+            "what it is cited for (not exported as 'not relevant')"
+        )
     if report.likely_grader_misses:
         out.print(f"{report.likely_grader_misses} likely grader misses (👎 with every passage graded relevant)")
     for tid, why in list(report.skipped.items())[:10]:

@@ -20,7 +20,7 @@ from crag.atomic import write_atomic
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
 from crag.errors import ConfigError, InputError
 from crag.grade.pairs import read_jsonl_objects, read_pairs, score_pairs
-from crag.types import Passage
+from crag.types import Passage, Query
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
@@ -148,7 +148,7 @@ def label(
         for n, q in enumerate(qs, 1):
             status.update(f"labelling {n}/{len(qs)}: {q[:40]}")
             hits = kbase.search(q, k=k)
-            ev = judge.grade(q, [Passage(h.chunk.id, h.chunk.text) for h in hits])
+            ev = judge.grade(Query.of(q), [Passage(h.chunk.id, h.chunk.text) for h in hits])
             for h, g in zip(hits, ev.grades, strict=True):
                 rows.append(
                     {

@@ -13,7 +13,11 @@ what the other states ("不是", "not", "never").
 >>> detect_conflicts([a, b])
 [Conflict(a_index=0, b_index=1, reason='different years: 1889 vs 1887')]
 >>> print(conflict_instruction(detect_conflicts([a, b]), "en"))  # doctest: +ELLIPSIS
-The sources disagree: [1] vs [2] (different years: 1889 vs 1887). ...
+The sources disagree: [1] vs [2] (different years). ...
+
+The instruction names the sources and the kind of disagreement, never the values: it goes
+into the system prompt, where no document's words belong (a document could write its
+"values" as instructions).
 """
 
 from __future__ import annotations
@@ -136,5 +140,23 @@ def conflict_instruction(conflicts: Sequence[Conflict], lang: str) -> str:
     if not conflicts:
         return ""
     sep = "；" if lang == "zh" else "; "
-    pairs = sep.join(f"[{c.a_index + 1}] vs [{c.b_index + 1}] ({c.reason})" for c in conflicts)
+    kinds = _KINDS.get(lang, {})
+    pairs = sep.join(f"[{c.a_index + 1}] vs [{c.b_index + 1}] ({_kind(c.reason, kinds)})" for c in conflicts)
     return CONFLICT_INSTRUCTION.get(lang, CONFLICT_INSTRUCTION["en"]).format(pairs=pairs)
+
+
+# The kinds of disagreement _conflict reports, the words before its colon (what follows
+# the colon is the documents' own values).
+_KINDS = {
+    "zh": {
+        "different years": "年份不同",
+        "different values": "数值不同",
+        "different numbers": "数字不同",
+        "one source negates what the other states": "一方否定另一方的说法",
+    },
+}
+
+
+def _kind(reason: str, names: dict[str, str]) -> str:
+    kind = reason.split(":", 1)[0].strip()
+    return names.get(kind, kind)

@@ -7,11 +7,12 @@ enumerations ("北京、上海和广州的人口", "France, Germany and Italy"),
 one ("…；…", "… and when …?") and bulleted lists; an LLM (optional) handles the rest,
 and any LLM failure falls back to the rules.
 
->>> decompose("TCP和UDP的区别是什么？").subqueries
+>>> from crag.types import Query
+>>> decompose(Query.of("TCP和UDP的区别是什么？")).subqueries
 ['TCP', 'UDP', 'TCP UDP 区别']
->>> decompose("What is the population of France, Germany and Italy?").subqueries
+>>> decompose(Query.of("What is the population of France, Germany and Italy?")).subqueries
 ['What is the population of France?', 'What is the population of Germany?', 'What is the population of Italy?']
->>> decompose("Who wrote Hamlet?")
+>>> decompose(Query.of("Who wrote Hamlet?"))
 Decomposition(subqueries=['Who wrote Hamlet?'], degradations=[])
 """
 
@@ -27,8 +28,7 @@ from crag.deadline import Deadline
 from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM, WebSearch
 from crag.redact import clip
-from crag.text import detect_language
-from crag.types import WebResult
+from crag.types import Query, WebResult
 
 MAX_WORKERS = 8  # sub-queries beyond this wait for a free thread; providers rate-limit anyway
 
@@ -76,22 +76,19 @@ class Decomposition(NamedTuple):
     degradations: list[str]
 
 
-def decompose(
-    question: str, llm: LLM | None = None, max_subqueries: int = 4, *, lang: str | None = None
-) -> Decomposition:
-    """Sub-queries for ``question``; ``[question]`` when it does not split.
+def decompose(question: Query, llm: LLM | None = None, max_subqueries: int = 4) -> Decomposition:
+    """Sub-queries for ``question``; ``[question.text]`` when it does not split.
 
     With ``llm``, the model decomposes (the article's equity-incentive prompt); a failed
-    or unusable reply falls back to the rules, said in ``degradations``. ``lang`` is the
-    question's language when the caller knows it (detected otherwise).
+    or unusable reply falls back to the rules, said in ``degradations``.
 
-    >>> decompose("气炉以什么为燃料；气炉什么时候商业化？").subqueries
+    >>> decompose(Query.of("气炉以什么为燃料；气炉什么时候商业化？")).subqueries
     ['气炉以什么为燃料', '气炉什么时候商业化？']
     """
-    q = question.strip()
+    q = question.text.strip()
     if not q or max_subqueries < 1:
         return Decomposition([q] if q else [], [])
-    lang = lang or detect_language(q)
+    lang = "zh" if question.language == "zh" else "en"
     degradations: list[str] = []
     if llm is not None:
         try:
@@ -100,13 +97,13 @@ def decompose(
                 return Decomposition(subs, [])
         except CragError as exc:
             degradations.append(f"LLM decomposition failed ({exc}); used rules")
-    return Decomposition(rule_decompose(q, max_subqueries=max_subqueries, lang=lang), degradations)
+    return Decomposition(rule_decompose(question, max_subqueries=max_subqueries), degradations)
 
 
-def rule_decompose(question: str, *, max_subqueries: int = 4, lang: str | None = None) -> list[str]:
+def rule_decompose(question: Query, *, max_subqueries: int = 4) -> list[str]:
     """The rule-based decomposition alone (no model)."""
-    q = question.strip()
-    zh = (lang or detect_language(q)) == "zh"
+    q = question.text.strip()
+    zh = question.language == "zh"
     rules = (_bullets, _semicolons, _second_question, _long_enumeration, _comparison, _enumeration)
     for rule in rules:
         subs = _dedupe(rule(q, zh))
@@ -139,15 +136,15 @@ def _second_question(q: str, zh: bool) -> list[str]:
     if len(parts) < 2:
         return []
     # "Who founded Tesla and when was it founded?": the second part needs the subject back.
-    subject = _subject(parts[0])
+    subject = _subject(parts[0], zh)
     out = [parts[0]]
     for p in parts[1:]:
         out.append(p if not subject or subject.lower() in p.lower() else f"{subject} {p}")
     return out
 
 
-def _subject(text: str) -> str:
-    if detect_language(text) == "zh":
+def _subject(text: str, zh: bool) -> str:
+    if zh:
         for word, flag in _posseg(text):
             if flag.startswith(("nr", "ns", "nt", "nz", "eng")) or (flag == "n" and len(word) >= 2):
                 return word

@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from crag.correct.budget import fit_budget
 from crag.correct.contradict import Conflict, detect_conflicts
+from crag.correct.fit import fit_budget
 from crag.search.trust import domain_of, support_counts
 from crag.types import Strip
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from crag.protocols import Evaluator
 from crag.text import join_sentences, split_sentences
-from crag.types import Passage, Strip
+from crag.types import Passage, Query, Strip
 
 
 @dataclass
@@ -48,7 +48,7 @@ def make_strips(doc: Doc, sentences_per_strip: int) -> list[Strip]:
 
 
 def refine(
-    query: str,
+    query: Query,
     docs: Sequence[Doc],
     evaluator: Evaluator,
     *,

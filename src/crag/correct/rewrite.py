@@ -6,7 +6,8 @@ question's meaningful terms (entities, numbers, rare nouns) that the retrieved
 documents do not contain. With an LLM (opt-in), the model reads the question and what
 was retrieved and proposes queries for what is missing.
 
->>> keyword_queries("Who designed the Eiffel Tower?", ["The tower in Paris is 330 metres tall."])
+>>> from crag.types import Query
+>>> keyword_queries(Query.of("Who designed the Eiffel Tower?"), ["The tower in Paris is 330 metres tall."])
 ['designed eiffel tower', 'eiffel tower']
 
 The second query anchors the missing entity ("eiffel") on a term the documents do
@@ -27,8 +28,10 @@ from functools import lru_cache
 from crag.errors import LLMReplyError
 from crag.protocols import LLM
 from crag.redact import clip
-from crag.text import detect_language, keywords
+from crag.text import keywords
+from crag.types import Query
 
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _REWRITE_PROMPT = {
     "en": (
         "You write web search queries. Question: {q}\n"
@@ -89,20 +92,20 @@ _ZH_FUNCTION_CHARS = frozenset(
 )
 
 
-def keyword_queries(question: str, docs: Sequence[str], *, max_queries: int = 2) -> list[str]:
+def keyword_queries(query: Query, docs: Sequence[str], *, max_queries: int = 2) -> list[str]:
     """Keyword rewrite plus an information-gap query (meaningful terms the documents lack).
 
     The first query is the question's content words without question filler; the
     second, only when it is narrower and meaningful, is the missing entity-like terms
     anchored on the most specific term the documents do contain.
 
-    >>> keyword_queries("What dynasty came after the Yuan?", ["The Yuan dynasty was founded by Kublai Khan."])
+    >>> keyword_queries(Query.of("What dynasty came after the Yuan?"), ["The Yuan dynasty was founded by Kublai Khan."])
     ['dynasty after yuan']
-    >>> keyword_queries('Who was the first editor of "The Economist"?', [])
+    >>> keyword_queries(Query.of('Who was the first editor of "The Economist"?'), [])
     ['first editor "The Economist"']
     """
-    question = question.translate(_HALF_WIDTH)
-    words = _with_names(question, keywords(question, limit=8))
+    question = query.text.translate(_HALF_WIDTH)
+    words = _with_names(question, keywords(question, limit=8), zh=query.language == "zh")
     content = [w for w in words if w.lower() not in _FILLER or w.lower() in _RELATION_EN]
     content = _with_anchors(question, content) or words or [question.strip()]
     queries = [" ".join(content)]
@@ -138,9 +141,9 @@ def _with_anchors(question: str, words: list[str]) -> list[str]:
     return sorted(terms, key=lambda t: terms[t])
 
 
-def _with_names(question: str, words: list[str]) -> list[str]:
+def _with_names(question: str, words: list[str], *, zh: bool) -> list[str]:
     """``words`` with the question's split names whole: 司马晏 for 司马, 祭遵 where nothing was kept."""
-    names = _zh_names(question) if detect_language(question) == "zh" else []
+    names = _zh_names(question) if zh else []
     if not names:
         return words
     kept = [w for w in words if not any(w in n for n in names)]
@@ -166,8 +169,13 @@ def _zh_names(question: str) -> list[str]:
         if any(len(w) == 1 for w in run) and len("".join(run)) >= 2:
             names.append("".join(run))
         # A surname word (司马) starts the next run.
-        run = [word] if flag.startswith("nr") and len(word) > 1 and detect_language(word) == "zh" else []
+        run = [word] if flag.startswith("nr") and len(word) > 1 and _is_chinese(word) else []
     return names
+
+
+def _is_chinese(word: str) -> bool:
+    """A word written in Chinese characters (its script, not the question's language)."""
+    return bool(_HAN.search(word))
 
 
 def _position(low: str, word: str) -> int:
@@ -175,14 +183,15 @@ def _position(low: str, word: str) -> int:
     return at if at >= 0 else len(low)
 
 
-def gap_terms(question: str, docs: Sequence[str]) -> list[str]:
+def gap_terms(query: Query, docs: Sequence[str]) -> list[str]:
     """The question's meaningful terms (entities, numbers, rare nouns) missing from ``docs``.
 
-    >>> gap_terms("When did Newcomen build his engine?", ["Watt improved the engine."])
+    >>> gap_terms(Query.of("When did Newcomen build his engine?"), ["Watt improved the engine."])
     ['newcomen']
     """
-    question = question.translate(_HALF_WIDTH)
-    words = [w for w in _with_names(question, keywords(question, limit=8)) if w.lower() not in _FILLER]
+    question = query.text.translate(_HALF_WIDTH)
+    named = _with_names(question, keywords(question, limit=8), zh=query.language == "zh")
+    words = [w for w in named if w.lower() not in _FILLER]
     joined = " ".join(docs).lower()
     return [w for w in words if w.lower() not in joined and _meaningful(w, question)]
 
@@ -208,7 +217,7 @@ def _meaningful(word: str, question: str) -> bool:
         return False
     if any(c.isdigit() for c in word):
         return True
-    if detect_language(word) == "zh":
+    if _is_chinese(word):
         flag = _zh_pos(question).get(word)
         if flag is None:
             # Not a word jieba's tagger produced on its own: a compound or unknown name, so specific.
@@ -239,21 +248,19 @@ def _zh_pos_pairs(question: str) -> tuple[tuple[str, str], ...]:
     return tuple((p.word, p.flag) for p in jieba.posseg.cut(question))
 
 
-def llm_queries(
-    question: str, docs: Sequence[str], llm: LLM, *, max_queries: int = 2, lang: str | None = None
-) -> list[str]:
+def llm_queries(query: Query, docs: Sequence[str], llm: LLM, *, max_queries: int = 2) -> list[str]:
     """Ask the LLM for gap-directed queries; raises ``LLMReplyError`` when the reply has none.
 
-    The prompt (in the question's language, ``lang`` when the caller knows it) asks what
-    the documents lack and for keyword queries that find it, as JSON ``{"queries": [...]}``.
+    The prompt (in the question's language) asks what the documents lack and for keyword
+    queries that find it, as JSON ``{"queries": [...]}``.
 
     >>> from crag.testing.fakes import ScriptedLLM
-    >>> llm_queries("Who founded X?", ["X is a company."], ScriptedLLM(['{"queries": ["X founder"]}']))
+    >>> llm_queries(Query.of("Who founded X?"), ["X is a company."], ScriptedLLM(['{"queries": ["X founder"]}']))
     ['X founder']
     """
-    lang = "zh" if (lang or detect_language(question)) == "zh" else "en"
+    lang = "zh" if query.language == "zh" else "en"
     excerpt = "\n".join(f"- {d[:300]}" for d in docs[:3]) or "-"
-    prompt = _REWRITE_PROMPT[lang].format(q=question, docs=excerpt, n=max_queries)
+    prompt = _REWRITE_PROMPT[lang].format(q=query.text, docs=excerpt, n=max_queries)
     out = llm.complete(
         [{"role": "user", "content": prompt}],
         max_tokens=96,

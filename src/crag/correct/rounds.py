@@ -10,12 +10,12 @@ honest answer is to abstain: :data:`ABSTAIN_TEXT` says so and lists what was fou
 This module is pure control flow over callables, so the pipeline plugs in its real
 evaluator and search, and tests plug in fakes.
 
->>> from crag.types import Strip
+>>> from crag.types import Query, Strip
 >>> def evaluate(q, strips):
 ...     return [0.9 if "1889" in s.text else 0.1 for s in strips]
 >>> def search_round(queries):
 ...     return [Strip("The tower opened in 1889.", "https://e.org", "web")]
->>> r = correct_until_confident("When did the Eiffel Tower open?", [], evaluate, search_round,
+>>> r = correct_until_confident(Query.of("When did the Eiffel Tower open?"), [], evaluate, search_round,
 ...                             upper=0.6, lower=0.35, max_rounds=3)
 >>> r.rounds, r.searches, r.confident, r.abstain, r.strips[0].text
 (1, 1, True, False, 'The tower opened in 1889.')
@@ -29,16 +29,16 @@ from dataclasses import dataclass, field, replace
 from crag.correct.rewrite import keyword_queries
 from crag.deadline import Deadline
 from crag.errors import CragError
-from crag.types import Strip
+from crag.types import Query, Strip
 
 ABSTAIN_TEXT = {
     "en": "I could not find a reliable answer; here is what I found, with sources:",
     "zh": "我没能找到可靠的答案；以下是我找到的信息及其来源：",
 }
 
-Evaluate = Callable[[str, Sequence[Strip]], Sequence[float]]
+Evaluate = Callable[[Query, Sequence[Strip]], Sequence[float]]
 SearchRound = Callable[[Sequence[str]], Sequence[Strip]]
-MakeQueries = Callable[[str, Sequence[str]], list[str]]
+MakeQueries = Callable[[Query, Sequence[str]], list[str]]
 
 
 @dataclass
@@ -70,7 +70,7 @@ def abstain_text(lang: str) -> str:
 
 
 def correct_until_confident(
-    question: str,
+    question: Query,
     initial_docs: Sequence[Strip],
     evaluate: Evaluate,
     search_round: SearchRound,
@@ -114,14 +114,7 @@ def correct_until_confident(
             stopped = "deadline"
             break
         relevant = [s.text for s, sc in zip(strips, scores, strict=True) if sc > lower]
-        try:
-            proposals = propose(question, relevant)
-        except CragError as exc:
-            degradations.append(f"query rewrite failed ({exc}); used keyword rewrite")
-            proposals = keyword_queries(question, relevant, max_queries=max_queries)
-        queries = [q for q in dict.fromkeys(proposals) if q and q not in issued][:max_queries]
-        if not queries and question not in issued:
-            queries = [question]  # every rewrite was searched already: try the question as asked
+        queries = _next_queries(question, relevant, propose, issued, max_queries, degradations)
         if not queries:
             stopped = "no_new_queries"
             break
@@ -154,8 +147,28 @@ def correct_until_confident(
     )
 
 
+def _next_queries(
+    question: Query,
+    relevant: list[str],
+    propose: MakeQueries,
+    issued: set[str],
+    max_queries: int,
+    degradations: list[str],
+) -> list[str]:
+    """The next round's queries: proposals not searched yet, else the question as asked."""
+    try:
+        proposals = propose(question, relevant)
+    except CragError as exc:
+        degradations.append(f"query rewrite failed ({exc}); used keyword rewrite")
+        proposals = keyword_queries(question, relevant, max_queries=max_queries)
+    queries = [q for q in dict.fromkeys(proposals) if q and q not in issued][:max_queries]
+    if not queries and question.text not in issued:
+        queries = [question.text]  # every rewrite was searched already: try the question as asked
+    return queries
+
+
 def _add(
-    question: str,
+    question: Query,
     new: Sequence[Strip],
     evaluate: Evaluate,
     strips: list[Strip],

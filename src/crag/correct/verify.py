@@ -30,11 +30,13 @@ an answer.
 >>> from crag.types import Strip
 >>> class Sure:
 ...     model_id = "sure"
+...     def complete(self, messages, **options): raise NotImplementedError
 ...     def yes_probability(self, messages): return 0.9
 >>> v = verify_correct("When did the museum open?", [Strip("It opened in 1901.", "a", "internal")], Sure(), "en")
 >>> v.confirmed, v.probability
 (True, 0.9)
->>> verify_correct("When?", [Strip("x", "a", "internal")], object(), "en").checked
+>>> from crag.testing.fakes import ScriptedLLM  # writes text, gives no token probabilities
+>>> verify_correct("When?", [Strip("x", "a", "internal")], ScriptedLLM([]), "en").checked
 False
 """
 
@@ -42,9 +44,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from crag.errors import CragError
+from crag.protocols import LLM, YesNoLLM, offers
 from crag.types import Strip
 
 DEFAULT_THRESHOLD = 0.7
@@ -107,7 +109,7 @@ def threshold_for(model_id: str, configured: float | None) -> float | None:
 def verify_correct(
     question: str,
     strips: Sequence[Strip],
-    llm: Any,
+    llm: LLM,
     lang: str,
     *,
     threshold: float | None = DEFAULT_THRESHOLD,
@@ -117,10 +119,10 @@ def verify_correct(
 
     ``threshold`` None: the model is not asked (no calibrated threshold for it).
     """
-    model = getattr(llm, "model_id", "the LLM")
-    yes_probability = getattr(llm, "yes_probability", None)
-    if yes_probability is None:
+    model = llm.model_id
+    if not offers(llm, YesNoLLM):
         return Verification(None, threshold or 0.0, f"not verified: {model} gives no token probabilities")
+    assert isinstance(llm, YesNoLLM)  # offers() said so (a guard implements every method)
     if threshold is None:
         note = f"not verified: no calibrated threshold for {model} (set correction.verify_threshold)"
         return Verification(None, 0.0, note)
@@ -128,7 +130,7 @@ def verify_correct(
     if not best:
         return Verification(0.0, threshold)
     try:
-        p = float(yes_probability(verify_messages(question, [s.text for s in best], lang)))
+        p = float(llm.yes_probability(verify_messages(question, [s.text for s in best], lang)))
     except CragError as exc:
         return Verification(None, threshold, "not verified: the LLM call failed", [f"Correct not verified: {exc}"])
     return Verification(round(p, 4), threshold)

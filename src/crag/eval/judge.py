@@ -22,9 +22,10 @@ Two ways of asking, chosen by ``mode`` (``auto`` picks the first the model suppo
 A reply that cannot be read is recorded as a failure with its reason, never as a score.
 
 >>> from crag.testing.fakes import ScriptedLLM
+>>> from crag.types import Query
 >>> reply = '{"answer_1": {"accuracy": 5, "completeness": 4, "clarity": 5, "faithfulness": 5}}'
 >>> judge = LLMJudge(ScriptedLLM([reply]), seed=0)
->>> verdict = judge.judge("Capital of France?", ["Paris"], {"crag": ("Paris [1].", ["Paris is the capital."])})
+>>> verdict = judge.judge(Query.of("Capital of France?"), ["Paris"], {"crag": ("Paris [1].", ["Paris."])})
 >>> verdict.scores["crag"]["accuracy"], verdict.error
 (5, None)
 """
@@ -39,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from crag.errors import ConfigError, CragError
-from crag.protocols import LLM, ScoringLLM
+from crag.protocols import LLM, ScoringLLM, offers
 from crag.redact import clip
-from crag.text import detect_language
+from crag.types import Query
 
 __all__ = ["CRITERIA", "JudgeVerdict", "LLMJudge", "parse_scores"]
 
@@ -99,7 +100,7 @@ class LLMJudge:
     >>> from crag.testing.fakes import ScriptedLLM
     >>> reply = json.dumps({f"answer_{i}": dict.fromkeys(CRITERIA, 3) for i in (1, 2)})
     >>> judge = LLMJudge(ScriptedLLM([reply]), seed=7)
-    >>> v = judge.judge("Q?", ["A"], {"rag": ("A [1].", ["A."]), "crag": ("B [1].", ["B."])})
+    >>> v = judge.judge(Query.of("Q?"), ["A"], {"rag": ("A [1].", ["A."]), "crag": ("B [1].", ["B."])})
     >>> sorted(v.scores), v.scores["rag"]["clarity"]
     (['crag', 'rag'], 3)
     """
@@ -115,7 +116,7 @@ class LLMJudge:
     ) -> None:
         self.llm = llm
         self.seed = seed
-        has_probs = isinstance(llm, ScoringLLM)
+        has_probs = offers(llm, ScoringLLM)
         if mode == "logprob" and not has_probs:
             raise ConfigError(
                 f"judge mode 'logprob' needs token probabilities, which {llm.model_id} does not offer; "
@@ -134,12 +135,12 @@ class LLMJudge:
         return f"{self.llm.model_id} ({self.mode})"
 
     def judge(
-        self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]]
+        self, question: Query, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]]
     ) -> JudgeVerdict:
         """Score ``answers`` (mode -> (answer text, context texts)) against ``gold``."""
         modes = sorted(answers)
         # Seeded per question, so a resumed run shows the judge the same order again.
-        rng = random.Random(f"{self.seed}\x00{question}")
+        rng = random.Random(f"{self.seed}\x00{question.text}")
         rng.shuffle(modes)
         if self.mode == "logprob":
             return self._judge_by_probabilities(question, gold, answers, modes)
@@ -157,7 +158,7 @@ class LLMJudge:
         return JudgeVerdict(scores, modes, None, clip(reply.text, 500))
 
     def _judge_by_probabilities(
-        self, question: str, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]
+        self, question: Query, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]
     ) -> JudgeVerdict:
         llm = self.llm
         assert isinstance(llm, ScoringLLM)  # __init__ chose logprob mode for a ScoringLLM only
@@ -183,25 +184,23 @@ class LLMJudge:
         ctx = "\n".join(context)
         return ctx[: self.context_chars] + " …" if len(ctx) > self.context_chars else ctx
 
-    def _single_prompt(self, question: str, gold: Sequence[str], answer: str, context: Sequence[str]) -> str:
+    def _single_prompt(self, question: Query, gold: Sequence[str], answer: str, context: Sequence[str]) -> str:
         ctx = self._clip(context)
-        lang = " (The question is in Chinese.)" if detect_language(question) == "zh" else ""
+        lang = " (The question is in Chinese.)" if question.language == "zh" else ""
         return (
-            f"Question: {question}{lang}\nGold answer(s): {' | '.join(gold)}\n"
+            f"Question: {question.text}{lang}\nGold answer(s): {' | '.join(gold)}\n"
             f"Context given to the system:\n{ctx or '(none)'}\nThe system's answer: {answer}"
         )
 
     def _messages(
-        self, question: str, gold: Sequence[str], shown: Sequence[tuple[str, Sequence[str]]]
+        self, question: Query, gold: Sequence[str], shown: Sequence[tuple[str, Sequence[str]]]
     ) -> list[dict[str, str]]:
-        parts = [f"Question: {question}", "Gold answer(s): " + " | ".join(gold)]
+        parts = [f"Question: {question.text}", "Gold answer(s): " + " | ".join(gold)]
         for i, (answer, context) in enumerate(shown, 1):
             ctx = self._clip(context)
             parts.append(f"--- Answer {i} ---\nContext given to answer {i}:\n{ctx or '(none)'}\nAnswer {i}: {answer}")
         keys = ", ".join(f'"answer_{i}"' for i in range(1, len(shown) + 1))
-        lang_hint = (
-            " The question is in Chinese; judge the Chinese answers." if detect_language(question) == "zh" else ""
-        )
+        lang_hint = " The question is in Chinese; judge the Chinese answers." if question.language == "zh" else ""
         parts.append(
             f"Return a JSON object with keys {keys}, each mapping to "
             '{"accuracy": n, "completeness": n, "clarity": n, "faithfulness": n}.' + lang_hint

@@ -148,6 +148,31 @@ def score_answer(
     )
 
 
+def cited_gold(answer: str, citations: Sequence[Any], answers: Sequence[str]) -> float | None:
+    """Citation precision of one answer: does the sentence that gives the gold cite a source that holds it?
+
+    1.0 when some answer sentence holding a gold answer cites (``spans``) a source whose text
+    holds it too, 0.0 when none does, None when no cited sentence holds a gold answer (the
+    answer is wrong, or cites nothing: nothing to check). ``citations`` are
+    :class:`crag.types.Citation` objects or their dicts.
+
+    >>> from crag.types import Citation
+    >>> right = Citation(1, "a", "", "", "It opened in 1901.", spans=[(0, 12)])
+    >>> wrong = Citation(2, "b", "", "", "It has a café.", spans=[(0, 12)])
+    >>> cited_gold("In 1901 [1].", [right], ["1901"]), cited_gold("In 1901 [2].", [wrong], ["1901"])
+    (1.0, 0.0)
+    """
+    spans: dict[tuple[int, int], list[str]] = {}
+    for c in citations:
+        get = c.get if isinstance(c, dict) else lambda k, c=c: getattr(c, k, None)
+        for start, end in get("spans") or []:
+            spans.setdefault((int(start), int(end)), []).append(str(get("text") or ""))
+    holding = [texts for (start, end), texts in spans.items() if gold_match(answer[start:end], answers)]
+    if not holding:
+        return None
+    return float(any(gold_match(text, answers) for texts in holding for text in texts))
+
+
 def refused(prediction: str) -> bool:
     """``crag.generate.is_refusal`` plus the no-context replies in both languages.
 

@@ -51,6 +51,35 @@ LABELS = {
 def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: Sequence[str] = ()) -> Report:
     """Tables, paired tests and figures for a finished (or partial) run."""
     ids = [it.id for it in run.items]
+    failed = run.failed
+    blocks = _header(run, title, notes)
+    judged = any(judge_scores(run, i, m) for i in ids for m in run.modes)
+    summary: dict[str, Any] = {"complete": not failed, "failed": len(failed), "modes": list(run.modes)}
+
+    blocks.append(Block("h2", "Overall"))
+    overall = {m: row_stats(run, m, ids) for m in run.modes}
+    summary["overall"] = overall
+    blocks.append(_stats_table(["mode"], [([m], overall[m]) for m in run.modes], judged))
+
+    groupings = [("lang", "language"), ("type", "question type")]
+    if any("expected_action" in it.extra for it in run.items):
+        groupings.append(("expected_action", "expected action"))
+    summary["groups"] = {}
+    blocks += _by_group(run, groupings, judged, summary["groups"])
+    blocks += _by_action(run, ids, judged, summary["groups"])
+    if "rag" in run.modes and "crag" in run.modes:
+        blocks += _paired(run, ids, groupings, judged, summary)
+    if judged:
+        blocks += _judge_trust(run, ids, summary)
+    if "crag" in run.modes and any("expected_action" in it.extra for it in run.items):
+        blocks += _confusion(run)
+    blocks += figures(run, ids, judged)
+    blocks += _failures(run, summary)
+    return Report(blocks, summary)
+
+
+def _header(run: EvalRun, title: str, notes: Sequence[str]) -> list[Block]:
+    """The title, a PARTIAL warning when pairs are missing, and what was run with what."""
     blocks: list[Block] = [Block("h1", title)]
     failed = run.failed
     total = len(run.items) * len(run.modes)
@@ -71,20 +100,12 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
             f"dataset fingerprint `{run.meta.get('dataset', '?')}`. {settings}",
         )
     )
-    blocks += [Block("p", n) for n in notes]
+    return blocks + [Block("p", n) for n in notes]
 
-    judged = any(judge_scores(run, i, m) for i in ids for m in run.modes)
-    summary: dict[str, Any] = {"complete": not failed, "failed": len(failed), "modes": list(run.modes)}
 
-    blocks.append(Block("h2", "Overall"))
-    overall = {m: row_stats(run, m, ids) for m in run.modes}
-    summary["overall"] = overall
-    blocks.append(_stats_table(["mode"], [([m], overall[m]) for m in run.modes], judged))
-
-    groupings = [("lang", "language"), ("type", "question type")]
-    if any("expected_action" in it.extra for it in run.items):
-        groupings.append(("expected_action", "expected action"))
-    summary["groups"] = {}
+def _by_group(run: EvalRun, groupings: Sequence[tuple[str, str]], judged: bool, summary: dict[str, Any]) -> list[Block]:
+    """One table per grouping (language, question type, expected action); stats into ``summary``."""
+    blocks: list[Block] = []
     for key, label in groupings:
         groups = sorted({it.group(key) for it in run.items})
         blocks.append(Block("h2", f"By {label}"))
@@ -93,12 +114,14 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
             gids = [it.id for it in run.items if it.group(key) == g]
             for m in run.modes:
                 st = row_stats(run, m, gids)
-                summary["groups"].setdefault(key, {}).setdefault(g, {})[m] = st
+                summary.setdefault(key, {}).setdefault(g, {})[m] = st
                 rows.append(([g, m], st))
         blocks.append(_stats_table([label, "mode"], rows, judged))
+    return blocks
 
-    # By the action each mode actually took (rag always "rag"): where answers are lost.
-    blocks.append(Block("h2", "By action taken"))
+
+def _by_action(run: EvalRun, ids: Sequence[str], judged: bool, summary: dict[str, Any]) -> list[Block]:
+    """By the action each mode actually took (rag always "rag"): where answers are lost."""
     rows = []
     for m in run.modes:
         taken: dict[str, list[str]] = {}
@@ -108,59 +131,67 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
                 taken.setdefault(str(rec.get("action", "?")), []).append(i)
         for a in sorted(taken, key=lambda a: ACTIONS.index(a) if a in ACTIONS else len(ACTIONS)):
             st = row_stats(run, m, taken[a])
-            summary["groups"].setdefault("action", {}).setdefault(a, {})[m] = st
+            summary.setdefault("action", {}).setdefault(a, {})[m] = st
             rows.append(([a, m], st))
-    blocks.append(_stats_table(["action taken", "mode"], rows, judged))
+    return [Block("h2", "By action taken"), _stats_table(["action taken", "mode"], rows, judged)]
 
-    if "rag" in run.modes and "crag" in run.modes:
-        metrics = [*RATE_METRICS, "context_tokens", "latency", "llm_calls", "searches"]
-        if judged:
-            metrics += [f"judge_{c}" for c in CRITERIA]
-        tests = paired_results(run, "rag", "crag", ids, metrics)
-        summary["paired"] = [t.to_dict() for t in tests]
-        blocks.append(Block("h2", "CRAG − RAG: paired tests"))
-        blocks.append(
-            Block(
-                "p",
-                "Difference of means over the questions both modes answered; 95% CI from a paired "
-                "bootstrap (5000 resamples, seeded); p from a two-sided paired t-test "
-                "(— when every difference is equal).",
-            )
-        )
-        blocks.append(_tests_table(tests))
-        if groupings:
-            group_rows: list[list[str]] = []
-            for key, label in groupings:
-                for g in sorted({it.group(key) for it in run.items}):
-                    gids = [it.id for it in run.items if it.group(key) == g]
-                    for t in paired_results(run, "rag", "crag", gids, ("accuracy", "f1")):
-                        group_rows.append([f"{label} = {g}", LABELS[t.metric], *_test_cells(t)])
-            blocks.append(Block("h3", "By group (accuracy and F1)"))
-            blocks.append(Block("table", headers=["group", "metric", *_TEST_HEADERS], rows=group_rows))
 
+def _paired(
+    run: EvalRun, ids: Sequence[str], groupings: Sequence[tuple[str, str]], judged: bool, summary: dict[str, Any]
+) -> list[Block]:
+    """CRAG − RAG: paired bootstrap CIs and t-tests, overall and per group."""
+    metrics = [*RATE_METRICS, "context_tokens", "latency", "llm_calls", "searches"]
     if judged:
-        agreement = judge_agreement(run, ids)
-        summary["judge_agreement_auroc"] = agreement
-        if agreement is not None:
-            blocks.append(Block("h3", "How far to trust the judge"))
-            blocks.append(
-                Block(
-                    "p",
-                    f"AUROC of the judge's accuracy score for telling answers that contain a gold answer "
-                    f"from those that do not: **{agreement:.2f}** (1.0 = the judge ranks every correct "
-                    "answer above every wrong one; 0.5 = no better than chance).",
-                )
-            )
+        metrics += [f"judge_{c}" for c in CRITERIA]
+    tests = paired_results(run, "rag", "crag", ids, metrics)
+    summary["paired"] = [t.to_dict() for t in tests]
+    blocks = [
+        Block("h2", "CRAG − RAG: paired tests"),
+        Block(
+            "p",
+            "Difference of means over the questions both modes answered; 95% CI from a paired "
+            "bootstrap (5000 resamples, seeded); p from a two-sided paired t-test "
+            "(— when every difference is equal).",
+        ),
+        _tests_table(tests),
+    ]
+    if groupings:
+        group_rows: list[list[str]] = []
+        for key, label in groupings:
+            for g in sorted({it.group(key) for it in run.items}):
+                gids = [it.id for it in run.items if it.group(key) == g]
+                for t in paired_results(run, "rag", "crag", gids, ("accuracy", "f1")):
+                    group_rows.append([f"{label} = {g}", LABELS[t.metric], *_test_cells(t)])
+        blocks.append(Block("h3", "By group (accuracy and F1)"))
+        blocks.append(Block("table", headers=["group", "metric", *_TEST_HEADERS], rows=group_rows))
+    return blocks
 
-    if "crag" in run.modes and any("expected_action" in it.extra for it in run.items):
-        blocks += _confusion(run)
 
-    blocks += figures(run, ids, judged)
+def _judge_trust(run: EvalRun, ids: Sequence[str], summary: dict[str, Any]) -> list[Block]:
+    """How far the LLM judge's accuracy score agrees with the gold match (AUROC)."""
+    agreement = judge_agreement(run, ids)
+    summary["judge_agreement_auroc"] = agreement
+    if agreement is None:
+        return []
+    return [
+        Block("h3", "How far to trust the judge"),
+        Block(
+            "p",
+            f"AUROC of the judge's accuracy score for telling answers that contain a gold answer "
+            f"from those that do not: **{agreement:.2f}** (1.0 = the judge ranks every correct "
+            "answer above every wrong one; 0.5 = no better than chance).",
+        ),
+    ]
 
-    if failed:
+
+def _failures(run: EvalRun, summary: dict[str, Any]) -> list[Block]:
+    """Pairs without an answer and judge replies that could not be scored."""
+    blocks: list[Block] = []
+    if run.failed:
         blocks.append(Block("h2", "Unanswered pairs"))
         missing = [
-            [qid, mode, (run.records.get((qid, mode)) or {}).get("error") or "not run"] for qid, mode in failed[:200]
+            [qid, mode, (run.records.get((qid, mode)) or {}).get("error") or "not run"]
+            for qid, mode in run.failed[:200]
         ]
         blocks.append(Block("table", headers=["id", "mode", "error"], rows=missing))
     jfail = [j for j in run.judgements.values() if j.get("error")]
@@ -168,7 +199,7 @@ def build_report(run: EvalRun, *, title: str = "crag eval: RAG vs CRAG", notes: 
         blocks.append(Block("h2", "Judge failures (not scored)"))
         blocks.append(Block("table", headers=["id", "reason"], rows=[[j["id"], j["error"]] for j in jfail[:200]]))
     summary["judge_failures"] = len(jfail)
-    return Report(blocks, summary)
+    return blocks
 
 
 def _stats_table(keys: Sequence[str], rows: Sequence[tuple[list[str], dict[str, Any]]], judged: bool) -> Block:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from crag.atomic import write_atomic
 from crag.errors import (
@@ -36,14 +35,10 @@ from crag.eval.datasets import EvalItem, dataset_fingerprint
 from crag.eval.judge import LLMJudge
 from crag.eval.metrics import score_answer
 from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
-from crag.protocols import LLM, Completion, CompletionOptions, Messages
 from crag.redact import redact
-from crag.types import Answer
+from crag.types import Answer, Query
 
-if TYPE_CHECKING:  # Unpack of a TypedDict for **options (typing.Unpack from 3.11)
-    from typing_extensions import Unpack
-
-__all__ = ["CountingLLM", "EvalOptions", "run_eval"]
+__all__ = ["EvalOptions", "run_eval"]
 
 # Errors that would fail every question the same way: stop instead of recording each.
 FATAL = (ConfigError, KnowledgeBaseError, LLMUnavailableError, ModelIntegrityError)
@@ -85,58 +80,6 @@ class EvalOptions:
             raise InputError(f"--modes lists a mode twice: {','.join(self.modes)}")
 
 
-class CountingLLM:
-    """Wraps an LLM and counts its calls, so each answer reports how many it cost.
-
-    ### Usage example
-    >>> from crag.testing.fakes import ScriptedLLM
-    >>> llm = CountingLLM(ScriptedLLM(["ok"]))
-    >>> _ = llm.complete([{"role": "user", "content": "hi"}])
-    >>> llm.calls
-    1
-    """
-
-    def __init__(self, inner: LLM) -> None:
-        self.inner = inner
-        self.model_id = inner.model_id
-        self.calls = 0
-        self._lock = threading.Lock()  # refine and search may call from worker threads
-
-    def complete(self, messages: Messages, **options: Unpack[CompletionOptions]) -> Completion:
-        with self._lock:
-            self.calls += 1
-        return self.inner.complete(messages, **options)
-
-    def __getattr__(self, name: str) -> Any:
-        # Optional capabilities (yes_probability, warm_up) pass through; an LLM-evaluator
-        # probability call is a model call too, so it is counted.
-        attr = getattr(self.inner, name)
-        if name != "yes_probability":
-            return attr
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                self.calls += 1
-            return attr(*args, **kwargs)
-
-        return counted
-
-
-def install_counter(engine: Any) -> CountingLLM | None:
-    """Route a :class:`crag.CRAG` engine's LLM through a counter (None for other engines).
-
-    Done before the first question, so the lazily built evaluator also gets the counter.
-    """
-    if not hasattr(engine, "_llm") or not hasattr(engine, "llm"):
-        return None
-    current = engine.llm
-    if isinstance(current, CountingLLM):
-        return current
-    counter = CountingLLM(current)
-    engine._llm = counter
-    return counter
-
-
 def engine_signature(engine: Any) -> dict[str, Any]:
     """The settings that make results comparable; a resumed run must match them."""
     s = getattr(engine, "settings", None)
@@ -175,7 +118,6 @@ def run_eval(
     }
     _check_meta(out, meta)
     records, judgements = load_results(out / RESULTS)
-    counter = install_counter(engine)
     run = EvalRun(list(items), options.modes, records, judgements, meta, options.seed)
     total = len(items) * len(options.modes)
     done = sum(1 for it in items for m in options.modes if _ok(records.get((it.id, m))))
@@ -187,7 +129,7 @@ def run_eval(
             for mode in options.modes:
                 if _ok(records.get((it.id, mode))):
                     continue
-                rec = _answer_record(engine, it, mode, options, counter)
+                rec = _answer_record(engine, it, mode, options)
                 records[(it.id, mode)] = rec
                 _append(sink, rec)
                 done += 1
@@ -204,11 +146,8 @@ def run_eval(
     return run
 
 
-def _answer_record(
-    engine: Engine, it: EvalItem, mode: str, options: EvalOptions, counter: CountingLLM | None
-) -> dict[str, Any]:
+def _answer_record(engine: Engine, it: EvalItem, mode: str, options: EvalOptions) -> dict[str, Any]:
     base: dict[str, Any] = {"kind": "answer", "id": it.id, "mode": mode, "question": it.question}
-    before = counter.calls if counter else 0
     try:
         answer = engine.ask(
             it.question,
@@ -231,7 +170,7 @@ def _answer_record(
         "confidence": answer.confidence,
         "latency": answer.timings.get("total", 0.0),
         "timings": answer.timings,
-        "llm_calls": counter.calls - before if counter else None,
+        "llm_calls": answer.usage.calls,  # every call of the request, grading and verification included
         "searches": len(answer.queries),
         "context": context,
         "context_origins": [s.origin for s in answer.context],
@@ -250,7 +189,7 @@ def _judge(
     if not all(_ok(r) for r in recs.values()):
         return None  # judge only complete sets, so every mode is scored on the same questions
     answers = {m: (r["answer"], r["context"]) for m, r in recs.items() if r is not None}
-    verdict = judge.judge(it.question, it.answers, answers)
+    verdict = judge.judge(Query(it.question, it.lang), it.answers, answers)
     return {"kind": "judge", "id": it.id} | verdict.to_dict()
 
 

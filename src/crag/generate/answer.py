@@ -5,24 +5,23 @@ Refusal is decided from the evidence, not from a sentence the model copies:
 1. the sources come best-first (fusion's ranking, or retrieval's in plain RAG) and are
    capped: a small model reads the first few;
 2. the model answers from them, citing ``[n]``;
-3. a reply is no answer when it says the sources lack one (:mod:`~crag.generate.refusal`),
-   when it only restates the question, or when its new content is not in the sources
-   (:mod:`~crag.generate.grounding`: an invented figure or name). A reply whose first
-   sentences the sources support and whose later ones they do not is cut to those first
-   sentences (``trimmed``): small models answer, then add an explanation of their own;
-4. if so although the evaluator graded a source at or above τ_high, the model is asked
-   once more, pointed at that source (``refusal_overridden`` when that yields an answer);
+3. every sentence of the reply passes the :class:`~crag.generate.gate.SentenceGate`
+   before anyone sees it: its new content words and figures must be in a source
+   (:mod:`~crag.generate.grounding`), and its citation must point at a source that holds
+   it (moved there when it does not, added when missing). A sentence no source supports is
+   dropped (``trimmed``); one that declines is held back;
+4. a reply with no verified sentence is no answer: it declined, said nothing new (only
+   restated the question), or claimed what no source holds. If so although the evaluator
+   graded a source at or above τ_high, the model is asked once more, pointed at that
+   source (``refusal_overridden`` when that yields an answer);
 5. otherwise the answer is a refusal (``refused``): the model's own words when it
    declined, a plain statement when its answer was unsupported. An empty context is a
    refusal too. Honest abstention when correction found nothing reliable happens before
    generation, in the pipeline.
 
-Streaming (``on_token``): the reply's text is handed on as the model writes it, before
-the verdict above, which needs the whole reply. When what was handed on is not the
-answer, ``on_replace`` says so with a :class:`Replace`: before a re-ask (its text follows
-as tokens) and, at the end, when the answer differs from the last reply streamed (a
-statement instead of an unsupported reply, inferred citation markers). A client shows
-``Replace.text`` in place of what it has.
+Streaming (``on_token``): verified sentences are handed on as they pass the gate, so what a
+reader sees is always the answer's beginning and is never taken back. A refusal is not
+handed on: the pipeline shows it once it is final (an escalation may still replace it).
 
 >>> from crag.testing.fakes import ScriptedLLM
 >>> from crag.types import Strip
@@ -33,27 +32,24 @@ statement instead of an unsupported reply, inferred citation markers). A client 
 ('A politician [1].', False, True, 2)
 >>> seen = []
 >>> g = generate("What was Corser's job?", ctx, ScriptedLLM(["The sources do not say.", "A politician [1]."]),
-...              reask_above=0.8, on_token=seen.append, on_replace=seen.append)
+...              reask_above=0.8, on_token=seen.append)
 >>> seen
-['The ', 'sources ', 'do ', 'not ', 'say.', Replace(reason='reask', text=''), 'A ', 'politician ', '[1].']
+['A politician [1].']
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crag.generate.citations import CITE, attach_citations, citations_for, fence_markers, trail_lead_markers
-from crag.generate.grounding import adds_nothing, grounded, unsupported_terms
+from crag.generate.gate import SentenceGate
 from crag.generate.prompts import build_messages
-from crag.generate.refusal import NO_CONTEXT, is_refusal
+from crag.generate.refusal import NO_CONTEXT
 from crag.protocols import LLM, Completion, TokenStream, stream_completion
-from crag.text import detect_language, join_sentences, split_sentences
-from crag.types import Citation, Strip
+from crag.text import detect_language
+from crag.types import Citation, Claim, Strip
 
 DEFAULT_MAX_SOURCES = 5
-_CONTENT = re.compile(r"\w")
 # Said instead of an answer whose content the sources do not contain.
 NOT_IN_SOURCES = {
     "en": "The sources found do not answer this question.",
@@ -70,26 +66,24 @@ class Generation:
     sources: list[Strip]  # exactly what the model was shown, in its order ([n] = sources[n-1])
     refused: bool = False
     refusal_overridden: bool = False  # the model refused, was re-asked, and answered
-    citations_inferred: bool = False  # the model cited nothing; markers were matched by overlap
+    citations_inferred: bool = False  # a sentence's marker was added or moved to the source that holds it
     completions: list[Completion] = field(default_factory=list)
-    unsupported: list[str] = field(default_factory=list)  # new words of a rejected reply no source has
+    unsupported: list[str] = field(default_factory=list)  # words of dropped sentences no source has
     # Why the last reply was not taken as the answer: "" (it was), "declined", "empty" (only
     # markers or punctuation), "restates the question", or "not in the sources".
     rejected: str = ""
-    trimmed: str = ""  # the reply's later sentences the sources do not support, cut from the answer
+    trimmed: str = ""  # the reply's sentences the sources do not support, never shown
+    claims: list[Claim] = field(default_factory=list)  # the answer's sentences and what holds them
+    abstained: bool = False  # no model call: correction found nothing reliable
 
 
 @dataclass(frozen=True)
 class Replace:
-    """The text streamed so far is not the answer; ``text`` replaces it.
+    """The verified text shown so far is replaced by a better answer (``text`` follows as tokens).
 
-    ``reason``: ``reask`` (the model is asked again; ``text`` is empty and the new reply
-    streams next), ``escalate`` (the same, after a search for more evidence: the pipeline's
-    step 6), ``refused`` (the reply declines to answer), ``unsupported`` (a
-    statement replaces a reply the sources do not support), ``trimmed`` (the reply's
-    first sentences, without the later ones the sources do not support), ``citations`` (the same
-    answer with citation markers matched by overlap, or with echoed ``<source id="n">``
-    tags as ``[n]``).
+    Only an escalation that swaps a verified answer for a better one sends it (``reason``
+    ``escalate``); an ordinary answer never does: the sentence gate shows nothing that is
+    taken back.
     """
 
     reason: str
@@ -108,125 +102,81 @@ def generate(
     max_sources: int = DEFAULT_MAX_SOURCES,
     reask_above: float | None = None,
     on_token: Callable[[str], None] | None = None,
-    on_replace: Callable[[Replace], None] | None = None,
+    on_piece: Callable[[], None] | None = None,
 ) -> Generation:
-    """Answer ``question`` from ``context`` (best first); see the module docstring for the refusal rule.
+    """Answer ``question`` from ``context`` (best first); see the module docstring for the rules.
 
     ``reask_above`` is τ_high on the Correct/Ambiguous/Incorrect paths (strip scores are
     evaluator grades there); leave it ``None`` when scores are not grades (plain RAG).
-    With ``on_token`` the model streams and each text delta is passed to it; an exception
-    it raises (a cancelled request) stops the model and propagates.
+    With ``on_token`` the model streams and each verified sentence is passed to it as it
+    passes the gate. ``on_piece`` is called before each piece the model writes, shown or not:
+    an exception raised by either (a cancelled request) stops the model and propagates.
     """
     lang = lang or detect_language(question)
     sources = list(context[: max(1, max_sources)])
     if not sources:
         return Generation(NO_CONTEXT.get(lang, NO_CONTEXT["en"]), [], [], refused=True)
-    texts = [s.text for s in sources]
 
-    def ask(directive: int | None = None) -> Completion:
+    def attempt(directive: int | None = None) -> tuple[SentenceGate, Completion]:
+        gate = SentenceGate(question, sources, on_text=on_token)
         messages = build_messages(question, sources, lang, extra_instruction, directive=directive)
         if on_token is None:
-            return llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
-        return _pass_on(stream_completion(llm, messages, max_tokens=max_tokens, temperature=temperature), on_token)
+            done = llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
+            gate.feed(done.text)
+        else:
+            stream = stream_completion(llm, messages, max_tokens=max_tokens, temperature=temperature)
+            done = _pass_on(stream, gate.feed, on_piece)
+        gate.finish()
+        return gate, done
 
-    def replace(reason: str, new: str = "") -> None:
-        if on_token is not None and on_replace is not None:
-            on_replace(Replace(reason, new))
-
-    def verdict(reply: str) -> str:
-        if not _CONTENT.search(CITE.sub("", reply)):
-            return "empty"  # only markers or punctuation ("[1]"): says nothing
-        if is_refusal(reply, texts):
-            return "declined"
-        if adds_nothing(reply, question):
-            return "restates the question"  # an answer-shaped reply that says nothing
-        return "answer" if grounded(reply, question, texts) else "not in the sources"
-
-    def supported(reply: str) -> tuple[str, str, str]:
-        """The reply or its supported lead, the verdict, and the sentences cut."""
-        outcome = verdict(reply)
-        if outcome == "not in the sources":
-            lead, cut = _supported_lead(reply, verdict)
-            if lead:
-                return lead, "answer", cut
-        return reply, outcome, ""
-
-    calls = [ask()]
-    text, outcome, trimmed = supported(_tidy(calls[0]))
-    overridden = False
-    if outcome != "answer" and reask_above is not None:
+    first, call = attempt()
+    gates, calls = [first], [call]
+    if not first.answered and reask_above is not None:
         best = next((n for n, s in enumerate(sources, 1) if s.score >= reask_above), None)
-        if best is not None:
-            replace("reask")
-            calls.append(ask(directive=best))
-            again, again_outcome, again_cut = supported(_tidy(calls[-1]))
-            if again_outcome == "answer":
-                text, outcome, overridden, trimmed = again, "answer", True, again_cut
-    unsupported: list[str] = []
-    if outcome not in ("answer", "declined"):
-        unsupported = unsupported_terms(text, question, texts)
+        if best is not None:  # nothing was shown: the re-ask streams from a clean page
+            again, call = attempt(directive=best)
+            gates.append(again)
+            calls.append(call)
+    gate = gates[-1] if gates[-1].answered else first
+    outcome = gate.verdict()
+    if outcome == "answer":
+        text = gate.text
+    elif outcome == "declined" and gate.declined_text():
+        text = gate.declined_text()
+    else:
         text = NOT_IN_SOURCES.get(lang, NOT_IN_SOURCES["en"])
     refused = outcome != "answer"
-    inferred = False
-    if not refused and not CITE.search(text):
-        # Small models often state the fact but forget the marker: cite the source that
-        # supports each sentence best, so every answer stays traceable.
-        cited = attach_citations(text, sources)
-        inferred = cited != text
-        text = cited
-    if text != calls[-1].text.strip():  # what was streamed last is not the answer
-        if refused:
-            replace("refused" if outcome == "declined" else "unsupported", text)
-        else:
-            replace("trimmed" if trimmed else "citations", text)
     return Generation(
         text,
-        [] if refused else citations_for(text, sources),
+        [] if refused else claim_citations(gate.claims, sources),
         sources,
         refused=refused,
-        refusal_overridden=overridden,
-        citations_inferred=inferred,
+        refusal_overridden=not refused and gate is not first,
+        citations_inferred=any(c.how in ("inferred", "repaired") for c in gate.claims),
         completions=calls,
-        unsupported=unsupported,
+        unsupported=[] if outcome == "answer" else first.unsupported,
         rejected="" if outcome == "answer" else outcome,
-        trimmed=trimmed,
+        trimmed=" ".join(gate.dropped) if not refused else "",
+        claims=gate.claims if not refused else [],
     )
 
 
-def _supported_lead(reply: str, verdict: Callable[[str], str]) -> tuple[str, str]:
-    """The longest run of the reply's first sentences that is an answer by itself, and the rest.
-
-    ("", "") when the first sentence is not one, or the reply is a single sentence. A
-    sentence of markers only ("[1]") belongs to the one before it.
-
-    >>> ok = lambda s: "answer" if "565" in s and "safely" not in s else "not in the sources"
-    >>> _supported_lead("It is 565 °C [1]. It runs safely there. [1]", ok)
-    ('It is 565 °C [1].', 'It runs safely there. [1]')
-    """
-    sentences: list[str] = []
-    for part in split_sentences(reply):
-        if sentences and not _CONTENT.search(CITE.sub("", part)):
-            sentences[-1] = join_sentences([sentences[-1], part])
-        else:
-            sentences.append(part)
-    kept = 0
-    for k in range(1, len(sentences)):
-        if verdict(join_sentences(sentences[:k])) != "answer":
-            break
-        kept = k
-    if not kept:
-        return "", ""
-    return join_sentences(sentences[:kept]), join_sentences(sentences[kept:])
+def claim_citations(claims: Sequence[Claim], sources: Sequence[Strip]) -> list[Citation]:
+    """One citation per source the answer's sentences cite, in order of first use, with its quote and spans."""
+    out: dict[int, Citation] = {}
+    for claim in claims:
+        for n, quote in zip(claim.cites, claim.quotes, strict=True):
+            if n not in out:
+                s = sources[n - 1]
+                out[n] = Citation(n, s.source, s.title, s.url, s.text, quote=quote)
+            out[n].spans.append((claim.start, claim.end))
+            out[n].inferred = out[n].inferred or claim.how in ("inferred", "repaired")
+    return sorted(out.values(), key=lambda c: c.id)
 
 
-def _tidy(reply: Completion) -> str:
-    """A reply's text with echoed fence tags as ``[n]`` and opening markers moved to its first sentence's end."""
-    return trail_lead_markers(fence_markers(reply.text).strip())
-
-
-def _pass_on(stream: TokenStream, on_token: Callable[[str], None]) -> Completion:
-    """Hand each delta of ``stream`` to ``on_token``; return the Completion. The stream is
-    closed on the way out, so an exception from ``on_token`` stops the model at once."""
+def _pass_on(stream: TokenStream, feed: Callable[[str], None], on_piece: Callable[[], None] | None) -> Completion:
+    """Hand each delta of ``stream`` to ``feed``; return the Completion. The stream is closed
+    on the way out, so an exception from ``on_piece`` or ``feed`` stops the model at once."""
     try:
         while True:
             try:
@@ -234,6 +184,8 @@ def _pass_on(stream: TokenStream, on_token: Callable[[str], None]) -> Completion
             except StopIteration as end:
                 done: Completion = end.value
                 return done
-            on_token(piece)
+            if on_piece is not None:
+                on_piece()
+            feed(piece)
     finally:
         stream.close()

@@ -44,11 +44,11 @@ def trail_lead_markers(answer: str) -> str:
     sents = split_sentences(answer[m.end() :])
     if not sents:
         return answer
-    sents[0] = _cite_at_end(sents[0], marks)
+    sents[0] = cite_at_end(sents[0], marks)
     return join_sentences(sents)
 
 
-def _cite_at_end(sentence: str, marks: str) -> str:
+def cite_at_end(sentence: str, marks: str) -> str:
     """``marks`` just before the sentence's closing punctuation (or at its end)."""
     body = sentence.rstrip("。.!！?？")
     return f"{body}{marks}{sentence[len(body) :]}"
@@ -66,7 +66,7 @@ def attach_citations(answer: str, context: Sequence[Strip], min_overlap: float =
             if ov > score:
                 best, score = n, ov
         if best and score >= min_overlap:
-            sent = _cite_at_end(sent, f"[{best}]")
+            sent = cite_at_end(sent, f"[{best}]")
         out.append(sent)
     return join_sentences(out)
 

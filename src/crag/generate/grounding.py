@@ -63,12 +63,45 @@ _CLOSED = re.compile(
 )
 
 
+class SourceTerms:
+    """What one text (a source, or several joined) contains, for looking claim words up in it.
+
+    >>> SourceTerms("Warsaw lies roughly 260 kilometres away.").has("kilometers"), SourceTerms("鑫诺一号").has("20")
+    (True, False)
+    """
+
+    def __init__(self, text: str) -> None:
+        self.corpus = _NUM_SEP.sub("", text).lower()
+        self.words = {_stem(t) for t in tokenize(self.corpus, keep_stopwords=True)}
+
+    def has(self, term: str) -> bool:
+        return _found(term, self.corpus, self.words)
+
+
+def new_terms(answer: str, question: str) -> list[str]:
+    """The answer's content words the question does not already hold: what it claims."""
+    return _new_terms(answer, question)
+
+
+def is_closed(question: str) -> bool:
+    """A yes/no or either-or question, answered in its own words."""
+    return bool(_CLOSED.search(question))
+
+
 def unsupported_terms(answer: str, question: str, sources: Sequence[str]) -> list[str]:
     """The answer's new content words that no source contains, in answer order."""
-    new = _new_terms(answer, question)
-    corpus = _NUM_SEP.sub("", " ".join(sources)).lower()
-    words = {_stem(t) for t in tokenize(corpus, keep_stopwords=True)}
-    return [t for t in new if not _found(t, corpus, words)]
+    found = SourceTerms(" ".join(sources))
+    return [t for t in _new_terms(answer, question) if not found.has(t)]
+
+
+def supports(terms: Sequence[str], found: SourceTerms, *, min_support: float = MIN_SUPPORT) -> bool:
+    """True when ``found`` holds every figure among ``terms`` and at least ``min_support`` of them."""
+    if not terms:
+        return True
+    missing = [t for t in terms if not found.has(t)]
+    if any(t.isdigit() for t in missing):
+        return False
+    return 1.0 - len(missing) / len(terms) >= min_support
 
 
 def grounded(answer: str, question: str, sources: Sequence[str], *, min_support: float = MIN_SUPPORT) -> bool:
@@ -84,13 +117,7 @@ def grounded(answer: str, question: str, sources: Sequence[str], *, min_support:
     >>> grounded("About 350 kilometers [1].", "How far is Warsaw from the sea?", src)
     False
     """
-    new = _new_terms(answer, question)
-    if not new:
-        return True
-    missing = unsupported_terms(answer, question, sources)
-    if any(t.isdigit() for t in missing):
-        return False
-    return 1.0 - len(missing) / len(new) >= min_support
+    return supports(_new_terms(answer, question), SourceTerms(" ".join(sources)), min_support=min_support)
 
 
 def adds_nothing(answer: str, question: str) -> bool:

@@ -17,7 +17,7 @@ says that the rule fired.
 ### Usage example
 >>> from crag.grade.ensemble import EnsembleEvaluator
 >>> ens = EnsembleEvaluator([trained, heuristic], thresholds=lambda q: (0.6, 0.35))  # doctest: +SKIP
->>> ens.grade("Who wrote Hamlet?", passages).reason                                  # doctest: +SKIP
+>>> ens.grade(Query.of("Who wrote Hamlet?"), passages).reason                        # doctest: +SKIP
 'trained 0.91 / heuristic 0.74 → 0.83; ...'
 """
 
@@ -30,9 +30,10 @@ from crag.decide import decide
 from crag.errors import ConfigError, CragError
 from crag.grade.classify import query_thresholds
 from crag.grade.heuristic import set_confidence
-from crag.protocols import Evaluator
+from crag.protocols import LLM, Evaluator, LLMEvaluator
+from crag.redact import clip
 from crag.registry import EVALUATORS, BackendDeps, Registries
-from crag.types import Action, Evaluation, Grade, Passage
+from crag.types import Action, Evaluation, Grade, Passage, Query
 
 Thresholds = Callable[[str], tuple[float, float]]
 
@@ -45,9 +46,9 @@ class EnsembleEvaluator:
 
     ### Usage example
     >>> from crag.grade.heuristic import HeuristicEvaluator
-    >>> from crag.types import Passage
+    >>> from crag.types import Passage, Query
     >>> ens = EnsembleEvaluator([HeuristicEvaluator(), HeuristicEvaluator()], weights=[2, 1])
-    >>> ev = ens.grade("capital of France", [Passage("a", "Paris is the capital of France.", dense=0.9)])
+    >>> ev = ens.grade(Query.of("capital of France"), [Passage("a", "Paris is the capital of France.", dense=0.9)])
     >>> ev.evaluator, len(ev.grades)
     ('ensemble', 1)
     """
@@ -76,7 +77,12 @@ class EnsembleEvaluator:
         self.thresholds = thresholds
         self.rule = rule
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def with_llm(self, llm: LLM) -> EnsembleEvaluator:
+        """This ensemble with its LLM members asking ``llm`` (a request's guarded model)."""
+        members = [m.with_llm(llm) if isinstance(m, LLMEvaluator) else m for m in self.members]
+        return EnsembleEvaluator(members, self.weights, agree=self.agree, thresholds=self.thresholds, rule=self.rule)
+
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         if not passages:
             return Evaluation([], 0.0, "nothing was retrieved", self.name)
         results: list[tuple[Evaluator, float, Evaluation]] = []
@@ -105,7 +111,7 @@ class EnsembleEvaluator:
         confidence = set_confidence(grades)
         summary = " / ".join(f"{m.name} {ev.confidence:.2f}" for m, _, ev in results) + f" → {confidence:.2f}"
         if self.agree and len(results) > 1:
-            confidence, note = self._agreement(query, grades, confidence, [ev for _, _, ev in results])
+            confidence, note = self._agreement(query.text, grades, confidence, [ev for _, _, ev in results])
             summary += note
         return Evaluation(grades, confidence, summary, self.name, "; ".join(degraded))
 
@@ -131,7 +137,7 @@ class EnsembleEvaluator:
 
 
 def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:160] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 160) or type(exc).__name__
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> EnsembleEvaluator:

@@ -12,7 +12,12 @@ the citations — and turns the rating into ``(query, passage, label)`` pairs fo
   shown do not answer → label 0.
 * **down** on an answer: the passages the evaluator graded relevant (grade ≥
   :data:`RELEVANT_AT`) did not lead to a good answer → label 0. Passages already graded
-  irrelevant add nothing and are left out.
+  irrelevant add nothing and are left out. **Except** a passage the answer cites that
+  holds the sentence citing it (its content words and figures, :mod:`crag.generate.grounding`),
+  or that holds a gold answer the trace knows: the evidence says it *is* relevant, so the
+  👎 is about something else (the answer's wording, a namesake, the user's own knowledge).
+  Such a pair goes to the **review queue** (``review``), never into the export as "not
+  relevant": a retrained evaluator must not learn a label the evidence contradicts.
 * **down** on an abstention: the answer may sit in a passage the grader dropped, but no
   pair is certain → nothing exported (counted as skipped).
 
@@ -29,8 +34,11 @@ Passages are written as the evaluator grades them (document title in front, see
 ...          "citations": [{"id": 1, "source": "a.md", "title": "Notes", "text": "Ada wrote it."}]}
 >>> [(p["passage"], p["label"]) for p in feedback_pairs(trace, "up")]
 [('Notes: Ada wrote it.', 1)]
->>> [(p["passage"], p["label"], p["likely_grader_miss"]) for p in feedback_pairs(trace, "down")]
-[('Notes: Ada wrote it.', 0, True)]
+>>> [(p["passage"], p["label"], p["review"]) for p in feedback_pairs(trace, "down")]
+[('Notes: Ada wrote it.', 0, 'cited, and it holds the sentence that cites it')]
+>>> del trace["citations"]  # an uncited passage graded relevant: the 👎 is exported
+>>> [(p["passage"], p["label"], p["review"]) for p in feedback_pairs(trace, "down")]
+[('Notes: Ada wrote it.', 0, '')]
 """
 
 from __future__ import annotations
@@ -40,8 +48,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crag.correct.refine import graded_text
+from crag.generate.grounding import grounded
 
-__all__ = ["RELEVANT_AT", "ExportReport", "context_grades", "export_feedback", "feedback_pairs", "likely_grader_miss"]
+__all__ = [
+    "RELEVANT_AT",
+    "ExportReport",
+    "context_grades",
+    "evidence_for",
+    "export_feedback",
+    "feedback_pairs",
+    "likely_grader_miss",
+]
 
 RELEVANT_AT = 0.5  # a grade at or above this is "graded relevant" (also the viewer's colour split)
 
@@ -94,6 +111,7 @@ def feedback_pairs(trace: dict[str, Any], rating: str, comment: str | None = Non
             if g is not None and g >= RELEVANT_AT
         ]
     pairs = []
+    evidence = evidence_for(trace) if rating == "down" and not refused else {}
     for item, grade, label, why in chosen:
         text = str(item.get("text") or "").strip()
         if not text:
@@ -109,6 +127,8 @@ def feedback_pairs(trace: dict[str, Any], rating: str, comment: str | None = Non
             "source": str(item.get("source") or ""),
             "why": why,
             "likely_grader_miss": miss,
+            # why the evidence contradicts this label ("" when it does not): such a pair is reviewed, not exported
+            "review": evidence.get(text, ""),
         }
         if comment:
             pair["comment"] = comment
@@ -116,11 +136,33 @@ def feedback_pairs(trace: dict[str, Any], rating: str, comment: str | None = Non
     return pairs
 
 
+def evidence_for(trace: dict[str, Any]) -> dict[str, str]:
+    """Passages (by text) the evidence shows relevant, with why: cited and holding the
+    sentences that cite them, or holding a gold answer the trace records (``gold``)."""
+    answer = str(trace.get("answer") or "")
+    question = str(trace.get("question") or "")
+    golds = [str(g) for g in trace.get("gold") or [] if str(g).strip()]
+    out: dict[str, str] = {}
+    for c in _items(trace.get("citations")):
+        text = str(c.get("text") or "").strip()
+        spans = [s for s in c.get("spans") or [] if isinstance(s, (list, tuple)) and len(s) == 2]
+        said = " ".join(answer[int(a) : int(b)] for a, b in spans) or answer
+        if text and said.strip() and grounded(said, question, [text]):
+            out[text] = "cited, and it holds the sentence that cites it"
+    for item in _items(trace.get("context")):
+        text = str(item.get("text") or "").strip()
+        if text and text not in out and any(g.lower() in text.lower() for g in golds):
+            out[text] = "it holds a gold answer"
+    return out
+
+
 @dataclass
 class ExportReport:
-    """What an export found: rated traces, pairs by label, flags and skipped traces."""
+    """What an export found: rated traces, pairs by label (``pairs``: exported), pairs the
+    evidence contradicts (``review``: not exported), flags and skipped traces."""
 
     pairs: list[dict[str, Any]] = field(default_factory=list)
+    review: list[dict[str, Any]] = field(default_factory=list)
     ratings: Counter[str] = field(default_factory=Counter)
     likely_grader_misses: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # trace id -> why no pair came from it
@@ -153,7 +195,7 @@ def export_feedback(store: Any, *, limit: int = 100_000) -> ExportReport:
             key = (p["query"], p["passage"])
             if key not in seen:
                 seen.add(key)
-                report.pairs.append(p)
+                (report.review if p["review"] else report.pairs).append(p)
     return report
 
 

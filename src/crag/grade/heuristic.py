@@ -5,9 +5,9 @@ which catches the common failure of dense retrieval: a passage on the right topi
 lacks the entity the question asks about.
 
 >>> from crag.grade.heuristic import HeuristicEvaluator
->>> from crag.types import Passage
+>>> from crag.types import Passage, Query
 >>> ev = HeuristicEvaluator(embedder)                            # doctest: +SKIP
->>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).confidence   # doctest: +SKIP
+>>> ev.grade(Query.of("中国的首都是哪里"), [Passage("1", "北京是中国的首都。")]).confidence   # doctest: +SKIP
 0.83
 """
 
@@ -21,7 +21,7 @@ from crag.config import CragSettings
 from crag.grade.signals import bm25_norm, coverage, squash
 from crag.protocols import Embedder
 from crag.registry import BackendDeps, Registries
-from crag.types import Evaluation, Grade, Passage
+from crag.types import Evaluation, Grade, Passage, Query
 
 # multilingual-e5 cosine similarities crowd into 0.7–0.95; these centre the logistic
 # between typical unrelated (~0.78) and answer-bearing (~0.86) passages.
@@ -38,15 +38,15 @@ class HeuristicEvaluator:
     def __init__(self, embedder: Embedder | None = None) -> None:
         self.embedder = embedder
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         if not passages:
             return Evaluation([], 0.0, "nothing was retrieved", self.name)
-        dense = self._dense(query, passages)
+        dense = self._dense(query.text, passages)
         grades = []
         for p, d in zip(passages, dense, strict=True):
             sig = {
                 "dense": squash(d, DENSE_CENTER, DENSE_SCALE) if d is not None else 0.0,
-                "coverage": coverage(query, p.text),
+                "coverage": coverage(query.text, p.text),
                 "keyword": bm25_norm(p.keyword),
             }
             score = sum(WEIGHTS[k] * v for k, v in sig.items())

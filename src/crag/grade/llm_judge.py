@@ -45,16 +45,17 @@ or the ensemble where quality matters. Other models should set
 ### Usage example
 >>> from crag.grade.llm_judge import LLMJudgeEvaluator
 >>> from crag.llm.llama_cpp import LlamaCppLLM
->>> from crag.types import Passage
+>>> from crag.types import Passage, Query
 >>> judge = LLMJudgeEvaluator(LlamaCppLLM("qwen2.5-coder-0.5b"), mode="logprob")  # doctest: +SKIP
 >>> passages = [Passage("a", "Hamlet is a tragedy by Shakespeare.")]
->>> ev = judge.grade("Who wrote Hamlet?", passages)                           # doctest: +SKIP
+>>> ev = judge.grade(Query.of("Who wrote Hamlet?"), passages)                 # doctest: +SKIP
 >>> ev.grades[0].score > 0.5                                                  # doctest: +SKIP
 True
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -64,10 +65,10 @@ from crag.config import CragSettings
 from crag.errors import ConfigError, CragError
 from crag.grade.heuristic import set_confidence
 from crag.grade.parse import Judgement, parse_batch, parse_judgement
-from crag.protocols import LLM, Evaluator, ScoringLLM
+from crag.protocols import LLM, Evaluator, ScoringLLM, offers
+from crag.redact import clip
 from crag.registry import EVALUATORS, BackendDeps, Registries
-from crag.text import detect_language
-from crag.types import Evaluation, Grade, Passage
+from crag.types import Evaluation, Grade, Passage, Query
 
 Mode = Literal["logprob", "batch", "per-doc"]
 MODES: tuple[str, ...] = ("logprob", "batch", "per-doc")
@@ -161,30 +162,34 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def yes_no_messages(question: str, passage: str, *, limit: int = LOGPROB_CHARS) -> list[dict[str, str]]:
+def yes_no_messages(question: Query, passage: str, *, limit: int = LOGPROB_CHARS) -> list[dict[str, str]]:
     """The short yes/no relevance prompt of logprob mode, in the question's language."""
-    user = _YESNO[detect_language(question)]
-    return [{"role": "user", "content": user.format(q=question.strip(), p=_cut(passage, limit))}]
+    user = _YESNO[_lang(question)]
+    return [{"role": "user", "content": user.format(q=question.text.strip(), p=_cut(passage, limit))}]
 
 
-def per_doc_messages(question: str, passage: str, *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
+def per_doc_messages(question: Query, passage: str, *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
     """The four-criteria prompt for one passage."""
-    lang = detect_language(question)
+    lang = _lang(question)
     return [
         {"role": "system", "content": _CRITERIA[lang]},
-        {"role": "user", "content": _ONE_ASK[lang].format(q=question.strip(), p=_cut(passage, limit))},
+        {"role": "user", "content": _ONE_ASK[lang].format(q=question.text.strip(), p=_cut(passage, limit))},
     ]
 
 
-def batch_messages(question: str, passages: Sequence[str], *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
+def batch_messages(question: Query, passages: Sequence[str], *, limit: int = PASSAGE_CHARS) -> list[dict[str, str]]:
     """The four-criteria prompt grading all passages in one call."""
-    lang = detect_language(question)
+    lang = _lang(question)
     each = min(limit, BATCH_CHARS // max(1, len(passages)))
     docs = "\n---\n".join(f"[{i}] {_cut(p, each)}" for i, p in enumerate(passages, 1))
     return [
         {"role": "system", "content": _CRITERIA[lang]},
-        {"role": "user", "content": _BATCH_ASK[lang].format(q=question.strip(), docs=docs, n=len(passages))},
+        {"role": "user", "content": _BATCH_ASK[lang].format(q=question.text.strip(), docs=docs, n=len(passages))},
     ]
+
+
+def _lang(question: Query) -> str:
+    return "zh" if question.language == "zh" else "en"
 
 
 def calibrate(p: float, a: float, b: float) -> float:
@@ -228,7 +233,7 @@ class LLMJudgeEvaluator:
     ### Usage example
     >>> from crag.grade.heuristic import HeuristicEvaluator
     >>> judge = LLMJudgeEvaluator(lambda: my_llm, HeuristicEvaluator(), mode="batch")  # doctest: +SKIP
-    >>> ev = judge.grade("谁写了《哈姆雷特》？", passages)                              # doctest: +SKIP
+    >>> ev = judge.grade(Query.of("谁写了《哈姆雷特》？"), passages)                    # doctest: +SKIP
     >>> ev.degraded, judge.parse_failures, judge.calls                            # doctest: +SKIP
     ('', 0, 1)
     """
@@ -268,12 +273,19 @@ class LLMJudgeEvaluator:
             self._llm = factory()
         return self._llm
 
+    def with_llm(self, llm: LLM) -> LLMJudgeEvaluator:
+        """This judge asking ``llm`` (a request's guarded model); settings and fallback shared."""
+        bound = copy.copy(self)
+        bound._llm_or_factory = bound._llm = llm
+        bound._count_lock = threading.Lock()
+        return bound
+
     @property
     def parse_failure_rate(self) -> float:
         """Share of LLM calls whose reply could not be (fully) read; 0.0 before any call."""
         return self.parse_failures / self.calls if self.calls else 0.0
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         if not passages:
             return Evaluation([], 0.0, "nothing was retrieved", self.name)
         mode: str = self.mode
@@ -282,7 +294,7 @@ class LLMJudgeEvaluator:
         set_reason = ""
         problem = ""
         try:
-            if mode == "logprob" and not isinstance(self.llm, ScoringLLM):
+            if mode == "logprob" and not offers(self.llm, ScoringLLM):
                 mode = "per-doc"  # e.g. an OpenAI-compatible server: no token probabilities
             if mode == "logprob":
                 grades = self._logprob(query, passages)
@@ -310,7 +322,7 @@ class LLMJudgeEvaluator:
         return Evaluation(ordered, round(confidence, 4), reason, self.name, degraded)
 
     # -- modes -----------------------------------------------------------------------------
-    def _logprob(self, query: str, passages: Sequence[Passage]) -> dict[int, Grade]:
+    def _logprob(self, query: Query, passages: Sequence[Passage]) -> dict[int, Grade]:
         llm = self.llm
         assert isinstance(llm, ScoringLLM)  # grade() chose this mode for a ScoringLLM only
         yes_probability = llm.yes_probability
@@ -324,7 +336,7 @@ class LLMJudgeEvaluator:
             out[i] = Grade(p.id, round(score, 4), f"LLM: {verdict} (P(yes)={raw:.2f})", {"p_yes": round(raw, 4)})
         return out
 
-    def _per_doc(self, query: str, passages: Sequence[Passage]) -> dict[int, Grade]:
+    def _per_doc(self, query: Query, passages: Sequence[Passage]) -> dict[int, Grade]:
         out: dict[int, Grade] = {}
         for i, p in enumerate(passages):
             self._count()
@@ -341,7 +353,7 @@ class LLMJudgeEvaluator:
             out[i] = _grade(p, j)
         return out
 
-    def _batch(self, query: str, passages: Sequence[Passage]) -> tuple[dict[int, Grade], float | None, str]:
+    def _batch(self, query: Query, passages: Sequence[Passage]) -> tuple[dict[int, Grade], float | None, str]:
         self._count()
         reply = self.llm.complete(
             batch_messages(query, [p.text for p in passages], limit=self.passage_chars),
@@ -357,7 +369,7 @@ class LLMJudgeEvaluator:
         grades = {i: _grade(passages[i], j) for i, j in parsed.documents.items()}
         return grades, parsed.score, parsed.reason
 
-    def _fall_back(self, query: str, passages: Sequence[Passage], missing: list[int]) -> dict[int, Grade]:
+    def _fall_back(self, query: Query, passages: Sequence[Passage], missing: list[int]) -> dict[int, Grade]:
         if self.fallback is None:
             raise ConfigError(
                 "the llm evaluator could not grade some passages and has no fallback; "
@@ -389,7 +401,7 @@ def _set_reason(grades: Sequence[Grade], mode: str) -> str:
 
 
 def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:160] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 160) or type(exc).__name__
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LLMJudgeEvaluator:

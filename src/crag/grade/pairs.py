@@ -18,7 +18,7 @@ from typing import Any
 
 from crag.errors import InputError
 from crag.protocols import Evaluator
-from crag.types import Passage
+from crag.types import Passage, Query
 
 __all__ = ["MAX_PASSAGE_CHARS", "read_jsonl_objects", "read_pairs", "score_pairs"]
 
@@ -80,7 +80,7 @@ def score_pairs(
     out: list[tuple[float, str]] = [(0.0, "")] * len(rows)
     for query, idx in by_query.items():
         passages = [Passage(str(i), rows[i]["passage"][:MAX_PASSAGE_CHARS]) for i in idx]
-        ev = evaluator.grade(query, passages)
+        ev = evaluator.grade(Query.of(query), passages)  # a pair's query arrives alone
         for i, g in zip(idx, ev.grades, strict=True):
             out[i] = (float(g.score), g.reason or ev.degraded)
         if progress:

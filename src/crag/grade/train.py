@@ -131,6 +131,71 @@ def _split(rows: Sequence[dict[str, Any]], share: float, seed: int) -> np.ndarra
     return np.array([group(r) in val for r in rows])
 
 
+def _start_params(init: Model | None, hidden: int, d: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The weights training starts from: the ``init`` model's, or random (He) ones, or zeros."""
+    if init is not None:
+        params = {"W2": init.W2.astype(np.float32), "b2": np.asarray(init.b2, np.float32)}
+        if init.W1 is not None and init.b1 is not None:
+            params |= {"W1": init.W1.astype(np.float32), "b1": init.b1.astype(np.float32)}
+        return params
+    if hidden:
+        return {
+            "W1": rng.normal(0, np.sqrt(2 / d), (d, hidden)).astype(np.float32),
+            "b1": np.zeros(hidden, np.float32),
+            "W2": rng.normal(0, np.sqrt(1 / hidden), (hidden,)).astype(np.float32),
+            "b2": np.zeros((), np.float32),
+        }
+    return {"W2": np.zeros(d, np.float32), "b2": np.zeros((), np.float32)}
+
+
+def _gradients(
+    params: dict[str, np.ndarray],
+    anchor: dict[str, np.ndarray],
+    A0: np.ndarray,
+    yb: np.ndarray,
+    wb: np.ndarray,
+    *,
+    l2: float,
+    dropout: float,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """The weighted log-loss gradients of one batch, with L2 towards ``anchor`` (and dropout)."""
+    if "W1" in params:
+        H = np.maximum(A0 @ params["W1"] + params["b1"], 0)
+        if dropout:
+            H = H * (rng.random(H.shape) > dropout) / (1 - dropout)
+    else:
+        H = A0
+    s = H @ params["W2"] + params["b2"]
+    g = wb * (1 / (1 + np.exp(-np.clip(s, -30, 30))) - yb) / len(A0)
+    grads = {"W2": H.T @ g + l2 * (params["W2"] - anchor["W2"]), "b2": np.asarray(g.sum(), np.float32)}
+    if "W1" in params:
+        gH = np.outer(g, params["W2"]) * (H > 0)
+        grads["W1"] = A0.T @ gH + l2 * (params["W1"] - anchor["W1"])
+        grads["b1"] = gH.sum(0)
+    return grads
+
+
+def _adam_step(
+    params: dict[str, np.ndarray],
+    grads: dict[str, np.ndarray],
+    m: dict[str, np.ndarray],
+    v2: dict[str, np.ndarray],
+    t: int,
+    lr: float,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-8,
+) -> None:
+    """One Adam update of ``params`` in place (``m``, ``v2``: the moment estimates)."""
+    for k in params:
+        m[k] = b1 * m[k] + (1 - b1) * grads[k]
+        v2[k] = b2 * v2[k] + (1 - b2) * grads[k] ** 2
+        mh = m[k] / (1 - b1**t)
+        vh = v2[k] / (1 - b2**t)
+        params[k] = (params[k] - lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
+
+
 def fit(
     X: np.ndarray,
     y: np.ndarray,
@@ -164,26 +229,13 @@ def fit(
     w = np.ones(len(X), np.float32) if weights is None else np.asarray(weights, np.float32) / np.mean(weights)
     wv = np.ones(len(Xv), np.float32) if val_weights is None else np.asarray(val_weights, np.float32)
     Z, Zv = (X - mu) / sd, (Xv - mu) / sd
-    d = X.shape[1]
-    if init is not None:
-        params = {"W2": init.W2.astype(np.float32), "b2": np.asarray(init.b2, np.float32)}
-        if init.W1 is not None and init.b1 is not None:
-            params |= {"W1": init.W1.astype(np.float32), "b1": init.b1.astype(np.float32)}
-    elif hidden:
-        params = {
-            "W1": rng.normal(0, np.sqrt(2 / d), (d, hidden)).astype(np.float32),
-            "b1": np.zeros(hidden, np.float32),
-            "W2": rng.normal(0, np.sqrt(1 / hidden), (hidden,)).astype(np.float32),
-            "b2": np.zeros((), np.float32),
-        }
-    else:
-        params = {"W2": np.zeros(d, np.float32), "b2": np.zeros((), np.float32)}
+    params = _start_params(init, hidden, X.shape[1], rng)
     # L2 pulls towards the start: zero from scratch, the start model's weights on a warm
     # start (L2-SP), so learning a few corrections does not decay what the model knew.
     anchor = {k: (v.copy() if init is not None else np.zeros_like(v)) for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v2 = {k: np.zeros_like(v) for k, v in params.items()}
-    b1, b2, eps, t = 0.9, 0.999, 1e-8, 0
+    t = 0
 
     def forward(P: dict[str, np.ndarray], A: np.ndarray) -> np.ndarray:
         if "W1" in P:
@@ -201,27 +253,9 @@ def fit(
         order = rng.permutation(len(Z))
         for i in range(0, len(Z), batch):
             idx = order[i : i + batch]
-            A0, yb, wb = Z[idx], y[idx], w[idx]
-            if "W1" in params:
-                H = np.maximum(A0 @ params["W1"] + params["b1"], 0)
-                if dropout:
-                    H = H * (rng.random(H.shape) > dropout) / (1 - dropout)
-            else:
-                H = A0
-            s = H @ params["W2"] + params["b2"]
-            g = wb * (1 / (1 + np.exp(-np.clip(s, -30, 30))) - yb) / len(idx)
-            grads = {"W2": H.T @ g + l2 * (params["W2"] - anchor["W2"]), "b2": np.asarray(g.sum(), np.float32)}
-            if "W1" in params:
-                gH = np.outer(g, params["W2"]) * (H > 0)
-                grads["W1"] = A0.T @ gH + l2 * (params["W1"] - anchor["W1"])
-                grads["b1"] = gH.sum(0)
+            grads = _gradients(params, anchor, Z[idx], y[idx], w[idx], l2=l2, dropout=dropout, rng=rng)
             t += 1
-            for k in params:
-                m[k] = b1 * m[k] + (1 - b1) * grads[k]
-                v2[k] = b2 * v2[k] + (1 - b2) * grads[k] ** 2
-                mh = m[k] / (1 - b1**t)
-                vh = v2[k] / (1 - b2**t)
-                params[k] = (params[k] - lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
+            _adam_step(params, grads, m, v2, t, lr)
         vl = loss_of(params)
         if vl < best - 1e-4:
             best, best_params, bad = vl, {k: v.copy() for k, v in params.items()}, 0
@@ -322,7 +356,7 @@ def train_rows(
     ``l2`` defaults to 3e-2 from scratch and to 1.0 on a warm start, where it pulls towards
     the start model's weights: on the sample feedback loop a weaker pull (0.03, 0.3) fitted
     the feedback pairs closer but lost up to 0.007 / 0.004 AUROC on held-out built-in pairs,
-    1.0 at most 0.002 (benchmarks/README.md).
+    1.0 at most 0.002 (benchmarks/README.md, "Settings chosen by measurement").
     """
     if l2 is None:
         l2 = WARM_L2 if init is not None else COLD_L2

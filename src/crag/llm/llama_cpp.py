@@ -7,11 +7,17 @@ lock that serialises calls on it.
 
 ``llama_cpp`` is imported only in :meth:`LlamaCppLLM.warm_up`, so registering this
 backend never needs the optional dependency.
+
+Prompts are tokenized here, not by llama-cpp-python's chat handler: the handler parses
+special tokens in the whole formatted prompt, message text included, so a document
+holding ``<|im_start|>system`` would open a system turn. :mod:`crag.llm.chat_prompt`
+parses them only in the template's own text.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import threading
@@ -23,8 +29,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
+from crag.llm.chat_prompt import prompt_tokens
+from crag.llm.lookup import greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.protocols import Completion, TokenStream
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
@@ -42,7 +51,8 @@ class _Loaded:
 
     llama: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
-    formatter: Any = None
+    formatter: Any = None  # the model's chat template (llama-cpp-python's Jinja2ChatFormatter)
+    stop: list[str] = field(default_factory=list)  # the template's end-of-turn text
     yes_ids: np.ndarray | None = None
     no_ids: np.ndarray | None = None
     choice_ids: dict[str, np.ndarray] = field(default_factory=dict)  # by choice, for choice_probabilities
@@ -82,7 +92,9 @@ class LlamaCppLLM:
     0.97...
     """
 
-    def __init__(self, model: str, *, n_ctx: int = 4096, n_threads: int = 0, seed: int = 0) -> None:
+    def __init__(
+        self, model: str, *, n_ctx: int = 4096, n_threads: int = 0, seed: int = 0, lookup_decoding: bool = True
+    ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
         if n_threads < 0:
@@ -91,6 +103,7 @@ class LlamaCppLLM:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.seed = seed
+        self.lookup_decoding = lookup_decoding  # greedy replies by prompt lookup (crag.llm.lookup)
         # A bundled name is its own id; a path is shown by file stem (no directories in traces).
         self.model_id = model if model in BUNDLED_MODELS else Path(model).stem
         self._loaded: _Loaded | None = None
@@ -125,22 +138,33 @@ class LlamaCppLLM:
     ) -> Completion:
         """Answer a chat; with ``json_schema`` the output is grammar-constrained JSON."""
         loaded = self._ready()
-        kwargs: dict[str, Any] = {}
-        if json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        if self._lookup(temperature, json_schema):
+            reply = self._stream_lookup(loaded, messages, max_tokens)
+            while True:
+                try:
+                    next(reply)
+                except StopIteration as end:
+                    done: Completion = end.value
+                    return done
         with loaded.lock:
             try:
-                out = loaded.llama.create_chat_completion(
-                    messages=[dict(m) for m in messages],
+                kwargs: dict[str, Any] = {}
+                if json_schema is not None:
+                    from llama_cpp.llama_grammar import LlamaGrammar
+
+                    kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
+                out = loaded.llama.create_completion(
+                    prompt=self._tokens(loaded, messages),
                     max_tokens=max_tokens,
                     temperature=temperature,
                     seed=self.seed,
+                    stop=loaded.stop,
                     **kwargs,
                 )
             except Exception as exc:
                 raise self._call_error(exc, "complete") from exc
         try:
-            text = out["choices"][0]["message"].get("content") or ""
+            text = out["choices"][0].get("text") or ""
             usage = out.get("usage") or {}
         except (KeyError, IndexError, TypeError, AttributeError):
             raise LLMError(
@@ -164,15 +188,18 @@ class LlamaCppLLM:
         so does a ``for`` loop that ends) to stop generating and free the model.
         """
         loaded = self._ready()
+        if self._lookup(temperature, None):
+            return (yield from self._stream_lookup(loaded, messages, max_tokens))
         pieces: list[str] = []
         with loaded.lock:
             try:
                 chunks = iter(
-                    loaded.llama.create_chat_completion(
-                        messages=[dict(m) for m in messages],
+                    loaded.llama.create_completion(
+                        prompt=self._tokens(loaded, messages),
                         max_tokens=max_tokens,
                         temperature=temperature,
                         seed=self.seed,
+                        stop=loaded.stop,
                         stream=True,
                     )
                 )
@@ -248,8 +275,7 @@ class LlamaCppLLM:
             try:
                 self._prepare_yes_no(loaded)
                 llama = loaded.llama
-                prompt = loaded.formatter(messages=[dict(m) for m in messages]).prompt
-                tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+                tokens = self._tokens(loaded, messages)
                 if len(tokens) >= llama.n_ctx():
                     raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
                 return self._next_token_logits(llama, tokens)
@@ -257,6 +283,44 @@ class LlamaCppLLM:
                 raise self._call_error(exc, step) from exc
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _lookup(self, temperature: float, json_schema: dict[str, Any] | None) -> bool:
+        """Greedy and free-form: prompt lookup gives the same reply in fewer passes."""
+        return self.lookup_decoding and temperature == 0 and json_schema is None
+
+    def _stream_lookup(self, loaded: _Loaded, messages: Sequence[dict[str, str]], max_tokens: int) -> TokenStream:
+        """:meth:`stream` by :func:`crag.llm.lookup.greedy_lookup`: text as UTF-8 completes."""
+        import codecs
+
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+        written = 0
+        with loaded.lock:
+            llama = loaded.llama
+            try:
+                tokens = self._tokens(loaded, messages)
+                if len(tokens) >= llama.n_ctx():
+                    raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
+                budget = min(max_tokens, llama.n_ctx() - len(tokens))
+                decoding = greedy_lookup(llama, tokens, budget)
+                try:
+                    for token in decoding:
+                        written += 1
+                        piece = decoder.decode(llama.detokenize([token], special=False))
+                        if piece:
+                            pieces.append(piece)
+                            yield piece
+                finally:
+                    decoding.close()
+                if tail := decoder.decode(b"", final=True):
+                    pieces.append(tail)
+                    yield tail
+            except LLMError:
+                raise
+            except Exception as exc:  # the model failed mid-reply (context full, decode error)
+                raise self._call_error(exc, "stream") from exc
+        return Completion(text="".join(pieces).strip(), prompt_tokens=len(tokens), completion_tokens=written,
+                          model=self.model_id)  # fmt: skip
 
     def _ready(self) -> _Loaded:
         self.warm_up()
@@ -283,7 +347,7 @@ class LlamaCppLLM:
                 verbose=False,
             )
         except Exception as exc:
-            detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+            detail = clip(" ".join(str(exc).split()), 200) or type(exc).__name__
             raise LLMUnavailableError(
                 f"{BACKEND_ID}: cannot load {path.name} ({detail}); check that it is a valid GGUF "
                 "model and that llm.n_ctx fits in memory",
@@ -292,7 +356,7 @@ class LlamaCppLLM:
             ) from None
 
     def _call_error(self, exc: Exception, step: str) -> LLMError:
-        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        detail = clip(" ".join(str(exc).split()), 200) or type(exc).__name__
         if "exceed context window" in detail:
             return LLMError(
                 f"{BACKEND_ID}: prompt too long for {self.model_id} ({detail}); raise llm.n_ctx "
@@ -303,21 +367,30 @@ class LlamaCppLLM:
         return LLMError(f"{BACKEND_ID}: {self.model_id} failed: {detail}", backend_id=BACKEND_ID, step=step)
 
     @staticmethod
-    def _prepare_yes_no(loaded: _Loaded) -> None:
-        """Find the chat template and the yes/no token ids once per loaded model."""
-        if loaded.formatter is not None:
-            return
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    def _tokens(loaded: _Loaded, messages: Sequence[dict[str, str]]) -> list[int]:
+        """The prompt's tokens in the model's chat format; message text never parses as control tokens."""
+        if loaded.formatter is None:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+            llama = loaded.llama
+            template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+            eos, bos = llama.token_eos(), llama.token_bos()
+            eos_text = llama.detokenize([eos], special=True).decode("utf-8", "replace") if eos >= 0 else ""
+            loaded.formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=eos_text,
+                bos_token=llama.detokenize([bos], special=True).decode("utf-8", "replace") if bos >= 0 else "",
+                add_generation_prompt=True,
+            )
+            loaded.stop = [eos_text] if eos_text else []
+        return prompt_tokens(loaded.llama, loaded.formatter, [dict(m) for m in messages])
+
+    @staticmethod
+    def _prepare_yes_no(loaded: _Loaded) -> None:
+        """Find the yes/no token ids once per loaded model."""
+        if loaded.yes_ids is not None:
+            return
         llama = loaded.llama
-        template = llama.metadata.get("tokenizer.chat_template") or _CHATML
-        eos, bos = llama.token_eos(), llama.token_bos()
-        loaded.formatter = Jinja2ChatFormatter(
-            template=template,
-            eos_token=llama.detokenize([eos], special=True).decode("utf-8", "replace") if eos >= 0 else "",
-            bos_token=llama.detokenize([bos], special=True).decode("utf-8", "replace") if bos >= 0 else "",
-            add_generation_prompt=True,
-        )
         loaded.yes_ids = _single_token_ids(llama, _YES)
         loaded.no_ids = _single_token_ids(llama, _NO)
         if not len(loaded.yes_ids) or not len(loaded.no_ids):
@@ -349,9 +422,9 @@ _CHATML = (
 
 
 def _chunk_delta(chunk: Any) -> str:
-    """The text of one ``chat.completion.chunk`` ("" for the role and finish chunks)."""
+    """The text of one streamed ``text_completion`` chunk ("" for the finish chunk)."""
     try:
-        return str(chunk["choices"][0]["delta"].get("content") or "")
+        return str(chunk["choices"][0].get("text") or "")
     except (KeyError, IndexError, TypeError, AttributeError):
         raise LLMError(
             f"{BACKEND_ID}: unexpected stream chunk format from llama-cpp-python", backend_id=BACKEND_ID, step="stream"
@@ -374,7 +447,8 @@ def _logsumexp(x: np.ndarray) -> float:
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:
-    return LlamaCppLLM(settings.llm.model, n_ctx=settings.llm.n_ctx, n_threads=settings.llm.n_threads)
+    llm = settings.llm
+    return LlamaCppLLM(llm.model, n_ctx=llm.n_ctx, n_threads=llm.n_threads, lookup_decoding=llm.lookup_decoding)
 
 
 def register(registries: Registries) -> None:

@@ -31,10 +31,11 @@ event               value                         when
 ``fuse``            ``Context``                   what the generator will see, conflicts (CRAG)
 ``compress``        ``Context``                   the Correct path's LLM compression (opt-in)
 ``abstain``         ``Generation``                nothing reliable found: titles and links, no guess
-``token``           ``str``                       a piece of the reply as the model writes it
-                                                  (only when ``on_step`` is given)
-``replace``         ``Replace``                   what was streamed is not the answer: a re-ask
-                                                  follows, or ``Replace.text`` is the answer
+``token``           ``str``                       a verified piece of the answer: a sentence as it
+                                                  passes the gate, or the final refusal (only
+                                                  when ``on_step`` is given); joined, the answer
+``replace``         ``Replace``                   an escalation swaps a verified answer for a
+                                                  better one (never sent by an ordinary answer)
 ``generate``        ``Generation``                the model's answer, citations, re-ask
 ``escalate``        ``Decision``                  Correct, but the answer was a refusal: Ambiguous
                                                   now (``escalated_from``: that generation);
@@ -43,27 +44,33 @@ event               value                         when
 ==================  ============================  ==============================================
 
 With an ``on_step`` observer the model streams: ``token`` events arrive while
-``generate`` runs, before its own event. Without one the model is called once and no
-``token`` event is sent. An exception raised by ``on_step`` (a cancelled request) ends
-the run there; between tokens it also stops the model.
+``generate`` runs, before its own event, one per sentence that passed the sentence gate
+(:mod:`crag.generate.gate`): nothing is shown that is later taken back. A refusal is sent
+once it is final (after ``generate``, or after ``abstain``). Without an observer the model
+is called once and no ``token`` event is sent; the answer is the same. An exception
+raised by ``on_step`` (a cancelled request) ends the run there; between tokens it also
+stops the model.
 
 Every value carries ``degradations``: what that step gave up on, with the reason. The
 Answer's degradations are the steps' own, gathered in order. The tracer is one observer
-(:class:`~crag.pipeline.record.TraceRecorder`); ``on_step`` adds another (a stream of
-server-sent events, say). Observers watch and never steer.
+(:class:`~crag.pipeline.events.TraceRecorder`); ``on_step`` adds another (a stream of
+server-sent events, say). Observers watch and never steer. What each observer takes from
+each value is written in one place, :mod:`crag.pipeline.events`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import httpx
+
 from crag.config import CragSettings
 from crag.deadline import Deadline
-from crag.generate import Generation, Replace
+from crag.generate import Generation
 from crag.kb import KnowledgeBase
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
+from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import guard
-from crag.pipeline.record import TraceRecorder
 from crag.pipeline.steps import (
     Context,
     Decision,
@@ -104,12 +111,14 @@ __all__ = [
 
 @dataclass
 class Deps:
-    """The components one question runs through."""
+    """The components one question runs through (``http``: the client page fetching uses,
+    ``search.fetch_pages``; the engine owns it)."""
 
     kb: KnowledgeBase
     evaluator: Evaluator
     llm: LLM
     search: WebSearch | None
+    http: httpx.Client | None = None
 
 
 def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
@@ -117,13 +126,14 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
     steps = _steps(tracer, on_step)
     query = steps.emit("query", make_query(question, cfg, mode="crag"))
     deadline = Deadline(cfg.correction.deadline_seconds)
-    llm, search = guard(deps.kb, deps.llm, deps.search, cfg, deadline)  # budgets, timeouts, cache
+    # One budget and one deadline for every LLM call of the request (grading included) and every search.
+    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
 
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
 
     # 2. Evaluate: a relevance grade per document and a confidence for the set.
-    grading = steps.run("evaluate", lambda: grade(query, retrieval, deps.evaluator), evaluator=deps.evaluator.name)
+    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
 
     # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds,
     #    chosen per kind of question when classification is on (article 3.2.3).
@@ -131,7 +141,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
 
     # 4. Correct: refine what the internal documents offer (Correct, Ambiguous); search the
     #    external source with rewritten queries, in rounds until confident (Ambiguous, Incorrect).
-    corrector = Corrector(query, deps.evaluator, llm, search, cfg, deadline, steps)
+    corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
     correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
 
     # 4b. Verify: Correct skips the search on the evaluator's word, and its costliest mistake
@@ -164,18 +174,25 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
     # 6. Escalate: the documents were graded Correct, yet the generator found no answer in
     #    them. That refusal is evidence the grade was wrong (an on-topic passage that does
     #    not answer), so search as the Ambiguous action would, once, and answer again.
+    #    The refusal was never shown (the sentence gate holds refusals back), so nothing is withdrawn.
     if escalation and generation.refused and not deadline.expired():
         decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, escalated_from=generation))
-        if steps.live:
-            steps.emit("replace", Replace("escalate"))
         correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
         context = _fuse(steps, correction, cfg, query)
         generation = _generate(steps, query, context, llm, cfg)
+    steps.show(generation)  # a refusal is final now: the reader sees it
     degradations = (
         retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
     )
+    # usage: every LLM call of the request, grading and verification included
     answer = compose_answer(
-        query, decision, generation, degradations=degradations, queries=correction.queries, tracer=tracer
+        query,
+        decision,
+        generation,
+        degradations=degradations,
+        queries=correction.queries,
+        tracer=tracer,
+        usage=llm.usage,
     )
     return steps.emit("answer", answer)
 
@@ -184,11 +201,14 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
     query = steps.emit("query", make_query(question, cfg, mode="rag"))
+    llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
-    generation = _generate(steps, query, context, deps.llm, cfg)
-    answer = compose_answer(query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer)
+    generation = steps.show(_generate(steps, query, context, llm, cfg))
+    answer = compose_answer(
+        query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer, usage=llm.usage
+    )
     return steps.emit("answer", answer)
 
 

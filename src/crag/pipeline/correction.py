@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import httpx
+
 from crag.config import CragSettings
 from crag.correct.decompose import decompose, search_parallel
 from crag.correct.refine import Doc, refine
@@ -77,7 +79,10 @@ class Correction:
 
 
 class Corrector:
-    """Runs the correction of one question with the request's (guarded) LLM and search."""
+    """Runs the correction of one question with the request's (guarded) LLM and search.
+
+    ``http`` is the client page fetching uses (``search.fetch_pages``), owned by the caller.
+    """
 
     def __init__(
         self,
@@ -88,9 +93,12 @@ class Corrector:
         cfg: CragSettings,
         deadline: Deadline,
         steps: Steps,
+        *,
+        http: httpx.Client | None = None,
     ) -> None:
         self.query, self.evaluator, self.llm, self.search = query, evaluator, llm, search
         self.cfg, self.fix, self.deadline, self.steps = cfg, cfg.correction, deadline, steps
+        self.http = http
 
     def correct(self, decision: Decision, retrieval: Retrieval, grading: Evaluation) -> Correction:
         hits, steps, out = retrieval.hits, self.steps, Correction()
@@ -133,7 +141,7 @@ class Corrector:
     def refine(self, docs: Sequence[Doc], note: str = "") -> Refinement:
         fix = self.fix
         kept, graded = refine(
-            self.query.text,
+            self.query,
             docs,
             self.evaluator,
             sentences_per_strip=fix.strip_sentences,
@@ -150,7 +158,7 @@ class Corrector:
         if fix.rewrite_with_llm:
             try:
                 queries = with_deadline(
-                    lambda: llm_queries(q.text, docs, llm, max_queries=fix.max_queries, lang=q.language),
+                    lambda: llm_queries(q, docs, llm, max_queries=fix.max_queries),
                     fix.rewrite_timeout,
                     what="LLM rewrite",
                     error=LLMError,
@@ -158,13 +166,13 @@ class Corrector:
                 )
             except CragError as exc:
                 notes.append(f"LLM query rewrite failed ({exc}); used keyword rewrite")
-        queries = queries or keyword_queries(q.text, docs, max_queries=fix.max_queries)
+        queries = queries or keyword_queries(q, docs, max_queries=fix.max_queries)
         subs: list[str] = []
         if fix.decompose:
             # A complex question becomes sub-queries searched in parallel (article 3.2.1).
             try:
                 split = with_deadline(
-                    lambda: decompose(q.text, llm if fix.rewrite_with_llm else None, lang=q.language),
+                    lambda: decompose(q, llm if fix.rewrite_with_llm else None),
                     fix.rewrite_timeout,
                     what="decompose",
                     error=LLMError,
@@ -194,19 +202,18 @@ class Corrector:
         query_of = {id(r): q for q, r in results}
         kept = apply_search_policy([r for _, r in results], s, question=self.query.text)
         filtered = len(results) - len(kept)
-        if s.fetch_pages and kept:
-            import httpx
-
+        if s.fetch_pages and kept and self.http is None:
+            notes = [*notes, "pages not fetched: no HTTP client was given (Deps.http)"]
+        elif s.fetch_pages and kept and self.http is not None:
             from crag.search.fetch import enrich
 
-            with httpx.Client(follow_redirects=False) as client:
-                kept, fetch_notes = enrich(
-                    kept,
-                    client=client,
-                    deadline=s.fetch_timeout,
-                    max_bytes=s.fetch_max_bytes,
-                    allow_private=s.allow_private_fetch,
-                )
+            kept, fetch_notes = enrich(
+                kept,
+                client=self.http,
+                deadline=s.fetch_timeout,
+                max_bytes=s.fetch_max_bytes,
+                allow_private=s.allow_private_fetch,
+            )
             notes = notes + fetch_notes
         return Search([(query_of.get(id(r), ""), r) for r in kept], filtered, notes)
 
@@ -214,7 +221,7 @@ class Corrector:
         assert self.search is not None  # only called with a search configured
         notes: list[str] = []
 
-        def evaluate(q: str, ss: Sequence[Strip]) -> list[float]:
+        def evaluate(q: Query, ss: Sequence[Strip]) -> list[float]:
             ev = self.evaluator.grade(q, [Passage(str(i), s.text) for i, s in enumerate(ss)])
             return [g.score for g in ev.grades]
 
@@ -224,7 +231,7 @@ class Corrector:
             return self.refine(_web_docs(found.results)).kept if found.results else []
 
         result = correct_until_confident(
-            self.query.text,
+            self.query,
             strips,
             evaluate,
             search_round,

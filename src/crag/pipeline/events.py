@@ -1,9 +1,17 @@
-"""Step events as a client sees them: each step's value summarised to a small JSON object.
+"""The step events, one typed contract: each event's name, its client summary and its trace record.
 
-A streamed answer (:meth:`crag.engine.CRAG.ask_stream`, ``POST /v1/ask`` with
-``stream=true``, ``crag ask``) shows the run as it happens. The summaries are taken from
-the same values the trace recorder writes (:mod:`crag.pipeline.record`), at the same
-moment, so what a client saw and what the trace holds agree.
+``run_crag`` hands every step's value to its observers as the step finishes (see the table
+in :mod:`crag.pipeline`). Two observers read every value, and this module is the one place
+that says what each takes from it:
+
+* the **trace** (:class:`TraceRecorder`): the keys the viewer, ``crag trace show`` and the
+  eval harness read;
+* a **client** (:func:`summarise`): a small JSON object per event, for streams
+  (:meth:`crag.engine.CRAG.ask_stream`, ``POST /v1/ask`` with ``stream=true``, ``crag ask``).
+
+Both are written side by side in :data:`EVENTS`, from the same value at the same moment,
+so what a client saw and what the trace holds agree. Adding a step means adding its name to
+:data:`EventName` and one :class:`Event` entry here.
 
 >>> from crag.types import Query
 >>> event = summarise("query", Query("Who?", "en", upper=0.6, lower=0.35))
@@ -17,42 +25,98 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
 from crag.generate import Generation, Replace
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
 from crag.pipeline.steps import Context, Decision, usage
-from crag.types import Answer, Evaluation, Query, Retrieval, Strip
+from crag.trace.spans import Tracer
+from crag.types import Answer, Evaluation, Hit, Query, Retrieval, Strip
 
-__all__ = ["StreamEvent", "summarise"]
+__all__ = ["EVENTS", "Event", "EventName", "StreamEvent", "TraceRecorder", "summarise"]
+
+EventName = Literal[
+    "query",
+    "retrieve",
+    "evaluate",
+    "decide",
+    "verify",
+    "escalate",
+    "refine",
+    "rewrite",
+    "search",
+    "refine_external",
+    "rounds",
+    "correct",
+    "fuse",
+    "compress",
+    "abstain",
+    "token",
+    "replace",
+    "generate",
+    "answer",
+]
+"""Every event a run sends, in the order they can come (see :mod:`crag.pipeline`)."""
+
+EVENT_NAMES: tuple[str, ...] = get_args(EventName)
 
 
 @dataclass
 class StreamEvent:
     """One event of a streamed answer: its name, a JSON-ready summary, and the value itself.
 
-    ``name`` is the step's (see :mod:`crag.pipeline`), ``token`` for a piece of the answer,
-    ``replace`` when what was streamed is not the answer, ``answer`` last (``value`` is the
-    :class:`~crag.types.Answer`).
+    ``token`` carries a piece of the *verified* answer (``data["delta"]``): the pieces joined
+    are the answer's text. ``answer`` comes last; its ``value`` is the :class:`~crag.types.Answer`.
     """
 
-    name: str
+    name: EventName
     data: dict[str, Any]
     value: Any = field(default=None, repr=False)
 
 
-def summarise(name: str, value: Any) -> StreamEvent:
-    """The event a client gets for step ``name`` with ``value`` (an unknown step: its name only)."""
-    summary = _SUMMARIES.get(name)
-    data = summary(value) if summary is not None else {}
+@dataclass(frozen=True)
+class Event:
+    """What one event gives each observer: ``summary`` for a client, ``record`` for the trace."""
+
+    summary: Callable[[Any], dict[str, Any]]
+    record: Callable[[Tracer, Any], None] | None = None
+    composite: bool = False  # repeats its parts' degradations: they are not recorded again
+
+
+def summarise(name: EventName, value: Any) -> StreamEvent:
+    """The event a client gets for step ``name`` with ``value``."""
+    event = EVENTS[name]
+    data = event.summary(value)
     notes = getattr(value, "degradations", None)
-    if notes and name not in ("correct", "answer"):  # composites repeat their parts' notes
+    if notes and not event.composite:
         data["degradations"] = list(notes)
     return StreamEvent(name, data, value)
 
 
+class TraceRecorder:
+    """Records step events on ``tracer`` (``Steps`` makes one per request).
+
+    >>> t = Tracer()
+    >>> TraceRecorder(t)("query", Query("Who?", "en", upper=0.6, lower=0.35))
+    >>> t.events["question"], t.events["thresholds"]["upper"]
+    ('Who?', 0.6)
+    """
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+
+    def __call__(self, name: EventName, value: Any) -> None:
+        event = EVENTS[name]
+        if event.record is not None:
+            event.record(self.tracer, value)
+        if not event.composite:
+            for note in getattr(value, "degradations", None) or []:
+                self.tracer.append("degradations", note)
+
+
+# -- each event: its client summary, then its trace record ---------------------------------
 def _query(q: Query) -> dict[str, Any]:
     out: dict[str, Any] = {"question": q.text, "mode": q.mode, "language": q.language}
     if q.mode == "crag":
@@ -60,22 +124,49 @@ def _query(q: Query) -> dict[str, Any]:
     return out
 
 
+def _record_query(t: Tracer, q: Query) -> None:
+    t.record("question", q.text)
+    t.record("mode", q.mode)
+    t.record("language", q.language)
+    if q.mode == "crag":
+        if q.query_type:
+            t.record("query_type", q.query_type)
+        t.record("thresholds", q.thresholds())
+
+
 def _retrieve(r: Retrieval) -> dict[str, Any]:
-    return {
-        "documents": [
-            {"id": h.chunk.id, "title": h.chunk.title, "source": h.chunk.source, "url": h.chunk.url,
-             "score": h.score, "rank": h.rank}
-            for h in r.hits
-        ]
-    }  # fmt: skip
+    keys = ("id", "title", "source", "url", "score", "rank")
+    return {"documents": [{k: v for k, v in _hit(h).items() if k in keys} for h in r.hits]}
+
+
+def _record_retrieve(t: Tracer, r: Retrieval) -> None:
+    t.record("retrieved", [_hit(h) for h in r.hits])
 
 
 def _evaluate(e: Evaluation) -> dict[str, Any]:
     return {"evaluator": e.evaluator, "grades": [asdict(g) for g in e.grades], "confidence": e.confidence}
 
 
+def _record_evaluate(t: Tracer, e: Evaluation) -> None:
+    for key, value in _evaluate(e).items():
+        t.record(key, value)
+    t.record("evaluation_reason", e.reason)
+
+
 def _decide(d: Decision) -> dict[str, Any]:
     return {"action": d.action.value, "confidence": d.confidence}
+
+
+def _record_decide(t: Tracer, d: Decision) -> None:
+    t.record("action", d.action.value)
+
+
+def _verify(v: Verification) -> dict[str, Any]:
+    return {"probability": v.probability, "threshold": v.threshold, "confirmed": v.confirmed, "note": v.note}
+
+
+def _record_verify(t: Tracer, v: Verification) -> None:
+    t.record("verification", _verify(v))
 
 
 def _escalate(d: Decision) -> dict[str, Any]:
@@ -86,8 +177,20 @@ def _escalate(d: Decision) -> dict[str, Any]:
     return out
 
 
-def _verify(v: Verification) -> dict[str, Any]:
-    return {"probability": v.probability, "threshold": v.threshold, "confirmed": v.confirmed, "note": v.note}
+def _record_escalate(t: Tracer, d: Decision) -> None:
+    """The first action and why it was left: the refused reply, or the failed verification.
+    The later events overwrite ``strips``, ``context`` and the reply keys with the escalated run's."""
+    first, check = d.escalated_from, d.unverified
+    record: dict[str, object] = {
+        "from": t.events.get("action"),
+        "reply": first.completions[0].text if first and first.completions else "",
+        "rejected": first.rejected if first else "",
+        "llm_calls": len(first.completions) if first else 0,
+    }
+    if check is not None:  # before generation: the model did not read the answer in the strips
+        record |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+    t.record("escalated", record)
+    t.record("action", d.action.value)
 
 
 def _refine(r: Refinement) -> dict[str, Any]:
@@ -98,17 +201,38 @@ def _rewrite(r: Rewrite) -> dict[str, Any]:
     return {"queries": r.queries, "subqueries": r.subqueries}
 
 
+def _record_rewrite(t: Tracer, r: Rewrite) -> None:
+    if r.subqueries:
+        t.record("subqueries", r.subqueries)
+    t.record("queries", r.queries)
+
+
 def _search(s: Search) -> dict[str, Any]:
     results = [{"query": q, "title": r.title, "url": r.url, "provider": r.provider} for q, r in s.results]
     return {"results": results, "filtered": s.filtered}
+
+
+def _record_search(t: Tracer, s: Search) -> None:
+    if s.filtered:
+        t.record("filtered_results", s.filtered)
+    t.record("external", [asdict(r) | {"query": q} for q, r in s.results])
 
 
 def _rounds(r: RoundsResult) -> dict[str, Any]:
     return {"rounds": r.rounds + 1, "searches": r.searches + 1, "stopped": r.stopped, "history": r.history}
 
 
+def _record_rounds(t: Tracer, r: RoundsResult) -> None:
+    t.record("rounds", _rounds(r) | {"queries": r.queries})
+
+
 def _correct(c: Correction) -> dict[str, Any]:
     return {"internal": len(c.internal), "external": len(c.external), "graded": len(c.graded), "best": c.best()}
+
+
+def _record_correct(t: Tracer, c: Correction) -> None:
+    kept = c.internal + c.external
+    t.record("strips", [{**_strip(s, text=True), "kept": s in kept} for s in c.graded])
 
 
 def _context(c: Context) -> dict[str, Any]:
@@ -118,6 +242,16 @@ def _context(c: Context) -> dict[str, Any]:
         "conflicts": len(c.conflicts),
         "instruction_like": len(c.suspicious),
     }
+
+
+def _record_fuse(t: Tracer, c: Context) -> None:
+    if c.suspicious:
+        t.record("instruction_like_strips", c.suspicious)
+    t.record("duplicates_removed", c.duplicates)
+    t.record("support", c.support)
+    t.record("conflicts", [x._asdict() for x in c.conflicts])
+    if c.instruction:
+        t.record("generator_instruction", c.instruction)
 
 
 def _generation(g: Generation) -> dict[str, Any]:
@@ -131,32 +265,75 @@ def _generation(g: Generation) -> dict[str, Any]:
     }
 
 
-def _answer(a: Answer) -> dict[str, Any]:
-    return a.to_dict()
+def _record_abstain(t: Tracer, g: Generation) -> None:
+    t.record("abstained", True)
+    t.record("context", [_context_record(s) for s in g.sources])
 
 
-def _strip(s: Strip) -> dict[str, Any]:
-    return {"source": s.source, "title": s.title, "url": s.url, "origin": s.origin, "score": s.score}
+def _record_generate(t: Tracer, g: Generation) -> None:
+    t.record("context", [_context_record(s) for s in g.sources])
+    if g.claims:  # each sentence shown, where it is, what it cites and how that was settled
+        t.record("claims", [asdict(c) for c in g.claims])
+    if g.citations_inferred:
+        t.record("citations_inferred", True)  # a marker was added or moved to the source that holds it
+    if g.refusal_overridden:
+        t.record("refusal_overridden", True)
+    if len(g.completions) > 1 or g.unsupported or g.rejected or g.trimmed:
+        t.record("first_reply", g.completions[0].text if g.completions else "")
+    if g.rejected:  # what the model said is in first_reply; why it is not the answer, here
+        t.record("reply_rejected", g.rejected)
+    if g.trimmed:  # sentences of the reply the sources do not support: never shown
+        t.record("answer_trimmed", g.trimmed)
+    if g.unsupported:  # the reply's new words that no source contains: not shown as an answer
+        t.record("unsupported_terms", g.unsupported)
 
 
-_SUMMARIES: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "query": _query,
-    "retrieve": _retrieve,
-    "evaluate": _evaluate,
-    "decide": _decide,
-    "escalate": _escalate,
-    "verify": _verify,
-    "refine": _refine,
-    "rewrite": _rewrite,
-    "search": _search,
-    "refine_external": _refine,
-    "rounds": _rounds,
-    "correct": _correct,
-    "fuse": _context,
-    "compress": _context,
-    "abstain": _generation,
-    "generate": _generation,
-    "token": lambda delta: {"delta": delta},
-    "replace": lambda r: {"reason": r.reason, "text": r.text} if isinstance(r, Replace) else {},
-    "answer": _answer,
+def _replace(r: Replace) -> dict[str, Any]:
+    return {"reason": r.reason, "text": r.text}
+
+
+def _record_answer(t: Tracer, a: Answer) -> None:
+    t.record("answer", a.answer)
+    t.record("refused", a.refused)
+    t.record("citations", [asdict(c) for c in a.citations])
+
+
+def _hit(h: Hit) -> dict[str, Any]:
+    c = h.chunk
+    return {
+        "id": c.id, "source": c.source, "title": c.title, "text": c.text, "url": c.url,
+        "score": h.score, "dense": h.dense, "keyword": h.keyword, "rank": h.rank,
+    }  # fmt: skip
+
+
+def _strip(s: Strip, *, text: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": s.source, "title": s.title, "url": s.url, "origin": s.origin, "score": s.score}
+    return {"text": s.text, **out} if text else out
+
+
+def _context_record(s: Strip) -> dict[str, object]:
+    return {"text": s.text, "source": s.source, "origin": s.origin, "title": s.title}
+
+
+EVENTS: dict[str, Event] = {
+    "query": Event(_query, _record_query),
+    "retrieve": Event(_retrieve, _record_retrieve),
+    "evaluate": Event(_evaluate, _record_evaluate),
+    "decide": Event(_decide, _record_decide),
+    "verify": Event(_verify, _record_verify),
+    "escalate": Event(_escalate, _record_escalate),
+    "refine": Event(_refine),
+    "rewrite": Event(_rewrite, _record_rewrite),
+    "search": Event(_search, _record_search),
+    "refine_external": Event(_refine),
+    "rounds": Event(_rounds, _record_rounds),
+    "correct": Event(_correct, _record_correct, composite=True),
+    "fuse": Event(_context, _record_fuse),
+    "compress": Event(_context),
+    "abstain": Event(_generation, _record_abstain),
+    "token": Event(lambda delta: {"delta": delta}),
+    "replace": Event(_replace),
+    "generate": Event(_generation, _record_generate),
+    "answer": Event(lambda a: a.to_dict(), _record_answer, composite=True),
 }
+assert set(EVENTS) == set(EVENT_NAMES), "every event name has one entry"

@@ -1,22 +1,43 @@
-"""Guards around a request's external calls: budgets, timeouts and the search cache."""
+"""Guards around a request's external calls: one budget and one deadline for the request.
+
+Every LLM call of the request goes through one :class:`~crag.llm.guard.GuardedLLM`: the
+evaluator too, when it asks an LLM (:class:`~crag.protocols.LLMEvaluator`), so LLM grading
+counts against the request's tokens and stops at its deadline like generation does.
+"""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from crag.budget import Budget, BudgetedSearch
 from crag.config import CragSettings
-from crag.correct.budget import Budget, BudgetedLLM, BudgetedSearch
 from crag.deadline import Deadline
 from crag.kb import KnowledgeBase
-from crag.llm.timeout import TimeoutLLM
-from crag.protocols import LLM, WebSearch
+from crag.llm.guard import GuardedLLM
+from crag.protocols import LLM, Evaluator, LLMEvaluator, WebSearch
 from crag.search.cache import CachedSearch
 from crag.search.timeout import TimeoutSearch
 
 
+class Guarded(NamedTuple):
+    """A request's components behind its guards."""
+
+    llm: GuardedLLM
+    search: WebSearch | None
+    evaluator: Evaluator
+
+
 def guard(
-    kb: KnowledgeBase, llm: LLM, search: WebSearch | None, cfg: CragSettings, deadline: Deadline
-) -> tuple[LLM, WebSearch | None]:
-    """Wrap the LLM and search in budgets, timeouts and the search cache (cache outermost,
-    so a cache hit costs no budget and no time). Budgets persist beside the knowledge base."""
+    kb: KnowledgeBase,
+    llm: LLM,
+    search: WebSearch | None,
+    evaluator: Evaluator,
+    cfg: CragSettings,
+    deadline: Deadline,
+) -> Guarded:
+    """Put the LLM, the search and an LLM evaluator behind the request's budget and deadline
+    (search cache outermost, so a cache hit costs no budget and no time). Per-day budgets
+    persist beside the knowledge base."""
     fix = cfg.correction
     budget = Budget(
         kb.path / "budget.sqlite",
@@ -25,9 +46,11 @@ def guard(
         fix.per_request_searches,
         fix.per_day_searches,
     )
-    guarded: LLM = BudgetedLLM(TimeoutLLM(llm, deadline), budget)
+    guarded = GuardedLLM(llm, budget=budget, deadline=deadline)
     if search is not None:
         search = BudgetedSearch(TimeoutSearch(search, timeout=fix.search_timeout, deadline=deadline), budget)
         if fix.search_cache_ttl:
             search = CachedSearch(search, kb.path / "search_cache.sqlite", fix.search_cache_ttl)
-    return guarded, search
+    if isinstance(evaluator, LLMEvaluator):
+        evaluator = evaluator.with_llm(guarded)
+    return Guarded(guarded, search, evaluator)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from crag.errors import RequestCancelled
-from crag.pipeline.events import StreamEvent, summarise
+from crag.pipeline.events import EventName, StreamEvent, summarise
 from crag.pipeline.steps import OnStep
 
 __all__ = ["AnswerStream"]
@@ -123,19 +123,22 @@ class _Channel:
 
     def work(self, run: Callable[[OnStep], Any]) -> None:
         try:
-            last = summarise("answer", run(self.observe))
+            last = summarise("answer", run(_Observer(self)))
         except BaseException as exc:  # handed to the caller's thread
             self.put(("error", exc), final=True)
             return
         self.put(("event", last), final=True)
         self.put(("end", None), final=True)
 
-    def observe(self, name: str, value: Any) -> None:
+    def observe(self, name: EventName, value: Any) -> None:
         if name == "answer":
             return  # sent once the run has returned (after the trace is saved)
+        self.heartbeat()
+        self.put(("event", summarise(name, value)), final=False)
+
+    def heartbeat(self) -> None:
         if self.cancel.is_set():
             raise RequestCancelled("the streamed answer was closed by its reader; generation stopped")
-        self.put(("event", summarise(name, value)), final=False)
 
     def put(self, item: tuple[str, Any], *, final: bool) -> None:
         """Queue ``item``, waiting while the reader is behind; give up once it has gone."""
@@ -148,3 +151,16 @@ class _Channel:
             except queue.Full:
                 if self.cancel.is_set() and final:
                     return  # nobody reads any more: drop the end marker
+
+
+class _Observer:
+    """The run's view of a channel: an ``on_step`` observer that also hears the model's heartbeat."""
+
+    def __init__(self, channel: _Channel) -> None:
+        self.channel = channel
+
+    def __call__(self, name: EventName, value: Any) -> None:
+        self.channel.observe(name, value)
+
+    def heartbeat(self) -> None:
+        self.channel.heartbeat()

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from crag.config import CragSettings
-from crag.correct.budget import compress
+from crag.correct.compress import compress
 from crag.correct.contradict import Conflict, conflict_instruction, detect_conflicts
 from crag.correct.fuse import fuse_ranked
 from crag.correct.injection import flag_instructions
@@ -34,18 +34,32 @@ from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.text import detect_language
 from crag.trace.spans import Tracer
-from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip
+from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip, Usage
 
 T = TypeVar("T")
-OnStep = Callable[[str, Any], None]
-"""An observer: called with a step's name and its value as soon as the step finishes."""
+OnStep = Callable[[Any, Any], None]
+"""An observer: called with a step's name (an ``EventName``) and its value as soon as the step finishes."""
+
+
+class Streaming(TypedDict, total=False):
+    """``generate``'s callbacks while a run is watched live (:meth:`Steps.streaming`)."""
+
+    on_token: Callable[[str], None]
+    on_piece: Callable[[], None]
+
+
+@runtime_checkable
+class Heartbeat(Protocol):
+    """An observer that may stop a run between two pieces of the model's reply (a closed stream)."""
+
+    def heartbeat(self) -> None: ...
 
 
 class Steps:
     """Runs steps in the tracer's spans and hands each value to the observers, in order.
 
     ``crag.pipeline`` makes one per request, with the tracer's recorder
-    (:class:`crag.pipeline.record.TraceRecorder`) first and the caller's ``on_step`` after.
+    (:class:`crag.pipeline.events.TraceRecorder`) first and the caller's ``on_step`` after.
     """
 
     def __init__(self, tracer: Tracer, *observers: OnStep, live: bool = False) -> None:
@@ -53,11 +67,39 @@ class Steps:
         self.observers = list(observers)
         self.live = live  # someone watches as it happens: the answer streams as ``token`` events
 
-    def streaming(self) -> dict[str, Callable[[Any], None]]:
-        """``generate``'s streaming callbacks when the run is watched live, else none (one call)."""
+    def streaming(self) -> Streaming:
+        """``generate``'s streaming callbacks when the run is watched live, else none (one call):
+        each verified sentence becomes a ``token`` event as it passes the sentence gate, and
+        every piece the model writes is a heartbeat, so a watcher that stopped watching stops
+        the model between two pieces even while a sentence is still being checked."""
         if not self.live:
             return {}
-        return {"on_token": lambda delta: self.emit("token", delta), "on_replace": lambda r: self.emit("replace", r)}
+        return {"on_token": self._token, "on_piece": self.heartbeat}
+
+    def _token(self, delta: str) -> None:
+        self._first("first_shown_s")
+        self.emit("token", delta)
+
+    def _first(self, key: str) -> None:
+        """When the model's first piece, and the first verified text, came (seconds into the request):
+        what the sentence gate costs a reader is the gap between the two."""
+        stream = self.tracer.events.setdefault("stream", {})
+        if isinstance(stream, dict) and key not in stream:
+            stream[key] = round(self.tracer.elapsed(), 4)
+
+    def heartbeat(self) -> None:
+        """Let observers that watch live (:class:`Heartbeat`) stop the run: they raise to do so."""
+        self._first("first_token_s")
+        for observe in self.observers:
+            watcher: object = observe  # an OnStep; some are Heartbeats too
+            if isinstance(watcher, Heartbeat):
+                watcher.heartbeat()
+
+    def show(self, generation: Generation) -> Generation:
+        """A final refusal or abstention is the answer's text: stream it now (nothing else showed it)."""
+        if self.live and generation.refused and generation.text:
+            self._token(generation.text)
+        return generation
 
     def run(
         self, name: str, step: Callable[[], T], *, tags_from: Callable[[T], dict[str, Any]] | None = None, **tags: Any
@@ -126,7 +168,7 @@ def grade(query: Query, retrieval: Retrieval, evaluator: Evaluator) -> Evaluatio
     passages = [
         Passage(h.chunk.id, h.chunk.text, vector=h.vector, dense=h.dense, keyword=h.keyword) for h in retrieval.hits
     ]
-    return evaluator.grade(query.text, passages)
+    return evaluator.grade(query, passages)
 
 
 def decide_action(query: Query, grading: Evaluation) -> Decision:
@@ -162,7 +204,7 @@ def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Con
 
 def compress_context(query: Query, context: Context, llm: LLM) -> Context:
     """The Correct path's optional LLM compression (article 2.2: 去噪和压缩)."""
-    out = compress(query.text, context.strips, llm, context.budget_tokens, lang=query.language)
+    out = compress(query, context.strips, llm, context.budget_tokens)
     return replace(context, strips=out.strips, degradations=out.degradations)
 
 
@@ -171,14 +213,14 @@ def generate_answer(
     context: Context,
     llm: LLM,
     cfg: CragSettings,
-    streaming: dict[str, Callable[[Any], None]] | None = None,
+    streaming: Streaming | None = None,
     *,
     reask: bool = True,
 ) -> Generation:
     """5. Generate from the context, citing it; in CRAG a refusal despite a source graded
     at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask;
     ``reask=False`` when escalation will ask again instead).
-    ``streaming``: ``on_token`` / ``on_replace`` (:meth:`Steps.streaming`)."""
+    ``streaming``: ``on_token`` and ``on_piece`` (:meth:`Steps.streaming`)."""
     return generate(
         query.text,
         context.strips,
@@ -189,7 +231,7 @@ def generate_answer(
         extra_instruction=context.instruction,
         max_sources=cfg.generation.max_sources,
         reask_above=query.upper if query.mode == "crag" and reask else None,
-        **(streaming or {}),  # on_token / on_replace
+        **(streaming or {}),  # on_token, on_piece
     )
 
 
@@ -244,7 +286,7 @@ def abstain(query: Query, context: Context) -> Generation:
     lines = [abstain_text(query.language)]
     lines += [f"[{n}] {s.title or s.source} {s.url}".rstrip() for n, s in enumerate(shown, 1)]
     citations = [Citation(n, s.source, s.title, s.url, s.text) for n, s in enumerate(shown, 1)]
-    return Generation("\n".join(lines), citations, shown, refused=True)
+    return Generation("\n".join(lines), citations, shown, refused=True, abstained=True)
 
 
 def compose_answer(
@@ -255,6 +297,7 @@ def compose_answer(
     degradations: list[str],
     queries: list[str],
     tracer: Tracer,
+    usage: Usage | None = None,
 ) -> Answer:
     """The Answer, from the step values (the tracer gives only its id and its clock)."""
     return Answer(
@@ -270,4 +313,6 @@ def compose_answer(
         degradations=degradations,
         queries=queries,
         refused=gen.refused,
+        abstained=gen.abstained,
+        usage=usage or Usage(),
     )

@@ -160,8 +160,9 @@ def create_app(
             body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
         answer = await _answer(engine, metrics, users[-1].text(), mode, None)
-        usage = await run_in_threadpool(_usage, engine, answer.trace_id)
-        return RedactedJSONResponse(chat_completion(answer, req.model, usage), headers={"X-Trace-Id": answer.trace_id})
+        return RedactedJSONResponse(
+            chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
+        )
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
@@ -179,6 +180,7 @@ def create_app(
     async def list_traces(
         limit: int = Query(50, ge=1, le=500),
         action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
+        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed)$"),
         min_confidence: float | None = Query(None, ge=0, le=1),
         max_confidence: float | None = Query(None, ge=0, le=1),
         min_latency_ms: float | None = Query(None, ge=0),
@@ -192,6 +194,7 @@ def create_app(
             action=action,
             min_confidence=min_confidence,
             max_confidence=max_confidence,
+            status=status,
         )
         if latency:
             lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
@@ -274,15 +277,10 @@ def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:
         return None
 
 
-def _usage(engine: CRAG, trace_id: str) -> dict[str, int]:
-    trace = _trace_or_none(engine, trace_id) or {}
-    prompt = completion = 0
-    for span in trace.get("spans") or []:
-        if isinstance(span, dict) and span.get("name") == "generate":
-            tags = span.get("tags") or {}
-            prompt += int(tags.get("prompt_tokens") or 0)
-            completion += int(tags.get("completion_tokens") or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+def _usage(answer: Answer) -> dict[str, int]:
+    """OpenAI's ``usage``: every LLM call of the request, as the answer carries it."""
+    u = answer.usage
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:

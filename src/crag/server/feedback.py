@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from crag.engine import CRAG
 from crag.errors import ConfigError
-from crag.grade.feedback import context_grades, likely_grader_miss
+from crag.grade.feedback import context_grades, feedback_pairs, likely_grader_miss
 from crag.server.body import document_bodies, parse_body
 
 __all__ = ["FeedbackRequest", "install"]
@@ -65,6 +65,7 @@ def _status(engine: CRAG, trace_id: str) -> dict[str, Any]:
     full_id = str(trace["id"])
     rows = engine.traces.feedback(full_id)
     fb = rows[0] if rows else {}
+    pairs = feedback_pairs(trace, fb["rating"], fb.get("comment")) if fb.get("rating") else []
     return {
         "trace_id": full_id,
         "rating": fb.get("rating"),
@@ -72,7 +73,14 @@ def _status(engine: CRAG, trace_id: str) -> dict[str, Any]:
         "rated_at": fb.get("created_at"),
         "context_grades": context_grades(trace),
         "likely_grader_miss": likely_grader_miss(trace, fb.get("rating")),
+        # what `crag feedback export` will write for this rating, and what it holds for review
+        "pairs": [_pair(p) for p in pairs if not p["review"]],
+        "review": [_pair(p) for p in pairs if p["review"]],
     }
+
+
+def _pair(p: dict[str, Any]) -> dict[str, Any]:
+    return {k: p[k] for k in ("passage", "label", "source", "grade", "why", "review")}
 
 
 def _need_traces(engine: CRAG) -> None:

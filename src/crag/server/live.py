@@ -4,8 +4,8 @@ Both read one :class:`~crag.pipeline.live.AnswerStream` (the engine's run in a w
 thread). The event loop never blocks on it: each wait for the next event runs in the
 threadpool for at most :data:`POLL_SECONDS`, so a client that hangs up is noticed within
 that time plus one token, and the stream is closed, which stops the model between two
-tokens and frees it for the next request. Answer text leaves through a
-:class:`~crag.redact.StreamRedactor` (a secret split across tokens is still caught).
+tokens and frees it for the next request. Answer text leaves through the one reducer every
+client uses (:class:`~crag.pipeline.reducer.AnswerText`, which redacts across events).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from starlette.concurrency import run_in_threadpool
 from crag.errors import CragError
 from crag.pipeline.events import StreamEvent
 from crag.pipeline.live import AnswerStream
-from crag.redact import StreamRedactor, redact, redact_text
+from crag.pipeline.reducer import AnswerText
+from crag.redact import redact
 from crag.server.metrics import Metrics
-from crag.server.stream import crag_error_status, crag_meta, sources_text, sse
-from crag.types import Answer
+from crag.server.stream import crag_error_status, crag_meta, sse, url_citations
 
 __all__ = ["ask_events", "chat_events", "first_events", "live_events"]
 
@@ -61,44 +61,26 @@ async def live_events(stream: AnswerStream, keepalive: float | None = None) -> A
         stream.close()  # a no-op after the end; after a hang-up it stops the model
 
 
-class _AnswerText:
-    """The answer's text as it streams: tokens through the redactor, replacements reset it."""
-
-    def __init__(self) -> None:
-        self.redactor = StreamRedactor()
-
-    def take(self, event: StreamEvent) -> str:
-        if event.name == "token":
-            return self.redactor.push(str(event.data.get("delta", "")))
-        return ""
-
-    def flush(self) -> str:
-        return self.redactor.flush()
-
-
 async def ask_events(
     stream: AnswerStream, metrics: Metrics, question: str, mode: str, keepalive: float | None = None
 ) -> AsyncIterator[bytes]:
     """SSE for ``POST /v1/ask`` with ``stream=true``: ``started``, the step events as they happen,
-    ``token`` events, ``replace`` when the streamed text is not the answer, the ``generate`` event
-    (citations, usage), then ``done`` with the whole answer, or ``error``."""
+    ``token`` events (verified sentences: joined, they are the answer), the ``generate`` event
+    (citations with their quotes, usage), then ``done`` with the whole answer, or ``error``."""
     yield sse("started", {"question": question, "mode": mode, "trace_id": stream.trace_id})
-    text = _AnswerText()
+    text = AnswerText()
     events = live_events(stream, keepalive)
     try:
         async for event in events:
             if event is None:
                 yield b": keep-alive\n\n"
-            elif event.name == "token":
-                if piece := text.take(event):
-                    yield sse("token", {"delta": piece})
-            elif event.name == "answer":
+                continue
+            if piece := text.take(event):
+                yield sse("token", {"delta": piece})
+            if event.name == "answer":
                 metrics.answer(event.value)
                 yield sse("done", event.data)
-            else:
-                if event.name in ("replace", "generate", "abstain") and (rest := text.flush()):
-                    if event.name != "replace":  # held words of a replaced text are dropped
-                        yield sse("token", {"delta": rest})
+            elif event.name != "token":
                 yield sse(event.name, event.data)
     except CragError as exc:
         status, type_ = crag_error_status(exc)
@@ -131,12 +113,12 @@ async def chat_events(
     trace_id: str,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
-    """``chat.completion.chunk`` events as the model writes: ``delta.content`` per token, the
-    sources after the text, a final chunk with ``finish_reason`` (and ``usage`` when asked).
+    """``chat.completion.chunk`` events: ``delta.content`` per verified sentence, then a final
+    chunk with ``finish_reason`` and the citations as ``delta.annotations`` (``url_citation``,
+    indexed into the content), and ``usage`` when asked.
 
-    Chunks only add text: when the pipeline replaces what was streamed (a re-ask after a
-    refusal, a statement instead of an unsupported reply) the new text follows after a blank
-    line. Inferred citation markers are not re-sent; the sources list follows the text.
+    The content is the saved answer, exactly: the pipeline streams only text that passed
+    its checks, so nothing shown is ever taken back.
     """
     base = {
         "id": f"chatcmpl-{trace_id}",
@@ -156,30 +138,15 @@ async def chat_events(
             yield event
 
     yield chunk({"role": "assistant", "content": ""})
-    text = _AnswerText()
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    answer: Answer | None = None
+    text = AnswerText()
     try:
         async for event in all_events():
             if event is None:
                 yield b": keep-alive\n\n"
-            elif event.name == "token":
-                if piece := text.take(event):
-                    yield chunk({"content": piece})
-            elif event.name == "replace":
-                reason = event.data.get("reason")
-                rest = "" if reason in ("reask", "escalate") else text.flush()  # the first reply ends here
-                text.redactor.reset()
-                if reason != "citations":  # the same text with markers: the sources list follows
-                    yield chunk({"content": rest + "\n\n" + redact_text(str(event.data.get("text") or ""))})
-            elif event.name == "generate":
-                if rest := text.flush():
-                    yield chunk({"content": rest})
-                usage = _usage(event.data.get("usage") or {})
-            elif event.name == "abstain":  # no model call: the statement and the links are the answer
-                yield chunk({"content": redact_text(str(event.value.text))})
-            elif event.name == "answer":
-                answer = event.value
+                continue
+            if piece := text.take(event):
+                yield chunk({"content": piece})
+            if event.name == "answer":
                 metrics.answer(event.value)
     except CragError as exc:
         status, type_ = crag_error_status(exc)
@@ -189,16 +156,12 @@ async def chat_events(
         return
     finally:
         await events.aclose()
+    answer = text.answer
     if answer is None:  # pragma: no cover - a run ends with its answer or an error
         return
-    if answer.citations:
-        yield chunk({"content": redact_text(sources_text(answer))})
-    yield chunk({}, "stop", crag=crag_meta(answer))
+    yield chunk({"annotations": url_citations(answer)}, "stop", crag=crag_meta(answer))
+    u = answer.usage  # every LLM call of the request, as the non-streamed reply counts it
+    usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
     if include_usage:
         yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
     yield b"data: [DONE]\n\n"
-
-
-def _usage(u: dict[str, Any]) -> dict[str, int]:
-    prompt, completion = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

@@ -50,12 +50,19 @@ class Metrics:
         self.searches = Counter("crag_searches", "External search queries issued", registry=r)
         self.degradations = Counter("crag_degradations", "Degradations recorded in answers", registry=r)
         self.errors = Counter("crag_errors", "Failed questions by error type", ["type"], registry=r)
+        self.outcomes = Counter(
+            "crag_outcomes",
+            "Questions by how they ended: answered, degraded, refused, abstained, failed",
+            ["status"],
+            registry=r,
+        )
 
     def request(self, route: str, status: int) -> None:
         self.requests.labels(route=route, status=str(status)).inc()
 
     def answer(self, answer: Answer) -> None:
         """Record what one answered question did."""
+        self.outcomes.labels(status=answer.status).inc()
         self.actions.labels(action=answer.action.value).inc()
         for stage, seconds in answer.timings.items():
             self.stage_seconds.labels(stage=stage).observe(max(0.0, float(seconds)))
@@ -68,6 +75,7 @@ class Metrics:
 
     def error(self, type_: str) -> None:
         self.errors.labels(type=type_).inc()
+        self.outcomes.labels(status="failed").inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

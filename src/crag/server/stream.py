@@ -43,7 +43,7 @@ __all__ = [
     "crag_meta",
     "sources_text",
     "sse",
-    "with_sources",
+    "url_citations",
 ]
 
 log = logging.getLogger("crag.server")
@@ -97,9 +97,22 @@ class SSEResponse(StreamingResponse):
 
 
 # -- OpenAI-compatible shapes -------------------------------------------------------------
-def with_sources(answer: Answer) -> str:
-    """The answer text with its citations appended as a ``Sources:`` list."""
-    return answer.answer + sources_text(answer)
+def url_citations(answer: Answer) -> list[dict[str, Any]]:
+    """OpenAI ``url_citation`` annotations: one per sentence and source it cites, with the
+    sentence's start and end index in the message content (the answer text).
+
+    >>> from crag.types import Action, Citation
+    >>> a = Answer("Q", "It opened in 1901[1].", Action.CORRECT, 0.9,
+    ...            [Citation(1, "a.md", "Museum", "", "…", quote="It opened in 1901.", spans=[(0, 21)])], [], "t", {})
+    >>> url_citations(a)[0]["url_citation"]
+    {'url': 'a.md', 'title': 'Museum', 'start_index': 0, 'end_index': 21}
+    """
+    out = []
+    for c in answer.citations:
+        for start, end in c.spans:
+            where = {"url": c.url or c.source, "title": c.title or c.source, "start_index": start, "end_index": end}
+            out.append({"type": "url_citation", "url_citation": where})
+    return sorted(out, key=lambda a: (a["url_citation"]["start_index"], a["url_citation"]["url"]))
 
 
 def sources_text(answer: Answer) -> str:
@@ -111,7 +124,18 @@ def sources_text(answer: Answer) -> str:
 
 
 def crag_meta(answer: Answer) -> dict[str, Any]:
-    return {"trace_id": answer.trace_id, "action": answer.action.value, "confidence": answer.confidence}
+    """crag's own fields beside an OpenAI reply: the decision, and each citation with its quote."""
+    cited = [
+        {"id": c.id, "title": c.title, "url": c.url, "source": c.source, "quote": c.quote, "inferred": c.inferred}
+        for c in answer.citations
+    ]
+    return {
+        "trace_id": answer.trace_id,
+        "action": answer.action.value,
+        "confidence": answer.confidence,
+        "refused": answer.refused,
+        "citations": cited,
+    }
 
 
 def chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[str, Any]:
@@ -123,7 +147,7 @@ def chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[s
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": with_sources(answer)},
+                "message": {"role": "assistant", "content": answer.answer, "annotations": url_citations(answer)},
                 "finish_reason": "stop",
                 "logprobs": None,
             }

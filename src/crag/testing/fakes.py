@@ -8,7 +8,7 @@ Capabilities are proven with the real components; these make branches reachable
 'Paris [1].'
 >>> list(ScriptedLLM(["It is Paris [1]."]).stream([{"role": "user", "content": "capital of France?"}]))
 ['It ', 'is ', 'Paris ', '[1].']
->>> [g.score for g in MarkerEvaluator().grade("q", [Passage("a", "gold"), Passage("b", "noise")]).grades]
+>>> [g.score for g in MarkerEvaluator().grade(Query.of("q"), [Passage("a", "gold"), Passage("b", "noise")]).grades]
 [0.9, 0.1]
 """
 
@@ -28,7 +28,7 @@ from crag.errors import SearchError
 from crag.grade.heuristic import set_confidence
 from crag.protocols import Completion, EmbedKind, TokenStream
 from crag.text import tokenize
-from crag.types import Evaluation, Grade, Passage, WebResult
+from crag.types import Evaluation, Grade, Passage, Query, WebResult
 
 
 class HashEmbedder:
@@ -207,11 +207,13 @@ class MarkerEvaluator:
     def __init__(self, markers: dict[str, float] | None = None, default: float = 0.1) -> None:
         self.markers = markers if markers is not None else {"gold": 0.9, "partial": 0.5}
         self.default = default
-        self.queries: list[str] = []
+        self.queries: list[str] = []  # the text of every query graded
+        self.languages: list[str] = []  # and its language, as the caller carried it
         self.graded: list[str] = []  # every passage text, as the evaluator saw it
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
-        self.queries.append(query)
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
+        self.queries.append(query.text)
+        self.languages.append(query.language)
         self.graded += [p.text for p in passages]
         grades = [Grade(p.id, self._score(p.text), "marker") for p in passages]
         return Evaluation(grades, set_confidence(grades), "marker words", self.name)
@@ -228,6 +230,6 @@ class FixedEvaluator:
         self.scores = list(scores)
         self.degraded = degraded
 
-    def grade(self, query: str, passages: Sequence[Passage]) -> Evaluation:
+    def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         grades = [Grade(p.id, s, f"{self.name} says {s}") for p, s in zip(passages, self.scores, strict=True)]
         return Evaluation(grades, set_confidence(grades), "fixed", self.name, self.degraded)

@@ -25,7 +25,7 @@ from typing import Any
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import CragError
-from crag.llm.timeout import GENERATION_GRACE
+from crag.llm.guard import GENERATION_GRACE
 from crag.testing.stubs import StubLLM, StubSearch
 
 DEADLINE = 4.0  # correction.deadline_seconds in the fault runs

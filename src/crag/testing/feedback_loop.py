@@ -91,22 +91,7 @@ def run_feedback_loop(
     }
     engine = CRAG.from_config(**settings)
     engine.ingest([SAMPLE / "internal"])
-    from crag.server.app import create_app
-
-    ratings: list[dict[str, Any]] = []
-    with (
-        serve_in_thread(create_app(engine, api_keys=[KEY])) as url,
-        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=600) as client,
-    ):
-        for n, q in enumerate(questions, 1):
-            r = client.post("/v1/ask", json={"question": q["question"]})
-            r.raise_for_status()
-            answer = r.json()
-            rating = "up" if gold_match(answer["answer"], q["answers"]) else "down"
-            fb = client.post("/v1/feedback", json={"trace_id": answer["trace_id"], "rating": rating})
-            fb.raise_for_status()
-            ratings.append({"trace_id": answer["trace_id"], "rating": rating, **fb.json()})
-            log(f"{n}/{len(questions)} {answer['action']:<9} {rating:<4} {q['question'][:50]}")
+    ratings = _ask_and_rate(engine, questions, log)
     t_asked = time.perf_counter()
 
     pairs_path, model_path = work / "feedback-pairs.jsonl", work / "evaluator-feedback.npz"
@@ -156,6 +141,29 @@ def run_feedback_loop(
         figures["feedback_pairs"]["held_out"] = _held_out(work, kb, settings, pairs, folds, builtin_limit, engine)
     log(json.dumps(figures, ensure_ascii=False))
     return figures
+
+
+def _ask_and_rate(
+    engine: CRAG, questions: Sequence[dict[str, Any]], log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """The simulated user: ask each question over HTTP, rate it 👍 when a gold answer is in it."""
+    from crag.server.app import create_app
+
+    ratings: list[dict[str, Any]] = []
+    with (
+        serve_in_thread(create_app(engine, api_keys=[KEY])) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=600) as client,
+    ):
+        for n, q in enumerate(questions, 1):
+            r = client.post("/v1/ask", json={"question": q["question"]})
+            r.raise_for_status()
+            answer = r.json()
+            rating = "up" if gold_match(answer["answer"], q["answers"]) else "down"
+            fb = client.post("/v1/feedback", json={"trace_id": answer["trace_id"], "rating": rating})
+            fb.raise_for_status()
+            ratings.append({"trace_id": answer["trace_id"], "rating": rating, **fb.json()})
+            log(f"{n}/{len(questions)} {answer['action']:<9} {rating:<4} {q['question'][:50]}")
+    return ratings
 
 
 def _gold_agreement(pairs: list[dict[str, Any]], questions: Sequence[dict[str, Any]]) -> dict[str, Any]:

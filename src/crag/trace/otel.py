@@ -124,6 +124,38 @@ def shutdown(timeout_s: float = EXPORT_TIMEOUT_S) -> None:
         processor.shutdown()
 
 
+def _root_attributes(trace: Mapping[str, Any], crag_id: str, mode: str) -> dict[str, Any]:
+    """The request span's attributes: the decision, its inputs' counts, and (opt-in) the texts."""
+    attrs: dict[str, Any] = {"crag.trace_id": crag_id, "crag.mode": mode}
+    _put(attrs, "crag.action", trace.get("action"))
+    _put(attrs, "crag.confidence", trace.get("confidence"))
+    _put(attrs, "crag.evaluator", trace.get("evaluator"))
+    _put(attrs, "crag.language", trace.get("language"))
+    _put(attrs, "crag.retrieved_count", len(trace.get("retrieved") or []))
+    _put(attrs, "crag.citation_count", len(trace.get("citations") or []))
+    if trace.get("degradations"):
+        attrs["crag.degradations"] = [str(d) for d in trace["degradations"]]
+    if trace.get("queries"):
+        attrs["crag.queries"] = [str(q) for q in trace["queries"]]
+    if _capture_content():
+        _put(attrs, "crag.question", _clip(trace.get("question")))
+        _put(attrs, "crag.answer", _clip(trace.get("answer")))
+    return attrs
+
+
+def _gen_ai_attributes(attrs: dict[str, Any], tags: Mapping[str, Any], llm_settings: Mapping[str, Any]) -> str:
+    """The generate span as an OTel GenAI ``chat`` span: its attributes added, its name returned."""
+    model = str(tags.get("model") or llm_settings.get("model") or "unknown")
+    attrs["gen_ai.operation.name"] = "chat"
+    attrs["gen_ai.request.model"] = model
+    _put(attrs, "gen_ai.provider.name", llm_settings.get("backend"))
+    _put(attrs, "gen_ai.request.max_tokens", llm_settings.get("max_tokens"))
+    _put(attrs, "gen_ai.request.temperature", llm_settings.get("temperature"))
+    _put(attrs, "gen_ai.usage.input_tokens", tags.get("prompt_tokens"))
+    _put(attrs, "gen_ai.usage.output_tokens", tags.get("completion_tokens"))
+    return f"chat {model}"
+
+
 def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
     """The OTel spans of a CRAG trace dict: the root first, then children in start order."""
     sdk = _sdk()
@@ -154,20 +186,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
     mode = str(trace.get("mode") or "crag")
     root_ctx = context()
     errors = [str(e) for e in trace.get("errors") or []]
-    root_attrs: dict[str, Any] = {"crag.trace_id": crag_id, "crag.mode": mode}
-    _put(root_attrs, "crag.action", trace.get("action"))
-    _put(root_attrs, "crag.confidence", trace.get("confidence"))
-    _put(root_attrs, "crag.evaluator", trace.get("evaluator"))
-    _put(root_attrs, "crag.language", trace.get("language"))
-    _put(root_attrs, "crag.retrieved_count", len(trace.get("retrieved") or []))
-    _put(root_attrs, "crag.citation_count", len(trace.get("citations") or []))
-    if trace.get("degradations"):
-        root_attrs["crag.degradations"] = [str(d) for d in trace["degradations"]]
-    if trace.get("queries"):
-        root_attrs["crag.queries"] = [str(q) for q in trace["queries"]]
-    if _capture_content():
-        _put(root_attrs, "crag.question", _clip(trace.get("question")))
-        _put(root_attrs, "crag.answer", _clip(trace.get("answer")))
+    root_attrs = _root_attributes(trace, crag_id, mode)
 
     resource = sdk["Resource"].create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "crag"})
     scope = sdk["InstrumentationScope"]("crag", _version())
@@ -207,15 +226,8 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
             _put(attrs, f"crag.{key}", value)
         kind = trace_api.SpanKind.INTERNAL
         if name == "generate":
-            model = str(tags.get("model") or llm_settings.get("model") or "unknown")
-            attrs["gen_ai.operation.name"] = "chat"
-            attrs["gen_ai.request.model"] = model
-            _put(attrs, "gen_ai.provider.name", llm_settings.get("backend"))
-            _put(attrs, "gen_ai.request.max_tokens", llm_settings.get("max_tokens"))
-            _put(attrs, "gen_ai.request.temperature", llm_settings.get("temperature"))
-            _put(attrs, "gen_ai.usage.input_tokens", tags.get("prompt_tokens"))
-            _put(attrs, "gen_ai.usage.output_tokens", tags.get("completion_tokens"))
-            name, kind = f"chat {model}", trace_api.SpanKind.CLIENT
+            name = _gen_ai_attributes(attrs, tags, llm_settings)
+            kind = trace_api.SpanKind.CLIENT
         error = s.get("error")
         span_status = Status(StatusCode.UNSET)
         if error:

@@ -28,6 +28,7 @@ def render_list(rows: Iterable[Mapping[str, Any]]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("id", style="cyan", no_wrap=True)
     table.add_column("time", no_wrap=True)
+    table.add_column("status", no_wrap=True)
     table.add_column("action", no_wrap=True)
     table.add_column("conf", justify="right")
     table.add_column("latency", justify="right")
@@ -38,7 +39,8 @@ def render_list(rows: Iterable[Mapping[str, Any]]) -> Table:
         table.add_row(
             Text(str(row.get("id") or "")),
             Text(_time(row.get("created_at"))),
-            _action(row.get("action")),
+            _status(row.get("status")),
+            _action(row.get("action"), answered=row.get("status") in ("answered", "degraded", None)),
             _num(row.get("confidence")),
             _ms(row.get("latency_ms")),
             Text(_clip(row.get("question"), 80), no_wrap=True, overflow="ellipsis"),
@@ -61,7 +63,13 @@ def _header(data: Mapping[str, Any]) -> Panel:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
     grid.add_row("question", Text(str(data.get("question") or "")))
-    decision = Text.assemble(_action(data.get("action")), "  confidence ", _num(data.get("confidence")))
+    from crag.trace.store import trace_status
+
+    status = trace_status(dict(data))
+    decision = Text.assemble(
+        _status(status), "  ", _action(data.get("action"), answered=status in ("answered", "degraded")),
+        "  confidence ", _num(data.get("confidence")),
+    )  # fmt: skip
     thresholds = data.get("thresholds")
     if isinstance(thresholds, Mapping):
         decision.append(
@@ -271,9 +279,20 @@ def _ms(value: Any) -> Text:
     return Text("–", style="dim") if f is None else Text(f"{f:.0f} ms")
 
 
-def _action(value: Any) -> Text:
+def _action(value: Any, *, answered: bool = True) -> Text:
+    """The action in its colour when an answer was given; dim otherwise (a failed request's
+    action is only how far it got, never a green "correct")."""
     name = str(getattr(value, "value", value) or "?")
-    return Text(name, style=f"bold {ACTION_STYLES.get(name, 'white')}")
+    return Text(name, style=f"bold {ACTION_STYLES.get(name, 'white')}" if answered else "dim")
+
+
+STATUS_STYLES = {"answered": "green", "degraded": "yellow", "refused": "magenta", "abstained": "magenta",
+                 "failed": "bold red"}  # fmt: skip
+
+
+def _status(value: Any) -> Text:
+    name = str(value or "?")
+    return Text(name, style=STATUS_STYLES.get(name, "white"))
 
 
 def _time(value: Any) -> str:

@@ -2,7 +2,7 @@
 
 A ``Tracer`` is CRAG's black box for one question. The pipeline times each step in
 ``tracer.span(...)`` and, as an observer of the steps' values, records what they decided
-with ``tracer.record(...)`` (:mod:`crag.pipeline.record`); the engine saves
+with ``tracer.record(...)`` (:mod:`crag.pipeline.events`); the engine saves
 ``tracer.to_dict()`` in a :class:`crag.trace.store.TraceStore`.
 
 The tracer only records: it is passed to the pipeline explicitly, and no step reads it.
@@ -84,6 +84,10 @@ class Tracer:
         self._end = self._t0  # monotonic end of the last finished span
         # Steps may run in worker threads (parallel retrieval / web search).
         self._lock = threading.Lock()
+
+    def elapsed(self) -> float:
+        """Seconds since the tracer was made (the request's start)."""
+        return time.perf_counter() - self._t0
 
     @contextmanager
     def span(self, name: str, **tags: Any) -> Iterator[Span]:

@@ -72,6 +72,40 @@ def m002_feedback(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m003_status(db: sqlite3.Connection) -> None:
+    # How a request ended, beside the action it took: a green action means an answer was given.
+    db.execute("ALTER TABLE traces ADD COLUMN status TEXT")
+    db.execute("CREATE INDEX traces_status ON traces(status)")
+    rows = db.execute("SELECT id, data FROM traces").fetchall()
+    for trace_id, data in rows:
+        try:
+            status = trace_status(json.loads(data))
+        except (TypeError, ValueError):
+            status = "failed"
+        db.execute("UPDATE traces SET status = ? WHERE id = ?", (status, trace_id))
+
+
+STATUSES = ("answered", "degraded", "refused", "abstained", "failed")
+
+
+def trace_status(trace: dict[str, Any]) -> str:
+    """How the request ended: ``failed`` (an error, no answer), ``abstained`` (nothing reliable
+    found), ``refused`` (the sources did not hold the answer), ``degraded`` (answered, with
+    something given up on the way), or ``answered``.
+
+    >>> trace_status({"action": "correct", "errors": ["llm: unknown model"]}), trace_status({"answer": "x"})
+    ('failed', 'answered')
+    """
+    if trace.get("errors") or "answer" not in trace:
+        return "failed"
+    if trace.get("abstained"):
+        return "abstained"
+    if trace.get("refused"):
+        return "refused"
+    return "degraded" if trace.get("degradations") else "answered"
+
+
 def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str]:
     """Apply the migrations not yet recorded in ``_migrations``; return their names.
 
@@ -98,7 +132,7 @@ def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration]) ->
     return applied
 
 
-SUMMARY_COLUMNS = ("id", "created_at", "question", "mode", "action", "confidence", "latency_ms", "answer")
+SUMMARY_COLUMNS = ("id", "created_at", "question", "mode", "action", "confidence", "latency_ms", "answer", "status")
 
 
 class TraceStore:
@@ -195,6 +229,7 @@ class TraceStore:
             _float(clean.get("confidence")),
             total * 1000.0 if total is not None else None,
             _str(clean.get("answer")),
+            trace_status(clean),
             json.dumps(clean, ensure_ascii=False),
         )
         try:
@@ -208,11 +243,12 @@ class TraceStore:
 
     def _insert(self, row: tuple[Any, ...]) -> None:
         with self._write_lock, self._connect() as db:
+            slots = ", ".join("?" * (len(SUMMARY_COLUMNS) + 1))
             db.execute(
-                f"INSERT INTO traces ({', '.join(SUMMARY_COLUMNS)}, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO traces ({', '.join(SUMMARY_COLUMNS)}, data) VALUES ({slots}) "
                 "ON CONFLICT(id) DO UPDATE SET created_at=excluded.created_at, question=excluded.question, "
                 "mode=excluded.mode, action=excluded.action, confidence=excluded.confidence, "
-                "latency_ms=excluded.latency_ms, answer=excluded.answer, data=excluded.data",
+                "latency_ms=excluded.latency_ms, answer=excluded.answer, status=excluded.status, data=excluded.data",
                 row,
             )
 
@@ -231,6 +267,7 @@ class TraceStore:
         if not rows:
             raise TraceNotFoundError(f"no trace with id {trace_id}; run `crag trace list` to see ids")
         trace: dict[str, Any] = json.loads(rows[0]["data"])
+        trace.setdefault("status", trace_status(trace))
         return trace
 
     def count(self) -> int:
@@ -274,13 +311,19 @@ class TraceStore:
         action: str | None = None,
         min_confidence: float | None = None,
         max_confidence: float | None = None,
+        status: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Summary rows (no ``data``), newest first, optionally filtered."""
+        """Summary rows (no ``data``), newest first, optionally filtered (``status``: one of :data:`STATUSES`)."""
         where: list[str] = []
         params: list[str | float] = []
         if action is not None:
             where.append("action = ?")
             params.append(str(getattr(action, "value", action)))
+        if status is not None:
+            if status not in STATUSES:
+                raise InputError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+            where.append("status = ?")
+            params.append(status)
         if min_confidence is not None:
             where.append("confidence >= ?")
             params.append(float(min_confidence))

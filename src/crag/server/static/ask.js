@@ -1,5 +1,6 @@
 // The list page's "Ask" box: POST /v1/ask with stream=true and show the run as it happens:
-// each pipeline step as it finishes, then the answer as the model writes it, then its sources.
+// each pipeline step as it finishes, then the answer a verified sentence at a time, then its sources
+// (each with the quote of its source that holds the claim, shown on hover).
 // Everything is built with text nodes (el), as in the rest of the viewer.
 "use strict";
 
@@ -79,7 +80,11 @@ async function ask(event) {
       } else if (name === "done") {
         answer.textContent = data.answer;
         for (const c of data.citations || []) {
-          sources.append(el("li", {}, `[${c.id}] `, c.url ? el("a", { href: c.url }, c.title || c.url) : (c.title || c.source)));
+          const item = el("li", { title: c.quote ? `“${c.quote}”` : "" }, `[${c.id}] `,
+            c.url ? el("a", { href: c.url }, c.title || c.url) : (c.title || c.source),
+            c.inferred ? el("span", { class: "meta" }, " (placed by the engine)") : "");
+          if (c.quote) item.append(el("div", { class: "meta quote" }, `“${c.quote}”`));
+          sources.append(item);
         }
         status.replaceChildren("trace ", el("a", { href: `/ui/trace/${encodeURIComponent(data.trace_id)}` }, data.trace_id));
         box.dataset.state = "done";

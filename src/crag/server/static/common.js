@@ -40,9 +40,17 @@ function ms(value) {
 
 function when(iso) { return String(iso || "").slice(0, 19).replace("T", " "); }
 
-function badge(action) {
-  const name = ["correct", "ambiguous", "incorrect", "rag"].includes(action) ? action : "unknown";
+// The action in its colour only when an answer was given: a failed, refused or abstained
+// request shows its action muted, never as a green "correct".
+function badge(action, status) {
+  const answered = status === undefined || status === null || status === "answered" || status === "degraded";
+  const name = answered && ["correct", "ambiguous", "incorrect", "rag"].includes(action) ? action : "unknown";
   return el("span", { class: `badge ${name}` }, String(action || "?"));
+}
+
+function statusBadge(status) {
+  const name = ["answered", "degraded", "refused", "abstained", "failed"].includes(status) ? status : "unknown";
+  return el("span", { class: `badge status-${name}` }, String(status || "?"));
 }
 
 async function api(path, options = {}) {

@@ -16,6 +16,7 @@ function showFeedback(fb) {
   const rating = document.getElementById("rating");
   if (!fb.rating) rating.textContent = "not rated yet";
   else rating.textContent = `rated ${fb.rating === "up" ? "👍 up" : "👎 down"}${fb.comment ? ` — “${fb.comment}”` : ""}`;
+  showExport(fb);
   const miss = document.getElementById("grader-miss");
   miss.hidden = !fb.likely_grader_miss;
   if (fb.likely_grader_miss) {
@@ -24,6 +25,21 @@ function showFeedback(fb) {
       el("div", {}, `Every passage the generator saw was graded relevant (${grades}), yet the answer was rated 👎 bad. ` +
         "`crag feedback export` labels these passages not relevant, so a retrained evaluator learns from it."));
   }
+}
+
+// What `crag feedback export` will write for this rating, and what it holds for review because
+// the evidence contradicts the label (a 👎 on an answer whose cited passage holds its claim).
+function showExport(fb) {
+  const box = document.getElementById("feedback-export");
+  if (!box) return;
+  const pairs = fb.pairs || [], review = fb.review || [];
+  box.hidden = !fb.rating;
+  const item = (p, extra) => el("li", {}, el("strong", {}, p.label ? "relevant" : "not relevant"), " · ",
+    String(p.source || ""), extra ? el("span", { class: "meta" }, ` — held for review: ${extra}`) : "");
+  box.replaceChildren(
+    el("div", {}, el("strong", {}, `Export: ${pairs.length} pair(s)`),
+      review.length ? ` · ${review.length} held for review` : ""),
+    el("ul", {}, ...pairs.map((p) => item(p)), ...review.map((p) => item(p, p.review))));
 }
 
 async function loadFeedback() {

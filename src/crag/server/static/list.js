@@ -23,7 +23,8 @@ function row(t) {
   const link = el("a", { href: `/ui/trace/${encodeURIComponent(t.id)}` }, t.question || "(no question)");
   return el("tr", {},
     el("td", { class: "num" }, when(t.created_at)),
-    el("td", {}, badge(t.action)),
+    el("td", {}, statusBadge(t.status)),
+    el("td", {}, badge(t.action, t.status)),
     el("td", { class: "num" }, num(t.confidence)),
     el("td", { class: "num" }, ms(t.latency_ms)),
     el("td", {}, t.mode || ""),

@@ -18,7 +18,7 @@ function header(t) {
   const timings = t.timings || {};
   return el("div", { class: "card" },
     el("h1", {}, t.question || "(no question)"),
-    el("div", {}, badge(t.action), "  confidence ", el("strong", {}, num(t.confidence)),
+    el("div", {}, statusBadge(t.status), " ", badge(t.action, t.status), "  confidence ", el("strong", {}, num(t.confidence)),
       th.upper !== undefined ? ` (upper ${num(th.upper)}, lower ${num(th.lower)}${th.rule ? ", " + th.rule : ""})` : ""),
     el("div", { class: "meta" },
       `trace ${t.id || "?"} · ${when(t.created_at)} · mode ${t.mode || "?"}`,

@@ -1,0 +1,114 @@
+"""Greedy decoding with prompt lookup: the answer's words copied from its sources, verified in batches.
+
+A grounded answer repeats its sources ("The museum opened in 1901 in a former customs
+house"): most of its tokens already stand in the prompt. On a CPU, one forward pass over
+ten tokens costs little more than over one (the weights are read once), so instead of
+writing a token per pass the decoder *guesses* the next few by looking up the last tokens
+in the prompt (prompt-lookup decoding, Saxena 2023) and checks the guess in one batch: the
+model's own greedy choice at each position either confirms a guessed token or replaces
+it, and decoding resumes from the first disagreement. The output is the greedy output,
+token for token; only the number of forward passes changes.
+
+llama-cpp-python offers this (``LlamaPromptLookupDecoding``) only by computing logits for
+every prompt token (``logits_all``): hundreds of MB copied per prompt, which a 2-core
+machine pays for in prompt time. Here only the checked positions ask for logits.
+
+Used by :class:`crag.llm.llama_cpp.LlamaCppLLM` at temperature 0; the model's lock is held
+by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DRAFT_TOKENS", "greedy_lookup", "lookup_draft"]
+
+DRAFT_TOKENS = 8  # tokens guessed per pass: a copied clause, not a paragraph
+NGRAM = (3, 2, 1)  # the longest suffix of the output found in the prompt decides the guess
+
+
+def lookup_draft(history: Sequence[int], prompt_len: int, limit: int = DRAFT_TOKENS) -> list[int]:
+    """The tokens that followed the latest earlier occurrence of the output's last n-gram.
+
+    >>> lookup_draft([5, 6, 7, 8, 9, 6, 7], prompt_len=5, limit=3)  # "6 7" was followed by 8, 9
+    [8, 9, 6]
+    >>> lookup_draft([1, 2, 3, 4], prompt_len=4)
+    []
+    """
+    n = len(history)
+    for size in NGRAM:
+        if n <= size:
+            continue
+        tail = list(history[n - size :])
+        # search the prompt and the output so far, latest match first (the clause being copied)
+        for start in range(n - size - 1, -1, -1):
+            if list(history[start : start + size]) == tail:
+                follow = list(history[start + size : start + size + limit])
+                if follow:
+                    return follow
+    del prompt_len  # the whole history is searched; kept for callers that cap it later
+    return []
+
+
+def greedy_lookup(llama: Any, prompt: Sequence[int], max_tokens: int) -> Generator[int, None, None]:
+    """Yield the greedy continuation of ``prompt`` token by token (end-of-generation excluded).
+
+    ``llama`` is a loaded ``llama_cpp.Llama``; its KV cache is reused for the prefix this
+    prompt shares with the last call, and left holding prompt + output (so the next call
+    reuses it in turn). Closing the generator stops decoding.
+    """
+    import llama_cpp
+
+    prompt = list(prompt)
+    vocab = llama._model.vocab
+    n_vocab = llama.n_vocab()
+    ctx = llama._ctx
+    # Reuse the KV cache for the prefix shared with the previous call, as Llama.generate does.
+    n_prev = min(int(llama.n_tokens), len(prompt))
+    prev = np.asarray(llama.input_ids[:n_prev])
+    differ = np.nonzero(prev != np.asarray(prompt[:n_prev], dtype=prev.dtype))[0]
+    common = min(int(differ[0]) if len(differ) else n_prev, len(prompt) - 1)
+    llama.n_tokens = common
+    llama.eval(prompt[common:])  # logits of the last prompt position only
+    history = list(prompt)
+
+    def argmax(i: int) -> int:
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, i), shape=(n_vocab,))
+        return int(np.argmax(logits))
+
+    token = argmax(-1)
+    written = 0
+    while True:
+        if llama_cpp.llama_vocab_is_eog(vocab, token):
+            return
+        yield token
+        written += 1
+        history.append(token)
+        if written >= max_tokens or llama.n_tokens + 1 >= llama.n_ctx():
+            return
+        room = min(DRAFT_TOKENS, max_tokens - written, llama.n_ctx() - llama.n_tokens - 2)
+        draft = lookup_draft(history, len(prompt), max(0, room))
+        batch = [token, *draft]
+        n_past = int(llama.n_tokens)
+        llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+        ctx.decode(llama._batch)
+        llama.input_ids[n_past : n_past + len(batch)] = batch
+        predicted = [argmax(i) for i in range(len(batch))]  # the greedy token after each position
+        accepted = 0
+        for guess, choice in zip(draft, predicted, strict=False):
+            if guess != choice or llama_cpp.llama_vocab_is_eog(vocab, guess):
+                break
+            yield guess
+            written += 1
+            accepted += 1
+            history.append(guess)
+            if written >= max_tokens:
+                llama.n_tokens = n_past + 1 + accepted
+                ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
+                return
+        llama.n_tokens = n_past + 1 + accepted
+        ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)  # the rejected guesses leave the cache
+        token = predicted[accepted]
