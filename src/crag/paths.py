@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,3 +92,17 @@ def disk_full_error(path: Path, doing: str, then: str) -> DiskFullError:
     free = free_bytes(path)
     room = f" ({free:,} bytes free)" if free is not None else ""
     return DiskFullError(f"disk full at {path}{room}: {doing}; {then}", path=str(path))
+
+
+@contextlib.contextmanager
+def said_disk_full(path: Path, doing: str, then: str) -> Iterator[None]:
+    """Turn a write under ``path`` that failed for lack of space (an opaque Chroma or SQLite
+    error included) into one ``DiskFullError``; other errors pass unchanged."""
+    from crag.errors import StoreError
+
+    try:
+        yield
+    except (StoreError, OSError, sqlite3.Error) as exc:
+        if not is_disk_full(path, exc):
+            raise
+        raise disk_full_error(path, doing, then) from None

@@ -39,6 +39,8 @@ class Query:
     lower: float = 0.35  # τ_low: at or below, a document is discarded (Incorrect)
     rule: str = "paper"  # how the grades are turned into an action (crag.decide)
     mode: str = "crag"  # "crag", or "rag" for the plain baseline
+    # Metadata the retrieved documents must match (crag.metadata.Filters): key -> allowed values.
+    filters: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def thresholds(self) -> dict[str, float | str]:
         """The decision thresholds as the trace records them."""

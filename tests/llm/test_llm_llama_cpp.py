@@ -235,13 +235,17 @@ def test_ordinary_prompts_tokenize_as_the_whole_template_does(llm: LlamaCppLLM) 
 
 
 # -- prompt lookup decoding --------------------------------------------------------------------
+_BRIDGE = (
+    "Source [1]: The Lumen Bridge in Varda was opened in 1987 by the mayor and is 412 metres long, carrying four "
+    "lanes over the river Sel.\nQuestion: When was the Lumen Bridge opened?"
+)
+_SYNAGOGUE = "资料[1]：天津犹太会堂建成于1940年，位于天津市和平区，是一座两层砖木结构建筑。\n问题：它是何时建成的？"
 _COPYING = [
     [
         {"role": "system", "content": "Answer from the source, in its words, then [1]."},
-        {"role": "user", "content": "Source [1]: The Lumen Bridge in Varda was opened in 1987 by the mayor and is "
-         "412 metres long, carrying four lanes over the river Sel.\nQuestion: When was the Lumen Bridge opened?"},
-    ],  # fmt: skip
-    [{"role": "user", "content": "资料[1]：天津犹太会堂建成于1940年，位于天津市和平区，是一座两层砖木结构建筑。\n问题：天津犹太会堂是什么时候建成的？"}],
+        {"role": "user", "content": _BRIDGE},
+    ],
+    [{"role": "user", "content": _SYNAGOGUE}],
     [{"role": "user", "content": "Write the numbers from one to twelve in words, separated by commas."}],
 ]
 

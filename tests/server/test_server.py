@@ -335,7 +335,12 @@ def test_ask_stream_events(client: TestClient) -> None:
     generate = next(d for n, d in events if n == "generate")
     assert generate["citations"] == done["citations"] and generate["usage"]["completion_tokens"] == 7
     trace = client.get(f"/v1/traces/{done['trace_id']}").json()
-    assert trace["action"] == done["action"] and trace["request"] == {"via": "http", "mode": "crag", "search": None}
+    assert trace["action"] == done["action"] and trace["request"] == {
+        "via": "http",
+        "mode": "crag",
+        "search": None,
+        "collection": "crag",
+    }
     assert [d["id"] for d in next(d for n, d in events if n == "retrieve")["documents"]] == [
         r["id"] for r in trace["retrieved"]
     ]
@@ -513,6 +518,7 @@ def test_replay_runs_same_question_same_way(client: TestClient) -> None:
         "via": "http",
         "mode": "rag",
         "search": "none",
+        "collection": "crag",
         "replay_of": first["trace_id"],
     }
 
@@ -538,11 +544,13 @@ def test_metrics_need_a_key(engine: CRAG) -> None:
 def test_ui_pages_and_static_files(engine: CRAG) -> None:
     with TestClient(create_app(engine, api_keys=[KEY])) as c:  # no key: the shells are static
         index = c.get("/ui")
+        chat = c.get("/ui/chat")
         detail = c.get("/ui/trace/<script>alert(1)<script>")
         js = c.get("/ui/static/trace.js")
         css = c.get("/ui/static/app.css")
         missing = c.get("/ui/static/nope.js")
-    for page in (index, detail):
+    assert '<script src="/ui/static/chat.js"' in chat.text and 'href="/ui/chat"' in index.text
+    for page in (index, chat, detail):
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert "<script>alert" not in page.text  # the id is read by JS, never echoed

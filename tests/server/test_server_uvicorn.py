@@ -103,6 +103,42 @@ def test_openai_sdk_against_the_server(base_url: str) -> None:
 
 
 @pytest.mark.integration
+def test_openai_sdk_lists_and_picks_two_collections(tmp_path: Path) -> None:
+    """The official client's models.list() sees each collection; model= picks the knowledge base."""
+    openai = pytest.importorskip("openai")
+    from crag.server.collections import Collections
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    build_kb(tmp_path / "a", llm={"backend": "test-slow"})  # the three documents above
+    other = tmp_path / "b" / "kettle.md"
+    other.write_text("---\nlang: zh\n---\n# 电水壶\n\nX200 电水壶三分钟烧开一升水。", "utf-8")
+    settings = CragSettings(
+        llm={"backend": "test-slow"},
+        search={"provider": "none"},
+        server={"collections": {"handbook": tmp_path / "a" / "kb", "家电": tmp_path / "b" / "kb"}},
+    )
+    collections = Collections.from_settings(settings)
+    collections.resolve("家电").engine.ingest([other])
+    with serve_in_thread(create_app(collections, api_keys=[KEY])) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
+        models = client.models.list()
+        assert [(m.id, m.object, m.owned_by) for m in models.data] == [
+            ("handbook", "model", "crag"),
+            ("家电", "model", "crag"),
+        ]
+        assert client.models.retrieve("家电").id == "家电"
+        done = client.chat.completions.create(model="家电", messages=[{"role": "user", "content": "X200 烧水要多久？"}])
+        trace_id = done.model_extra["crag"]["trace_id"]
+        with httpx.Client(base_url=url, headers=AUTH, timeout=60) as http:
+            trace = http.get(f"/v1/traces/{trace_id}", params={"collection": "家电"}).json()
+        assert [h["title"] for h in trace["retrieved"]] == ["电水壶"]
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        assert missing.value.code == "model_not_found"
+
+
+@pytest.mark.integration
 def test_client_disconnect_mid_stream_leaves_server_serving(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server_app, "KEEPALIVE_SECONDS", 0.2)  # write soon after the hang-up
     port = int(base_url.rsplit(":", 1)[1])

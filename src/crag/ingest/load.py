@@ -19,21 +19,24 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import normalize_whitespace
 from crag.ingest.files import open_regular, regular_file_problem
 from crag.ingest.formats import html_soup, read_docx, read_pdf
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
+from crag.metadata import normalize_metadata
 from crag.text import scrub_surrogates, terminal_safe
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
+    "Markdown",
     "SourceDoc",
     "decode_text",
     "discover",
     "load_file",
+    "read_markdown",
     "split_markdown",
     "strip_controls",
 ]
@@ -49,6 +52,7 @@ _MAGIC = {
     b"\xff\xd8\xff": "a JPEG image; images are not supported",
     b"GIF8": "a GIF image; images are not supported",
 }
+_JSONL_FIELDS = {"text", "title", "url", "id", "metadata"}  # a JSONL record's own fields; the rest is metadata
 _MD_H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
@@ -191,6 +195,8 @@ def load_file(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> tuple[list[So
         raise UnsupportedFileError(f"{path}: file is empty; add text or remove it")
     if suffix == ".jsonl":
         return _load_jsonl(path, source, data)
+    meta: dict[str, str] = {}
+    url = ""
     if suffix == ".pdf":
         text, title = _read_pdf(path, limits)
     elif suffix == ".docx":
@@ -201,12 +207,12 @@ def load_file(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> tuple[list[So
     else:
         text, title = decode_text(path, data), ""
         if suffix in (".md", ".markdown"):
-            text, title = split_markdown(text)
+            text, title, url, meta = read_markdown(text)
     text = normalize_whitespace(strip_controls(text))
     if not text:
         hint = "scanned pages need OCR first" if suffix == ".pdf" else "add text or remove the file"
         raise UnsupportedFileError(f"{path}: no extractable text; {hint}")
-    return [SourceDoc(source=source, text=text, title=title.strip() or path.stem)], []
+    return [SourceDoc(source=source, text=text, title=title.strip() or path.stem, url=url, metadata=meta)], []
 
 
 def _read_pdf(path: Path, limits: InputLimits) -> tuple[str, str]:
@@ -328,20 +334,65 @@ def strip_controls(text: str) -> str:
     return _CONTROLS.sub("", text.replace("\f", "\n\n"))
 
 
+class Markdown(NamedTuple):
+    """A Markdown document split into its body and what its front matter says."""
+
+    text: str
+    title: str
+    url: str
+    metadata: dict[str, str]
+
+
 def split_markdown(text: str) -> tuple[str, str]:
     """Markdown stays as is; title from front matter ``title:`` or the first ``# `` heading."""
-    title = ""
+    md = read_markdown(text)
+    return md.text, md.title
+
+
+def read_markdown(text: str) -> Markdown:
+    r"""A Markdown document's body, title, url and metadata.
+
+    YAML front matter (between ``---`` lines at the top) is removed from the text; its
+    ``title`` and ``url`` are the document's, its other fields the document's metadata
+    (values as strings, see :mod:`crag.metadata`). Without a ``title`` the first ``# ``
+    heading is the title. Front matter that is not a YAML mapping gives no metadata; its
+    ``title:`` line still counts.
+
+    >>> read_markdown("---\ntitle: 手册\nteam: 产品\nyear: 2024\n---\n# H\nBody")
+    Markdown(text='# H\nBody', title='手册', url='', metadata={'team': '产品', 'year': '2024'})
+    """
+    title = url = ""
+    meta: dict[str, str] = {}
     text = text.replace("\r\n", "\n")
     front = _FRONT_MATTER.match(text)
     if front:
-        for line in front.group(1).splitlines():
-            if line.lower().startswith("title:"):
-                title = line.split(":", 1)[1].strip().strip("\"'")
+        fields = _yaml_mapping(front.group(1))
+        if fields is None:
+            for line in front.group(1).splitlines():
+                if line.lower().startswith("title:"):
+                    title = line.split(":", 1)[1].strip().strip("\"'")
+        else:
+            title = str(fields.pop("title", "") or "").strip()
+            url = str(fields.pop("url", "") or "").strip()
+            meta = normalize_metadata(fields)
         text = text[front.end() :]
     if not title:
         heading = _MD_H1.search(text)
         title = heading.group(1) if heading else ""
-    return text, title
+    return Markdown(text, title, url, meta)
+
+
+def _yaml_mapping(block: str) -> dict[str, Any] | None:
+    """Front matter as a mapping with string keys, or None when it is not one."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(block)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {str(k): v for k, v in data.items()}
 
 
 def _load_jsonl(path: Path, source: str, data: bytes) -> tuple[list[SourceDoc], list[str]]:
@@ -413,22 +464,7 @@ def _jsonl_doc(line: str, default_source: str, source: str) -> tuple[str, Source
         text=text,
         title=(obj.get("title") or "").strip(),
         url=(obj.get("url") or "").strip(),
-        metadata=_flatten(meta),
+        # Fields beside text/title/url/id are metadata too; the "metadata" object wins a clash.
+        metadata=normalize_metadata({k: v for k, v in obj.items() if k not in _JSONL_FIELDS})
+        | normalize_metadata(meta),
     )
-
-
-def _flatten(meta: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Metadata as a flat dict of scalars: nested objects become dotted keys, lists JSON strings.
-
-    Stores (Chroma) accept only str/int/float/bool values, so nulls are dropped.
-    """
-    flat: dict[str, Any] = {}
-    for key, value in meta.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{name}."))
-        elif isinstance(value, (str, int, float, bool)):
-            flat[name] = value
-        elif value is not None:
-            flat[name] = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return flat

@@ -28,7 +28,7 @@ import codecs
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -45,10 +45,11 @@ from crag.ingest.load import (
     jsonl_docs,
     load_file,
     no_valid_jsonl,
-    split_markdown,
+    read_markdown,
     strip_controls,
     text_encoding,
 )
+from crag.metadata import fingerprint
 from crag.types import Chunk
 
 __all__ = ["BLOCK_BYTES", "STREAM_MIN_BYTES", "FileScan", "file_chunks", "scan"]
@@ -135,9 +136,13 @@ def file_chunks(
     size: int,
     overlap: int,
     warnings: list[str] | None = None,
+    metadata: Mapping[str, str] | None = None,
     limits: InputLimits = DEFAULT_LIMITS,
 ) -> Iterator[tuple[Chunk, int]]:
     """Chunks of ``path`` in file order, each with the byte offset read so far (for progress).
+
+    ``metadata`` (``crag ingest --meta``) is given to every document of the file; a
+    document's own fields (front matter, JSONL) win where both name a key.
 
     The same passage twice in one file is yielded once (ids are content hashes). Raises
     ``UnsupportedFileError`` for a file that cannot be read: before yielding anything, except
@@ -158,14 +163,16 @@ def file_chunks(
         docs = _text_blocks(path, "utf-8-sig" if info.utf8 else info.encoding)
     for doc, start, end in docs:
         pieces = chunk_text(doc.text, size=size, overlap=overlap)
+        meta = {**(metadata or {}), **doc.metadata}
+        tag = fingerprint(meta)
         for n, text in enumerate(pieces, start=1):
-            cid = chunk_id(doc.source, text)
+            cid = chunk_id(doc.source, text, tag)
             key = int(cid[:16], 16)
             if key in seen:
                 continue
             seen.add(key)
             offset = start + (end - start) * n // len(pieces)
-            yield Chunk(cid, text, doc.source, doc.title, doc.url, dict(doc.metadata)), offset
+            yield Chunk(cid, text, doc.source, doc.title, doc.url, dict(meta)), offset
 
 
 def _streams(path: Path, info: FileScan) -> bool:
@@ -246,6 +253,7 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
     decoder = codecs.getincrementaldecoder(codec)()
     unit = _without_bom(codec)  # byte counts of pending text must not include a BOM
     title, first, pending, done, any_text = path.stem, True, "", 0, False
+    url, meta = "", dict[str, str]()
     with open_regular(path) as fh:
         while True:
             data = fh.read(BLOCK_BYTES)
@@ -260,13 +268,13 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
             # Bytes of the text handed on so far: what was read minus what is still pending.
             reached = max(done, fh.tell() - len(pending.encode(unit, "replace")))
             if first and path.suffix.lower() in _MARKDOWN:
-                text, heading = split_markdown(text)
+                text, heading, url, meta = read_markdown(text)
                 title = heading.strip() or title
             first = False
             text = normalize_whitespace(strip_controls(text))
             if text:
                 any_text = True
-                yield SourceDoc(source=source, text=text, title=title), done, reached
+                yield SourceDoc(source=source, text=text, title=title, url=url, metadata=meta), done, reached
             done = reached
             if final:
                 break

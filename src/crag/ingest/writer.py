@@ -24,8 +24,10 @@ chunk came from, so a 100 MB file shows steady progress.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Iterator, Sequence
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import printable_path
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.stream import FileScan, file_chunks, scan
+from crag.metadata import chunk_fields, fingerprint
 from crag.protocols import Embedder, Progress, VectorStore
 from crag.store.manifest import PARTIAL, Manifest
 from crag.types import Chunk
@@ -84,6 +87,7 @@ class FileJob:
     previous: str | None  # manifest sha before this run: None, a sha, or "partial:<sha>"
     base: int = 0  # bytes of the run's earlier files, for progress
     ids: set[str] = field(default_factory=set)  # every chunk id of the new version, filled as read
+    meta: Mapping[str, str] = field(default_factory=dict)  # the ingest's metadata (--meta) for its documents
 
 
 @dataclass
@@ -96,10 +100,17 @@ class Segment:
     last: bool
 
 
-def plan_files(files: Sequence[Path], manifest: Manifest, report: IngestReport) -> list[FileJob]:
-    """Hash each file (streamed); unchanged ones are reported and left out, unreadable skipped."""
+def plan_files(
+    files: Sequence[Path], manifest: Manifest, report: IngestReport, meta: Mapping[str, str] | None = None
+) -> list[FileJob]:
+    """Hash each file (streamed); unchanged ones are reported and left out, unreadable skipped.
+
+    With ``meta`` a file's version is its content *and* that metadata: ingesting it again with
+    other metadata rewrites it (its chunks get the new metadata), the same metadata skips it.
+    """
     jobs: list[FileJob] = []
     base = 0
+    meta = dict(meta or {})
     for f in files:
         key = str(Path(f).resolve())
         try:
@@ -110,11 +121,14 @@ def plan_files(files: Sequence[Path], manifest: Manifest, report: IngestReport) 
         except OSError as exc:
             report.files.append(FileResult(key, "skipped", reason=f"cannot read {printable_path(f)}: {exc.strerror}"))
             continue
+        if meta:
+            tagged = hashlib.sha256(f"{info.sha256}\0{fingerprint(meta)}".encode()).hexdigest()
+            info = dataclasses.replace(info, sha256=tagged)
         previous = manifest.file_sha(key)
         if previous == info.sha256:
             report.files.append(FileResult(key, "unchanged", len(manifest.chunk_ids(key))))
             continue
-        jobs.append(FileJob(key, Path(f), info, previous, base))
+        jobs.append(FileJob(key, Path(f), info, previous, base, meta=meta))
         base += info.size
     return jobs
 
@@ -128,7 +142,13 @@ def _segments(
         first, seq = True, 0
         try:
             chunks = file_chunks(
-                job.path, job.info, size=size, overlap=overlap, warnings=report.warnings, limits=limits
+                job.path,
+                job.info,
+                size=size,
+                overlap=overlap,
+                warnings=report.warnings,
+                metadata=job.meta,
+                limits=limits,
             )
             for chunk, offset in chunks:
                 job.ids.add(chunk.id)
@@ -223,7 +243,7 @@ def write_files(
 
 
 def _upsert(vectors: VectorStore, chunks: list[Chunk], vecs: np.ndarray, text_in_store: bool) -> None:
-    metas = [_meta(c) | ({"text": c.text} if text_in_store else {}) for c in chunks]
+    metas = [chunk_fields(c, with_text=text_in_store) for c in chunks]
     vectors.upsert([c.id for c in chunks], vecs, metas)
 
 
@@ -245,10 +265,6 @@ def _commit(seg: Segment, manifest: Manifest, vectors: VectorStore, report: Inge
         reason = "resumed an interrupted ingest" if resumed else ""
         report.files.append(FileResult(job.key, "updated" if existed else "added", seg.items[-1][0] + 1, reason))
         job.ids = set()
-
-
-def _meta(c: Chunk) -> dict[str, object]:
-    return {"source": c.source, "title": c.title[:200], "url": c.url}
 
 
 def _now() -> str:

@@ -12,7 +12,6 @@ health checks, trace browsing and streaming keep-alives.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -31,26 +30,30 @@ from crag._version import __version__
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
+from crag.metadata import parse_meta
 from crag.pipeline.live import AnswerStream
 from crag.procs import die_with_parent
-from crag.redact import install_log_redaction, redact_text, register
-from crag.server import feedback, ui
+from crag.redact import install_log_redaction, redact_text
+from crag.server import collections as collections_routes
+from crag.server import docs, feedback, ui
 from crag.server.auth import (
+    ApiKey,
     Authenticator,
     BodyLimitMiddleware,
     GuardMiddleware,
     RateLimiter,
+    all_keys,
     is_loopback,
-    keys_from_env,
 )
 from crag.server.body import describe_errors, document_bodies, parse_body
+from crag.server.collections import Collection, Collections, Run, authorize, chat_model
 from crag.server.connection import ConnectionLimits, guarded_protocol
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.policy import check_search_choice
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import SSEResponse, chat_completion, crag_error_status
-from crag.server.uploads import ingest_summary, save_uploads, write_jsonl
+from crag.server.uploads import ingest_summary, one_field, save_uploads, write_jsonl
 from crag.types import Answer
 
 __all__ = ["crag_error_status", "create_app", "serve"]
@@ -61,24 +64,28 @@ SETTINGS_ENV = "CRAG_SERVER_SETTINGS_JSON"  # hands settings to uvicorn worker p
 
 
 def create_app(
-    engine: CRAG,
+    engine: CRAG | Collections,
     *,
-    api_keys: list[str] | None = None,
+    api_keys: Sequence[str | ApiKey] | None = None,
     max_body_bytes: int = 1_000_000,
     cors_origins: Sequence[str] = (),
     rate_limit_per_minute: int | None = None,
 ) -> FastAPI:
-    """Build the ASGI app around ``engine``.
+    """Build the ASGI app around one engine, or several collections (:mod:`crag.server.collections`).
 
-    ``api_keys`` defaults to ``CRAG_API_KEYS``; with no keys only loopback clients are
+    ``api_keys`` defaults to ``CRAG_API_KEYS`` (every collection, read and write) plus the
+    scoped ``[[server.keys]]`` of the settings; with no keys only loopback clients are
     served. ``max_body_bytes`` caps every request body (413), ``rate_limit_per_minute``
     caps each key (429 with ``Retry-After``).
     """
-    keys = list(api_keys) if api_keys is not None else keys_from_env()
-    register(keys)  # keys handed over in code are secrets too
+    collections = engine if isinstance(engine, Collections) else Collections.single(engine)
+    settings = next(iter(collections)).engine.settings
+    keys = list(api_keys) if api_keys is not None else all_keys(settings)
+    auth = Authenticator(keys)  # checks every key fits a Bearer header, and registers it for redaction
     install_log_redaction()
-    # No /docs: Swagger UI loads from a CDN, and the service must work offline. Every JSON
-    # body leaves through RedactedJSONResponse (crag.redact, the one redaction point).
+    # FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
+    # (crag.server.docs), as the service must work offline. Every JSON body leaves through
+    # RedactedJSONResponse (crag.redact, the one redaction point).
     app = FastAPI(
         title="crag",
         version=__version__,
@@ -87,15 +94,14 @@ def create_app(
         default_response_class=RedactedJSONResponse,
     )
     metrics = Metrics()
-    app.state.engine = engine
+    app.state.collections = collections
     app.state.metrics = metrics
-    ingest_lock = asyncio.Lock()  # one ingest at a time: the KB writer is not re-entrant
 
     # Outermost last: metrics see every status, CORS headers reach error responses too,
     # and the guards answer before any body is parsed.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
-    app.add_middleware(GuardMiddleware, auth=Authenticator(keys), limiter=limiter)
+    app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -107,7 +113,9 @@ def create_app(
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app, metrics)
     ui.install(app)
-    feedback.install(app, engine)
+    docs.install(app)
+    feedback.install(app, collections)
+    collections_routes.install(app, collections)
     document_bodies(
         app,
         {
@@ -119,8 +127,8 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        kb = Path(engine.settings.kb.path)
-        return {"status": "ok", "version": __version__, "kb_ready": (kb / "manifest.sqlite").is_file()}
+        ready = all((c.path / "manifest.sqlite").is_file() for c in collections)
+        return {"status": "ok", "version": __version__, "kb_ready": ready}
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
@@ -129,25 +137,30 @@ def create_app(
     @app.post("/v1/ask", response_model=None)
     async def ask(request: Request) -> Response:
         req = await parse_body(request, AskRequest)
+        col = collections.resolve(req.collection)
+        authorize(request, col)
+        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []])
         if req.stream:
-            stream = await _start_stream(engine, metrics, req.question, req.mode, req.search)
+            stream = await _start_stream(run, metrics, req.question)
             events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
             return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(engine, metrics, req.question, req.mode, req.search)
+        answer = await _answer(run, metrics, req.question)
         return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         req = await parse_body(request, ChatRequest)
-        users = [m for m in req.messages if m.role == "user"]
-        if not users:
+        question, history = req.conversation()  # the last user message, and the turns before it
+        if not question:
             raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
-        mode = "rag" if req.model == "rag" else "crag"
+        col, mode = chat_model(collections, req.model)
+        authorize(request, col)
+        run = Run(col, mode, None, req.filters, history)
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,
             # so an error before it (503 model unavailable, 409 no knowledge base) still
             # reaches OpenAI clients as an HTTP status instead of a broken stream.
-            stream = await _start_stream(engine, metrics, users[-1].text(), mode, None)
+            stream = await _start_stream(run, metrics, question)
             events = live_events(stream, KEEPALIVE_SECONDS)
             try:
                 first = await first_events(events)
@@ -159,33 +172,52 @@ def create_app(
             include_usage = bool((req.stream_options or {}).get("include_usage"))
             body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(engine, metrics, users[-1].text(), mode, None)
+        answer = await _answer(run, metrics, question)
         return RedactedJSONResponse(
             chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
         )
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
-        uploads = Path(engine.settings.kb.path) / "uploads"
+        def writable(name: str | None) -> Collection:
+            col = collections.resolve(name)
+            authorize(request, col, write=True)
+            return col
+
         if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-            paths = await save_uploads(request, uploads)
+
+            def folder_for(fields: dict[str, list[str]]) -> Path:
+                parse_meta(fields.get("meta", []), option="meta")  # a bad field: 400 before any file is written
+                return writable(one_field(fields, "collection")).path / "uploads"
+
+            paths, fields = await save_uploads(request, folder_for)
+            col, meta = writable(one_field(fields, "collection")), parse_meta(fields.get("meta", []), option="meta")
         else:
             req = await parse_body(request, IngestRequest)
-            paths = [await run_in_threadpool(write_jsonl, uploads, req)]
-        async with ingest_lock:
-            report = await run_in_threadpool(engine.ingest, paths)
-        return ingest_summary(report, uploads)
+            col, meta = writable(req.collection), req.metadata or {}
+            paths = [await run_in_threadpool(write_jsonl, col.path / "uploads", req)]
+        async with col.ingest_lock:  # one ingest at a time per knowledge base: its writer is not re-entrant
+            report = await run_in_threadpool(lambda: col.engine.ingest(paths, metadata=meta))
+        return ingest_summary(report, col.path / "uploads")
+
+    def readable(request: Request, name: str | None) -> CRAG:
+        col = collections.resolve(name)
+        authorize(request, col)
+        return col.engine
 
     @app.get("/v1/traces")
     async def list_traces(
+        request: Request,
+        collection: str | None = Query(None, max_length=64),
         limit: int = Query(50, ge=1, le=500),
         action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
-        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed)$"),
+        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed|retrieved)$"),
         min_confidence: float | None = Query(None, ge=0, le=1),
         max_confidence: float | None = Query(None, ge=0, le=1),
         min_latency_ms: float | None = Query(None, ge=0),
         max_latency_ms: float | None = Query(None, ge=0),
     ) -> dict[str, Any]:
+        engine = readable(request, collection)
         latency = min_latency_ms is not None or max_latency_ms is not None
         # TraceStore filters by confidence in SQL; latency is filtered here on a wider page.
         rows = await run_in_threadpool(
@@ -202,13 +234,19 @@ def create_app(
         return {"traces": rows}
 
     @app.get("/v1/traces/{trace_id}")
-    async def get_trace(trace_id: str) -> dict[str, Any]:
-        trace: dict[str, Any] = await run_in_threadpool(engine.traces.get, trace_id)
+    async def get_trace(
+        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
+    ) -> dict[str, Any]:
+        trace: dict[str, Any] = await run_in_threadpool(readable(request, collection).traces.get, trace_id)
         return trace
 
     @app.post("/v1/traces/{trace_id}/replay")
-    async def replay(trace_id: str) -> dict[str, Any]:
-        original: dict[str, Any] = await run_in_threadpool(engine.traces.get, trace_id)
+    async def replay(
+        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
+    ) -> dict[str, Any]:
+        col = collections.resolve(collection)
+        authorize(request, col)
+        original: dict[str, Any] = await run_in_threadpool(col.engine.traces.get, trace_id)
         request_info = original.get("request")
         if not isinstance(request_info, dict):
             request_info = {}
@@ -217,26 +255,20 @@ def create_app(
             raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
         mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
         search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
-        answer = await _answer(engine, metrics, question, str(mode), search, replay_of=str(original.get("id")))
-        replayed = await run_in_threadpool(_trace_or_none, engine, answer.trace_id)
+        filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
+        run = Run(col, str(mode), search, filters)
+        answer = await _answer(run, metrics, question, replay_of=str(original.get("id")))
+        replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
         return {"original": original, "replay": replayed, "answer": answer.to_dict()}
 
     return app
 
 
 # -- running questions ------------------------------------------------------------------
-async def _answer(
-    engine: CRAG,
-    metrics: Metrics,
-    question: str,
-    mode: str,
-    search: str | None,
-    *,
-    replay_of: str | None = None,
-) -> Answer:
-    check_search_choice(engine.settings, search)  # 403 before anything is built or called
+async def _answer(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> Answer:
+    check_search_choice(run.collection.engine.settings, run.search)  # 403 before anything is built or called
     try:
-        answer = await run_in_threadpool(_ask_and_annotate, engine, question, mode, search, replay_of)
+        answer = await run_in_threadpool(_ask_and_annotate, run, question, replay_of)
     except CragError as exc:
         metrics.error(crag_error_status(exc)[1])
         raise
@@ -244,24 +276,28 @@ async def _answer(
     return answer
 
 
-def _ask_and_annotate(engine: CRAG, question: str, mode: str, search: str | None, replay_of: str | None) -> Answer:
-    return engine.ask(question, mode=mode, search=search, request=_request_info(mode, search, replay_of))
+def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
+    engine = run.collection.engine
+    info = run.request_info(replay_of)
+    return engine.ask(
+        question, mode=run.mode, search=run.search, request=info, filters=run.filters, history=run.history
+    )
 
 
-def _request_info(mode: str, search: str | None, replay_of: str | None = None) -> dict[str, Any]:
-    """How the question was asked, saved in its trace so a replay runs it the same way."""
-    info: dict[str, Any] = {"via": "http", "mode": mode, "search": search}
-    if replay_of:
-        info["replay_of"] = replay_of
-    return info
-
-
-async def _start_stream(engine: CRAG, metrics: Metrics, question: str, mode: str, search: str | None) -> AnswerStream:
+async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStream:
     """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
-    check_search_choice(engine.settings, search)
+    engine = run.collection.engine
+    check_search_choice(engine.settings, run.search)
     try:
         return await run_in_threadpool(
-            lambda: engine.ask_stream(question, mode=mode, search=search, request=_request_info(mode, search))
+            lambda: engine.ask_stream(
+                question,
+                mode=run.mode,
+                search=run.search,
+                request=run.request_info(),
+                filters=run.filters,
+                history=run.history,
+            )
         )
     except CragError as exc:
         metrics.error(crag_error_status(exc)[1])
@@ -286,7 +322,7 @@ def _usage(answer: Answer) -> dict[str, int]:
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:
-        return error_response(exc.status, exc.type, str(exc))
+        return error_response(exc.status, exc.type, str(exc), param=exc.param, code=exc.code)
 
     @app.exception_handler(CragError)
     async def crag_error(_: Request, exc: CragError) -> Response:
@@ -323,6 +359,8 @@ class _MetricsMiddleware:
         "/v1/ingest",
         "/v1/traces",
         "/v1/feedback",
+        "/v1/models",
+        "/v1/collections",
         "/ui",
     )
 
@@ -355,6 +393,8 @@ class _MetricsMiddleware:
             return "/v1/traces/{id}/replay" if path.endswith("/replay") else "/v1/traces/{id}"
         if path.startswith("/v1/feedback/"):
             return "/v1/feedback/{id}"
+        if path.startswith("/v1/models/"):
+            return "/v1/models/{id}"
         if path.startswith("/ui/trace/"):
             return "/ui/trace/{id}"
         if path.startswith("/ui/"):
@@ -373,17 +413,20 @@ def serve(
     max_body_bytes: int = 1_000_000,
     cors_origins: Sequence[str] = (),
 ) -> None:
-    """Run the service with uvicorn; refuses a non-loopback ``host`` without ``CRAG_API_KEYS``.
+    """Run the service with uvicorn; refuses a non-loopback ``host`` without API keys.
 
-    With ``workers > 1`` every worker process loads its own models and keeps its own
+    The server holds ``settings.server.collections`` (or ``kb.path`` alone). With
+    ``workers > 1`` every worker process loads its own models and keeps its own
     rate-limit counters.
     """
     import uvicorn
 
-    keys = keys_from_env()
+    keys = all_keys(settings)
+    Authenticator(keys)  # a key no client could send is an error now, not a 401 later
     if not keys and not is_loopback(host):
         raise ConfigError(
-            f"refusing to listen on {host} without API keys; set CRAG_API_KEYS=key1,key2 or use --host 127.0.0.1"
+            f"refusing to listen on {host} without API keys; set CRAG_API_KEYS=key1,key2 (or [[server.keys]]) "
+            "or use --host 127.0.0.1"
         )
     if workers > 1:
         _check_shareable_store(settings, workers)
@@ -399,7 +442,7 @@ def serve(
         os.environ[SETTINGS_ENV] = json.dumps(payload)
         uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers, **limits)
         return
-    app = create_app(CRAG(settings), api_keys=keys, **options)
+    app = create_app(Collections.from_settings(settings), api_keys=keys, **options)
     uvicorn.run(app, host=host, port=port, **limits)
 
 
@@ -417,8 +460,9 @@ def uvicorn_limits(settings: CragSettings) -> dict[str, Any]:
 def _check_shareable_store(settings: CragSettings, workers: int) -> None:
     from crag.store.factory import make_vector_store
 
-    store = make_vector_store(settings.kb.store_uri, Path(settings.kb.path))  # lazy: connects to nothing
-    if getattr(store, "is_lite", False):
+    paths = list(settings.server.collections.values()) or [Path(settings.kb.path)]
+    stores = [make_vector_store(settings.kb.store_uri, Path(p)) for p in paths]  # lazy: connects to nothing
+    if any(getattr(store, "is_lite", False) for store in stores):
         raise ConfigError(
             f"--workers {workers} cannot share the Milvus Lite file {settings.kb.store_uri} (one process per "
             "file): use --workers 1, or a Milvus server (kb.store_uri = milvus://host:19530)"
@@ -435,4 +479,4 @@ def app_from_env() -> FastAPI:
     if payload.get("parent"):
         die_with_parent(int(payload["parent"]))  # uvicorn starts workers from its main thread
     settings = CragSettings(**payload["settings"])
-    return create_app(CRAG(settings), api_keys=keys_from_env(), **payload["options"])
+    return create_app(Collections.from_settings(settings), **payload["options"])

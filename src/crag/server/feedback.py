@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
@@ -21,6 +21,7 @@ from crag.engine import CRAG
 from crag.errors import ConfigError
 from crag.grade.feedback import context_grades, feedback_pairs, likely_grader_miss
 from crag.server.body import document_bodies, parse_body
+from crag.server.collections import Collections, authorize
 
 __all__ = ["FeedbackRequest", "install"]
 
@@ -34,19 +35,27 @@ class FeedbackRequest(BaseModel):
     trace_id: StrictStr = Field(min_length=6, max_length=128)
     rating: Literal["up", "down"]
     comment: StrictStr | None = Field(None, max_length=MAX_COMMENT_CHARS)
+    collection: StrictStr | None = Field(None, max_length=64)  # whose traces hold trace_id
 
 
-def install(app: FastAPI, engine: CRAG) -> None:
+def install(app: FastAPI, collections: Collections) -> None:
     """Add the feedback routes to ``app`` (and their request schema to ``/openapi.json``)."""
+
+    def engine_for(request: Request, name: str | None) -> CRAG:
+        col = collections.resolve(name)
+        authorize(request, col)  # rating an answer is part of reading: read keys may
+        return col.engine
 
     @app.post("/v1/feedback")
     async def post_feedback(request: Request) -> dict[str, Any]:
         req = await parse_body(request, FeedbackRequest)
-        return await run_in_threadpool(_rate, engine, req)
+        return await run_in_threadpool(_rate, engine_for(request, req.collection), req)
 
     @app.get("/v1/feedback/{trace_id}")
-    async def get_feedback(trace_id: str) -> dict[str, Any]:
-        return await run_in_threadpool(_status, engine, trace_id)
+    async def get_feedback(
+        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
+    ) -> dict[str, Any]:
+        return await run_in_threadpool(_status, engine_for(request, collection), trace_id)
 
     document_bodies(app, {("/v1/feedback", "post"): FeedbackRequest})
 

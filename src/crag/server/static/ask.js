@@ -64,6 +64,8 @@ async function ask(event) {
   if (key) headers["Authorization"] = `Bearer ${key}`;
   try {
     const body = { question: form.elements.question.value, mode: form.elements.mode.value, stream: true };
+    const collection = chosenCollection();
+    if (collection) body.collection = collection;
     const response = await fetch("/v1/ask", { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {
       let message = `HTTP ${response.status}`;
@@ -86,7 +88,8 @@ async function ask(event) {
           if (c.quote) item.append(el("div", { class: "meta quote" }, `“${c.quote}”`));
           sources.append(item);
         }
-        status.replaceChildren("trace ", el("a", { href: `/ui/trace/${encodeURIComponent(data.trace_id)}` }, data.trace_id));
+        const link = inCollection(`/ui/trace/${encodeURIComponent(data.trace_id)}`, collection);
+        status.replaceChildren("trace ", el("a", { href: link }, data.trace_id));
         box.dataset.state = "done";
         if (typeof loadList === "function") loadList();
       } else if (name === "error") {

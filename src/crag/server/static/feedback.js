@@ -44,7 +44,7 @@ function showExport(fb) {
 
 async function loadFeedback() {
   try {
-    showFeedback(await api(`/v1/feedback/${encodeURIComponent(feedbackTraceId())}`));
+    showFeedback(await api(inCollection(`/v1/feedback/${encodeURIComponent(feedbackTraceId())}`)));
   } catch (err) {
     document.getElementById("rating").replaceChildren(el("span", { class: "error" }, err.message));
   }
@@ -57,6 +57,7 @@ async function rate(value) {
   try {
     const body = { trace_id: feedbackTraceId(), rating: value };
     if (comment) body.comment = comment;
+    if (currentCollection()) body.collection = currentCollection();
     showFeedback(await api("/v1/feedback", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
     }));

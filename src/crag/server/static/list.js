@@ -1,6 +1,27 @@
 // The list page: recent traces with filters kept in the URL query (shareable, no secrets).
 "use strict";
 
+// The collections this key may read (GET /v1/collections); a selector when there are several.
+async function loadCollections() {
+  const select = document.getElementById("collection");
+  try {
+    const data = await api("/v1/collections");
+    const chosen = currentCollection() || data.default || (data.collections[0] || {}).name || "";
+    select.replaceChildren(...data.collections.map((c) =>
+      el("option", { value: c.name, selected: c.name === chosen }, c.access === "write" ? c.name : `${c.name} (read)`)));
+    const several = data.collections.length > 1;
+    document.getElementById("collection-box").hidden = !several;
+    // One collection: requests need not name it, and URLs stay as they were.
+    if (several) select.setAttribute("name", "collection"); else select.removeAttribute("name");
+  } catch (_) { /* the list shows the error */ }
+}
+
+// The collection chosen in the selector, "" when the server holds one (requests need not name it).
+function chosenCollection() {
+  const select = document.getElementById("collection");
+  return select.getAttribute("name") ? select.value : "";
+}
+
 async function loadList() {
   const form = document.getElementById("filters");
   const params = new URLSearchParams(location.search);
@@ -20,7 +41,8 @@ async function loadList() {
 }
 
 function row(t) {
-  const link = el("a", { href: `/ui/trace/${encodeURIComponent(t.id)}` }, t.question || "(no question)");
+  const link = el("a", { href: inCollection(`/ui/trace/${encodeURIComponent(t.id)}`, chosenCollection()) },
+    t.question || "(no question)");
   return el("tr", {},
     el("td", { class: "num" }, when(t.created_at)),
     el("td", {}, statusBadge(t.status)),
@@ -31,7 +53,8 @@ function row(t) {
     el("td", { class: "q" }, link));
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("collection").addEventListener("change", () => document.getElementById("filters").requestSubmit());
   document.getElementById("filters").addEventListener("submit", (event) => {
     event.preventDefault();
     const query = new URLSearchParams();
@@ -39,5 +62,6 @@ document.addEventListener("DOMContentLoaded", () => {
     history.replaceState(null, "", `?${query}`);
     loadList();
   });
+  await loadCollections();
   loadList();
 });

@@ -166,10 +166,11 @@ function traceId() {
 }
 
 async function load() {
+  document.querySelector("header.top a").setAttribute("href", inCollection("/ui"));  // back to this collection
   const view = document.getElementById("view");
   const status = document.getElementById("status");
   try {
-    const t = await api(`/v1/traces/${encodeURIComponent(traceId())}`);
+    const t = await api(inCollection(`/v1/traces/${encodeURIComponent(traceId())}`));
     document.title = `crag · ${t.question || t.id}`;
     view.replaceChildren(renderTrace(t, "a"));
   } catch (err) {
@@ -183,11 +184,11 @@ async function replay() {
   button.disabled = true;
   status.textContent = "replaying… (a local model can take a minute)";
   try {
-    const data = await api(`/v1/traces/${encodeURIComponent(traceId())}/replay`, { method: "POST" });
+    const data = await api(inCollection(`/v1/traces/${encodeURIComponent(traceId())}/replay`), { method: "POST" });
     const right = data.replay || { question: data.answer.question, answer: data.answer.answer, action: data.answer.action };
     document.getElementById("view").replaceChildren(el("div", { class: "compare" },
       el("section", {}, el("h2", {}, "Original"), renderTrace(data.original, "a")),
-      el("section", {}, el("h2", {}, "Replay ", el("a", { href: `/ui/trace/${encodeURIComponent(right.id || "")}` }, right.id || "")),
+      el("section", {}, el("h2", {}, "Replay ", el("a", { href: inCollection(`/ui/trace/${encodeURIComponent(right.id || "")}`) }, right.id || "")),
         renderTrace(right, "b"))));
     status.textContent = "";
   } catch (err) {

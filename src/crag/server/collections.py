@@ -1,0 +1,217 @@
+"""The knowledge bases one server holds, by name, and which of them a request may use.
+
+A request names its collection: ``model`` in the OpenAI chat endpoint, ``collection`` in
+``/v1/ask``, ``/v1/ingest``, the trace and feedback routes. A server started with a bare
+``--kb PATH`` holds one collection, ``crag``, which every request gets without naming it.
+Every collection shares the server's models (:meth:`crag.engine.CRAG.for_kb`) and keeps its
+own traces beside its knowledge base.
+
+``GET /v1/models`` lists the collections a key may read as OpenAI model objects;
+``GET /v1/collections`` is the same list for the viewer, with the default and the access.
+
+>>> from crag.config import CragSettings
+>>> cols = Collections.from_settings(CragSettings(server={"collections": {"handbook": "kb/h", "手册": "kb/z"}}))
+>>> cols.names, cols.default
+(['handbook', '手册'], None)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+
+from crag.config import SINGLE_COLLECTION, CragSettings
+from crag.engine import CRAG
+from crag.errors import ApiError
+from crag.server.auth import ApiKey
+
+__all__ = ["Collection", "Collections", "Run", "authorize", "chat_model", "install"]
+
+
+@dataclass
+class Collection:
+    """One knowledge base a server holds: its name, engine and when it was first served."""
+
+    name: str
+    engine: CRAG
+    created: int = 0  # Unix time: the knowledge base's creation (else the server's start)
+    ingest_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one ingest at a time per KB
+
+    @property
+    def path(self) -> Path:
+        return Path(self.engine.settings.kb.path)
+
+
+class Collections:
+    """The server's collections by name, with the one a request gets when it names none.
+
+    ### Usage example
+    >>> cols = Collections.single(CRAG.from_config(kb={"path": "kb"}))   # doctest: +SKIP
+    >>> cols.resolve(None).name                                          # doctest: +SKIP
+    'crag'
+    """
+
+    def __init__(self, engines: dict[str, CRAG], default: str | None = None) -> None:
+        if not engines:
+            raise ValueError("a server needs at least one collection")
+        started = int(time.time())
+        self._by_name = {n: Collection(n, e, _created(Path(e.settings.kb.path)) or started) for n, e in engines.items()}
+        self.default = default if default is not None else (next(iter(engines)) if len(engines) == 1 else None)
+
+    @classmethod
+    def single(cls, engine: CRAG) -> Collections:
+        """One engine as the server's only collection, ``crag`` (a bare ``--kb PATH``)."""
+        return cls({SINGLE_COLLECTION: engine})
+
+    @classmethod
+    def from_settings(cls, settings: CragSettings, engine: CRAG | None = None) -> Collections:
+        """``server.collections`` (sharing one engine's models), or ``kb.path`` alone as ``crag``."""
+        root = engine or CRAG(settings)
+        named = settings.server.collections
+        if not named:
+            return cls.single(root)
+        engines = {
+            name: root if Path(path) == Path(settings.kb.path) else root.for_kb(path) for name, path in named.items()
+        }
+        return cls(engines, settings.server.default_collection or None)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def __iter__(self) -> Iterator[Collection]:
+        return iter(self._by_name.values())
+
+    def resolve(self, name: str | None) -> Collection:
+        """The collection called ``name`` (the default for ``None``); a 404 or 400 saying which exist."""
+        if name is None or name == "":
+            if self.default is None:
+                raise ApiError(
+                    400,
+                    "collection_required",
+                    f"this server holds several collections ({self._listing()}); name one with collection",
+                )
+            name = self.default
+        found = self._by_name.get(name)
+        if found is None:
+            raise ApiError(404, "collection_not_found", f"no collection {name!r}; this server holds {self._listing()}")
+        return found
+
+    def for_model(self, model: str) -> tuple[Collection, str]:
+        """The collection and mode an OpenAI ``model`` asks for: a collection's name (CRAG),
+        or ``rag`` for the plain baseline over the default collection."""
+        if model == "rag" and self.default is not None:
+            return self._by_name[self.default], "rag"
+        found = self._by_name.get(model)
+        if found is None:
+            raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; models: {self._listing()}")
+        return found, "crag"
+
+    def _listing(self) -> str:
+        names = self.names
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        return shown
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a request asks: the collection, the mode, a search provider name and metadata filters."""
+
+    collection: Collection
+    mode: str
+    search: str | None = None
+    filters: dict[str, Any] | None = None
+    history: list[dict[str, str]] | None = None  # the conversation before the question (condensed with it)
+
+    def request_info(self, replay_of: str | None = None) -> dict[str, Any]:
+        """How the question was asked, saved in its trace so a replay runs it the same way."""
+        info: dict[str, Any] = {"via": "http", "mode": self.mode, "search": self.search}
+        info["collection"] = self.collection.name
+        if replay_of:
+            info["replay_of"] = replay_of
+        return info
+
+
+def chat_model(collections: Collections, model: str) -> tuple[Collection, str]:
+    """The collection an OpenAI ``model`` names; an unknown one is OpenAI's 404 ``model_not_found``."""
+    try:
+        return collections.for_model(model)
+    except ApiError as exc:
+        raise ApiError(404, "invalid_request_error", str(exc), param="model", code="model_not_found") from None
+
+
+def _created(path: Path) -> int:
+    """When the knowledge base was created (its manifest's ``created`` mark), 0 when unknown."""
+    db = path / "manifest.sqlite"
+    if not db.is_file():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key='created'").fetchone()
+    except sqlite3.Error:
+        return 0
+    return int(row[0]) if row and str(row[0]).isdigit() else 0
+
+
+def authorize(request: Request, collection: Collection | str, *, write: bool = False) -> None:
+    """403, in one line, when the request's API key may not use ``collection`` this way.
+
+    A server without keys serves only loopback clients (:mod:`crag.server.auth`), with full access.
+    """
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+    name = collection if isinstance(collection, str) else collection.name
+    if key is None or key.may(name, write=write):
+        return
+    if key.may(name):
+        raise ApiError(403, "forbidden", f"API key {key.label} is read-only on collection {name!r}; it cannot ingest")
+    raise ApiError(403, "forbidden", f"API key {key.label} may not use collection {name!r}")
+
+
+def _visible(request: Request, collections: Collections) -> list[Collection]:
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+    return [c for c in collections if key is None or key.may(c.name)]
+
+
+def _model(c: Collection) -> dict[str, Any]:
+    return {"id": c.name, "object": "model", "created": c.created, "owned_by": "crag"}
+
+
+def install(app: FastAPI, collections: Collections) -> None:
+    """Add ``/v1/models``, ``/v1/models/{id}`` and ``/v1/collections`` to ``app``."""
+
+    @app.get("/v1/models")
+    async def list_models(request: Request) -> dict[str, Any]:
+        """The collections this key may read, as OpenAI model objects."""
+        return {"object": "list", "data": [_model(c) for c in _visible(request, collections)]}
+
+    @app.get("/v1/models/{model_id}")
+    async def get_model(request: Request, model_id: str) -> dict[str, Any]:
+        c = collections.resolve(model_id) if model_id != "rag" else collections.for_model("rag")[0]
+        authorize(request, c)
+        return _model(c) if model_id != "rag" else {**_model(c), "id": "rag"}
+
+    @app.get("/v1/collections")
+    async def list_collections(request: Request) -> dict[str, Any]:
+        """The collections this key may read, for the viewer: name, default, access, ready."""
+        key: ApiKey | None = getattr(request.state, "api_key", None)
+        rows = []
+        for c in _visible(request, collections):
+            ready = await run_in_threadpool((c.path / "manifest.sqlite").is_file)
+            write = key is None or key.may(c.name, write=True)
+            rows.append(
+                {
+                    "name": c.name,
+                    "default": c.name == collections.default,
+                    "access": "write" if write else "read",
+                    "ready": ready,
+                }
+            )
+        return {"collections": rows, "default": collections.default}
