@@ -17,18 +17,19 @@ import functools
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
 from crag.config import CragSettings, load_settings, merge
+from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.metadata import check_metadata, parse_filters
-from crag.pipeline import Deps, OnStep, run_crag, run_rag
+from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register_env
@@ -41,6 +42,15 @@ from crag.types import Answer
 
 MAX_QUESTION_CHARS = 4000
 log = logging.getLogger("crag")
+
+
+class _Result(Protocol):
+    """What a run returns (an Answer, a CorrectedContext): a trace note joins its degradations."""
+
+    degradations: list[str]
+
+
+R = TypeVar("R", bound=_Result)
 
 
 class CRAG:
@@ -227,6 +237,7 @@ class CRAG:
         self,
         question: str,
         *,
+        history: Sequence[Mapping[str, Any]] | None = None,
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
@@ -237,18 +248,26 @@ class CRAG:
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
 
+        ``history`` is the conversation before it, as OpenAI-style messages
+        (``{"role": "user" | "assistant", "content": ...}``): the question is condensed into
+        a standalone one first ("Who designed it?" → "Who designed the Bell Rock
+        Lighthouse?"), and that is what is retrieved and answered (one LLM call at most).
         ``request`` is saved in the trace as how the question was asked (the server's
         ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
         retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
         ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`).
+
+        >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
+        ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
         return self._run(run, Tracer(), request, None)
 
     def ask_stream(
         self,
         question: str,
         *,
+        history: Sequence[Mapping[str, Any]] | None = None,
         mode: str = "crag",
         search: str | None = None,
         search_corpus: str | Path | None = None,
@@ -259,6 +278,7 @@ class CRAG:
     ) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
+        ``history`` as for :meth:`ask` (a ``condense`` event comes first when it is given).
         Step events come with their values summarised, then ``token`` events as the model
         writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
         missing knowledge base raise here, before anything runs; a failure of the run is
@@ -270,9 +290,61 @@ class CRAG:
         ...         if e.name == "token":
         ...             print(e.data["delta"], end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
+
+    def retrieve_context(
+        self,
+        question: str,
+        *,
+        search: str | None = None,
+        search_corpus: str | Path | None = None,
+        search_record: str | Path | None = None,
+        search_replay: str | Path | None = None,
+        request: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> CorrectedContext:
+        """Retrieve, grade and correct without generating: the decision and the corrected context.
+
+        The steps of :meth:`ask` up to generation (:func:`crag.pipeline.run_crag_context`),
+        for a caller that writes the answer itself (the LangChain and LlamaIndex retrievers).
+        The trace is saved, with the status ``retrieved``. ``filters`` as in :meth:`ask`.
+
+        >>> got = rag.retrieve_context("天津犹太会堂是什么时候建成的？")      # doctest: +SKIP
+        >>> got.action.value, [(s.score, s.text[:12]) for s in got.strips]    # doctest: +SKIP
+        ('correct', [(0.93, '天津犹太会堂建成于1940')])
+        """
+        question = _check_question(question)
+        deps = self._deps("crag", search, search_corpus, search_record, search_replay, filters)
+        run = functools.partial(run_crag_context, question, deps, self.settings)
+        return self._run(lambda tracer, on_step: run(tracer), Tracer(), request, None)
+
+    def _deps(
+        self,
+        mode: str,
+        search: str | None,
+        search_corpus: str | Path | None,
+        search_record: str | Path | None,
+        search_replay: str | Path | None,
+        filters: dict[str, Any] | None,
+    ) -> Deps:
+        """The components a question runs through; a missing knowledge base raises here."""
+        if mode not in ("crag", "rag"):
+            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
+        scope = parse_filters(filters, what="filters")
+        kb = self.knowledge_base()
+        kb.require_chunks()
+        return Deps(
+            kb=kb,
+            evaluator=self.evaluator,
+            llm=self.llm,
+            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
+            if mode == "crag"
+            else None,
+            http=self.http_client(),
+            filters=scope,
+        )
 
     def _prepare(
         self,
@@ -283,34 +355,22 @@ class CRAG:
         search_record: str | Path | None,
         search_replay: str | Path | None,
         filters: dict[str, Any] | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
     ) -> Callable[[Tracer, OnStep | None], Answer]:
         """Check the question and build the request's components; the run, ready to start."""
         question = _check_question(question)
-        if mode not in ("crag", "rag"):
-            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
-        scope = parse_filters(filters, what="filters")
-        kb = self.knowledge_base()
-        kb.require_chunks()
-        deps = Deps(
-            kb=kb,
-            evaluator=self.evaluator,
-            llm=self.llm,
-            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
-            if mode == "crag"
-            else None,
-            http=self.http_client(),
-            filters=scope,
-        )
+        turns = _check_history(history)
+        deps = self._deps(mode, search, search_corpus, search_record, search_replay, filters)
         pipeline = run_crag if mode == "crag" else run_rag
-        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, on_step=on_step)
+        return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)
 
     def _run(
         self,
-        run: Callable[[Tracer, OnStep | None], Answer],
+        run: Callable[[Tracer, OnStep | None], R],
         tracer: Tracer,
         request: dict[str, Any] | None,
         on_step: OnStep | None,
-    ) -> Answer:
+    ) -> R:
         """Run with ``tracer`` (the request's recorder: the pipeline writes, nothing reads it
         back) and save the trace once, whether the run answered, failed or was cancelled."""
         if request:
@@ -373,6 +433,13 @@ def _check_question(question: str) -> str:
     if "\x00" in q:
         raise InputError("the question contains NUL bytes; pass plain text")
     return q
+
+
+def _check_history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
+    """The conversation's user and assistant messages as plain text; ``InputError`` for a bad one."""
+    if history is not None and (isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence)):
+        raise InputError('history must be a list of messages like {"role": "user", "content": "..."}')
+    return [{"role": role, "content": str(scrub_surrogates(text))} for role, text in history_turns(history)]
 
 
 def _public_settings(s: CragSettings) -> dict[str, Any]:

@@ -43,6 +43,7 @@ __all__ = [
     "install_log_redaction",
     "known_secrets",
     "redact",
+    "redact_record",
     "redact_text",
     "register",
     "register_env",
@@ -220,8 +221,12 @@ def install_log_redaction() -> None:
 
     A record factory, not a handler filter: crag does not own the handlers (uvicorn, the
     application embedding crag do), and a factory sees every record before any handler
-    formats it. Messages are formatted once here and tracebacks rendered and redacted, so
-    an exception that quotes a key is logged without it. Idempotent.
+    formats it. Tracebacks are rendered and redacted here, so an exception that quotes a
+    key is logged without it. Idempotent.
+
+    Every record stays formattable by any formatter: the arguments keep their shape
+    (uvicorn's access formatter unpacks five of them), each redacted; see
+    :func:`redact_record`.
     """
     global _factory_installed
     with _lock:
@@ -231,14 +236,74 @@ def install_log_redaction() -> None:
     previous = logging.getLogRecordFactory()
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
-        try:
-            message = record.getMessage()
-        except (TypeError, ValueError, KeyError) as exc:  # a broken format string: keep it readable, redacted
-            message = f"{record.msg} {record.args!r} (log arguments do not fit: {type(exc).__name__})"
-        record.msg, record.args = redact_text(message), None
-        if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
-        return record
+        return redact_record(previous(*args, **kwargs))
 
     logging.setLogRecordFactory(factory)
+
+
+def redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    """``record`` with secrets removed from its message, arguments and traceback, still formattable.
+
+    Each argument is redacted where it stands, so formatters that read ``record.args``
+    (uvicorn's access log) see no secret either. When a secret only shows once the
+    message is put together ("Bearer %s" with the token as the argument), the message is
+    formatted once and redacted whole; the arguments stay, consumed as empty text.
+
+    >>> access = ("127.0.0.1", "GET", "/?api_key=s3cr3t-value", 200)
+    >>> r = redact_record(logging.makeLogRecord({"msg": '%s - "%s %s" %d', "args": access}))
+    >>> r.getMessage(), r.args[2]
+    ('127.0.0.1 - "GET /?api_key=***" 200', '/?api_key=***')
+    >>> spanning = {"msg": "Authorization: Bearer %s", "args": ("abc123def456",)}
+    >>> redact_record(logging.makeLogRecord(spanning)).getMessage()
+    'Authorization: ***'
+    """
+    secrets = known_secrets()  # read once for the whole record
+    try:
+        message = redact_text(record.getMessage(), secrets)
+    except (TypeError, ValueError, KeyError) as exc:  # a broken format string: keep it readable, redacted
+        note = f"{record.msg} {record.args!r} (log arguments do not fit: {type(exc).__name__})"
+        record.msg, record.args = redact_text(note, secrets), None
+        _redact_traceback(record, secrets)
+        return record
+    args = _redact_args(record.args, secrets)
+    record.args = args
+    if isinstance(record.msg, str):
+        record.msg = redact_text(record.msg, secrets)
+    try:
+        same = record.getMessage() == message
+    except (TypeError, ValueError, KeyError):  # redaction took a placeholder away
+        same = False
+    if not same:
+        if args:  # formatted again by every formatter: escaped, each argument consumed as ""
+            record.msg = message.replace("%", "%%") + ("%.0s" * len(args) if isinstance(args, tuple) else "")
+        else:
+            record.msg = message
+    _redact_traceback(record, secrets)
+    return record
+
+
+def _redact_args(args: Any, secrets: list[str]) -> Any:
+    if isinstance(args, tuple):
+        return tuple(_redact_arg(a, secrets) for a in args)
+    if isinstance(args, dict):
+        return {k: _redact_arg(v, secrets) for k, v in args.items()}
+    return args
+
+
+def _redact_arg(arg: Any, secrets: list[str]) -> Any:
+    if isinstance(arg, str):
+        return redact_text(arg, secrets)
+    if arg is None or isinstance(arg, (bool, int, float)):
+        return arg
+    shown = str(arg)
+    clean = redact_text(shown, secrets)
+    if clean != shown or redact_text(repr(arg), secrets) != repr(arg):
+        return clean  # an object whose text holds a secret (a URL, an exception) goes as redacted text
+    return arg
+
+
+def _redact_traceback(record: logging.LogRecord, secrets: list[str]) -> None:
+    if record.exc_info and record.exc_info[1] is not None:
+        record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info), secrets)
+    if record.stack_info:
+        record.stack_info = redact_text(record.stack_info, secrets)

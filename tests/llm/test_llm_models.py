@@ -180,3 +180,16 @@ def test_bundled_small_model_assembles_with_checksum(monkeypatch: pytest.MonkeyP
     assert h.hexdigest() == spec.sha256
     assert Path(f"{path}.sha256").read_text().split()[0] == spec.sha256
     assert resolve_gguf(SMALL_MODEL) == path  # second call: cheap check
+
+
+@pytest.mark.unit
+def test_assembly_reports_progress_and_a_cached_model_reports_none(fake_root: Path, tmp_path: Path) -> None:
+    spec = make_fake_model(fake_root, PARTS)
+    out = tmp_path / "models"
+    seen: list[tuple[int, int]] = []
+    resolve_gguf("fake-model", bundled={"fake-model": spec}, models_dir=out, progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (len(EXPECTED), len(EXPECTED))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # only forward
+    seen.clear()
+    resolve_gguf("fake-model", bundled={"fake-model": spec}, models_dir=out, progress=lambda d, t: seen.append((d, t)))
+    assert seen == []  # already assembled: nothing to show

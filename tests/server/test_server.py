@@ -544,11 +544,13 @@ def test_metrics_need_a_key(engine: CRAG) -> None:
 def test_ui_pages_and_static_files(engine: CRAG) -> None:
     with TestClient(create_app(engine, api_keys=[KEY])) as c:  # no key: the shells are static
         index = c.get("/ui")
+        chat = c.get("/ui/chat")
         detail = c.get("/ui/trace/<script>alert(1)<script>")
         js = c.get("/ui/static/trace.js")
         css = c.get("/ui/static/app.css")
         missing = c.get("/ui/static/nope.js")
-    for page in (index, detail):
+    assert '<script src="/ui/static/chat.js"' in chat.text and 'href="/ui/chat"' in index.text
+    for page in (index, chat, detail):
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert "<script>alert" not in page.text  # the id is read by JS, never echoed

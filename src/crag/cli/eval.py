@@ -38,7 +38,7 @@ def eval_command(
     modes: Annotated[str, typer.Option(help="Comma-separated modes to run: rag, crag.")] = "rag,crag",
     judge: Annotated[str, typer.Option(help="llm: blind LLM judge scores 1-5; none: gold metrics only.")] = "none",
     judge_config: Annotated[
-        Path | None, typer.Option(help="TOML config whose [llm] is the judge (default: the engine's LLM).")
+        Path | None, typer.Option(help="TOML config whose \\[llm] is the judge (default: the engine's LLM).")
     ] = None,
     judge_mode: Annotated[
         str,

@@ -22,12 +22,18 @@ def trace_list(
     config: ConfigOpt = None,
     limit: Annotated[int, typer.Option(help="How many, newest first.")] = 20,
     action: Annotated[str | None, typer.Option(help="Only this action.")] = None,
+    grep: Annotated[str | None, typer.Option(help="Only questions or answers containing this text.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
 ) -> None:
     """Recent questions with their action, confidence and latency."""
     from crag.trace.render import render_list
 
     rag = engine(config, kb)
-    out.print(render_list(rag.traces.list(limit=limit, action=action)))
+    rows = rag.traces.list(limit=limit, action=action, grep=grep)
+    if as_json:
+        stdout.write("".join(json.dumps(redact(row), ensure_ascii=False) + "\n" for row in rows))
+    else:
+        out.print(render_list(rows))
 
 
 @trace_app.command("show")

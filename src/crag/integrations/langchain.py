@@ -1,25 +1,36 @@
-"""LangChain adapters (``pip install 'crag[langchain]'``): a retriever and a runnable.
+"""LangChain adapters (``pip install 'crag[langchain]'``): a chat-model-like runnable and a retriever.
 
-``CragRetriever`` runs the whole CRAG loop (retrieve → evaluate → correct → generate)
-and returns the *corrected* context, internal strips and web strips alike, as
-``Document``s; ``crag_runnable`` maps a question to ``Answer.to_dict()``, and its
-``stream``/``astream`` yield the answer's text as the model writes it.
+``crag_runnable(engine)`` keeps a chat model's contract: ``invoke`` returns an ``AIMessage``
+and ``stream`` yields ``AIMessageChunk``s, so ``crag_runnable(engine) | StrOutputParser()``
+gives the answer's text both ways. The content is the verified answer (the pieces streamed
+are whole sentences that passed the sentence gate; joined, they are the saved answer). The
+last chunk carries what a reader checks it with, in ``response_metadata``: ``action``,
+``confidence``, ``trace_id``, ``refused``, and ``citations`` (each with its ``quote``,
+``url``, ``source``, ``spans``); ``usage_metadata`` counts every LLM call of the question.
+Summed, the chunks equal the message ``invoke`` returns (content and metadata).
+
+Messages rather than strings because that is what LangChain's output parsers, message
+histories and callbacks expect of something that answers, and the citations travel with
+the text instead of being lost by a string.
+
+``crag_answer_runnable(engine)`` returns the whole ``Answer.to_dict()`` (context, timings,
+degradations) for a chain that needs more than the message.
+
+``CragRetriever`` retrieves, grades and corrects without generating
+(:meth:`crag.engine.CRAG.retrieve_context`): its documents are the strips an answer would
+be written from, each with its grade (``score``), origin and the ``action``.
 
 >>> from crag import CRAG
+>>> from langchain_core.output_parsers import StrOutputParser
 >>> from crag.integrations.langchain import CragRetriever, crag_runnable
->>> engine = CRAG.from_config(kb={"path": "kb"})                    # doctest: +SKIP
+>>> engine = CRAG.from_config(kb={"path": "kb"})                                # doctest: +SKIP
+>>> chain = crag_runnable(engine) | StrOutputParser()                           # doctest: +SKIP
+>>> chain.invoke("天津犹太会堂是什么时候建成的？")                                 # doctest: +SKIP
+'天津犹太会堂建成于1940年[1]。'
 >>> docs = CragRetriever(engine=engine).invoke("When was the Tianjin Synagogue built?")  # doctest: +SKIP
->>> docs[0].metadata["origin"], docs[0].metadata["source"]           # doctest: +SKIP
-('internal', 'docs/tianjin.md')
->>> crag_runnable(engine).invoke("天津犹太会堂是什么时候建成的？")["action"]   # doctest: +SKIP
-'correct'
->>> for token in crag_runnable(engine).stream("天津犹太会堂是什么时候建成的？"):  # doctest: +SKIP
-...     print(token, end="", flush=True)
-天津犹太会堂建成于1940年[1]。
+>>> docs[0].metadata["action"], docs[0].metadata["score"]                       # doctest: +SKIP
+('correct', 0.93)
 
-The retriever pays for one generation per query, because CRAG's corrected context is
-produced by the same pipeline run that answers; ``Document.metadata["answer"]`` carries
-that answer so a chain can reuse it instead of generating again.
 LangChain is imported when a class is first used, never by ``import crag``.
 """
 
@@ -30,136 +41,224 @@ import functools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from crag.integrations import require
+from crag.integrations import answer_metadata, require, strip_records
+from crag.pipeline.events import summarise
+from crag.pipeline.reducer import AnswerText
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
+    from langchain_core.messages import AIMessage, AIMessageChunk
     from langchain_core.runnables import Runnable
 
     from crag.engine import CRAG
+    from crag.pipeline import CorrectedContext
     from crag.pipeline.events import StreamEvent
     from crag.types import Answer
 
-# CragRetriever and CragRunnable are built on first access by __getattr__ below (LangChain imported lazily).
-__all__ = ["CragRetriever", "CragRunnable", "crag_runnable", "to_documents"]  # noqa: F822
+# The classes are built on first access by __getattr__ below (LangChain imported lazily).
+__all__ = [  # noqa: F822
+    "CragAnswerRunnable",
+    "CragRetriever",
+    "CragRunnable",
+    "crag_answer_runnable",
+    "crag_runnable",
+    "to_documents",
+    "to_message",
+]
 
 EXTRA = "langchain"
 
 
-def to_documents(answer: Answer) -> list[Document]:
-    """The corrected context of ``answer`` as LangChain documents, in context order."""
-    documents = require("langchain_core.documents", EXTRA)
-    shared = {
-        "trace_id": answer.trace_id,
-        "action": answer.action.value,
-        "confidence": answer.confidence,
-        "answer": answer.answer,
-    }
-    return [
-        documents.Document(
-            page_content=strip.text,
-            metadata={
-                "origin": strip.origin,  # "internal" (knowledge base) or "web" (external source)
-                "source": strip.source,
-                "score": strip.score,
-                "title": strip.title,
-                "url": strip.url,
-                "citation": n,  # the [n] the answer uses for this strip
-                **shared,
-            },
-        )
-        for n, strip in enumerate(answer.context, start=1)
-    ]
+def to_documents(context: CorrectedContext) -> list[Document]:
+    """The corrected context (:meth:`CRAG.retrieve_context`) as LangChain documents, best first.
 
-
-@functools.cache
-def _retriever_class() -> type:
-    retrievers = require("langchain_core.retrievers", EXTRA)
-    pydantic = require("pydantic", EXTRA)
-
-    class CragRetriever(retrievers.BaseRetriever):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
-        """A LangChain retriever whose documents are CRAG's corrected context.
-
-        ``mode="rag"`` skips evaluation and correction (the baseline); ``search`` names
-        the external source for this retriever (default: the engine's settings).
-        """
-
-        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
-        engine: Any  # a crag.engine.CRAG; typed Any so pydantic does not validate it
-        mode: str = "crag"
-        search: str | None = None
-
-        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-            answer = self.engine.ask(query, mode=self.mode, search=self.search)
-            return to_documents(answer)
-
-    return CragRetriever
-
-
-def crag_runnable(engine: CRAG, *, mode: str = "crag", search: str | None = None) -> Runnable[Any, dict[str, Any]]:
-    """A ``Runnable`` from a question (``str`` or ``{"question": str}``) to ``Answer.to_dict()``.
-
-    ``stream``/``astream`` yield the answer's text instead, a ``str`` per verified sentence
-    (joined, the saved answer).
-    Stopping the iteration early stops the model. ``ainvoke``/``abatch`` run the blocking
-    engine in a worker thread.
+    ``metadata``: ``origin`` (``internal``/``web``), ``source``, ``title``, ``url``, ``score``
+    (the strip's grade), ``citation`` (its number in the context), ``action``,
+    ``confidence`` and ``trace_id``.
     """
-    runnable: Runnable[Any, dict[str, Any]] = _runnable_class()(engine, mode, search)
+    documents = require("langchain_core.documents", EXTRA)
+    return [documents.Document(page_content=text, metadata=meta) for text, _, meta in strip_records(context)]
+
+
+def to_message(answer: Answer) -> AIMessage:
+    """``answer`` as the message ``crag_runnable`` returns (content through the one reducer)."""
+    messages = require("langchain_core.messages", EXTRA)
+    text = AnswerText()
+    content = text.take(summarise("answer", answer))
+    message: AIMessage = messages.AIMessage(content=content, id=answer.trace_id, **_metadata(answer))
+    return message
+
+
+def _metadata(answer: Answer) -> dict[str, Any]:
+    """``response_metadata`` and ``usage_metadata`` of the message for ``answer``."""
+    u = answer.usage
+    return {
+        "response_metadata": {"model_name": "crag", "finish_reason": "stop", **answer_metadata(answer)},
+        "usage_metadata": {
+            "input_tokens": u.prompt_tokens,
+            "output_tokens": u.completion_tokens,
+            "total_tokens": u.total_tokens,
+        },
+    }
+
+
+def crag_runnable(
+    engine: CRAG, *, mode: str = "crag", search: str | None = None, filters: dict[str, Any] | None = None
+) -> Runnable[Any, AIMessage]:
+    """A ``Runnable`` from a question (``str`` or ``{"question": str}``) to an ``AIMessage``.
+
+    ``stream``/``astream`` yield ``AIMessageChunk``s: one per verified sentence, then a last
+    one with no text and the metadata. Stopping the iteration early stops the model.
+    ``ainvoke``/``abatch`` run the blocking engine in a worker thread. ``mode``, ``search``
+    and ``filters`` (metadata, e.g. ``{"lang": "zh"}``) are :meth:`CRAG.ask`'s.
+    """
+    runnable: Runnable[Any, AIMessage] = _runnable_class()(engine, _options(mode, search, filters))
     return runnable
 
 
-def _question(question: Any) -> str:
-    text = question.get("question") if isinstance(question, Mapping) else question
-    if not isinstance(text, str):
-        raise TypeError("crag_runnable takes a question string or {'question': str}")
-    return text
+def crag_answer_runnable(
+    engine: CRAG, *, mode: str = "crag", search: str | None = None, filters: dict[str, Any] | None = None
+) -> Runnable[Any, dict[str, Any]]:
+    """A ``Runnable`` from a question to the whole ``Answer.to_dict()`` (``crag ask --json``'s shape)."""
+    runnable: Runnable[Any, dict[str, Any]] = _answer_runnable_class()(engine, _options(mode, search, filters))
+    return runnable
+
+
+def _options(mode: str, search: str | None, filters: dict[str, Any] | None) -> dict[str, Any]:
+    """How the runnables ask: :meth:`CRAG.ask`'s keyword arguments."""
+    return {"mode": mode, "search": search, "filters": filters}
+
+
+_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system"}
+
+
+def _request(value: Any) -> tuple[str, dict[str, Any]]:
+    """The question and the options it brings: a string, ``{"question", "history"?}``, or a
+    conversation (LangChain messages or ``{"role", "content"}`` dicts), whose last user message is
+    the question and whose earlier turns are the history the engine condenses it with."""
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
+        history = value.get("history")
+        return value["question"], ({"history": _turns(history)} if history else {})
+    if isinstance(value, (list, tuple)) and value:
+        turns = _turns(value)
+        if turns and turns[-1]["role"] == "user":
+            return turns[-1]["content"], ({"history": turns[:-1]} if len(turns) > 1 else {})
+    raise TypeError("a crag runnable takes a question string, {'question': str, 'history'?: [...]} or chat messages")
+
+
+def _turns(messages: Any) -> list[dict[str, str]]:
+    out = []
+    for m in messages:
+        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "type", None)
+        content = m.get("content") if isinstance(m, Mapping) else getattr(m, "content", None)
+        if role in _ROLES and isinstance(content, str):
+            out.append({"role": _ROLES[role], "content": content})
+    return out
 
 
 @functools.cache
 def _runnable_class() -> type:
     runnables = require("langchain_core.runnables", EXTRA)
+    messages = require("langchain_core.messages", EXTRA)
 
     class CragRunnable(runnables.Runnable):  # type: ignore[misc, name-defined]  # base class from an optional package
-        """Question → ``Answer.to_dict()``; ``stream``/``astream`` yield the answer's tokens."""
+        """Question → ``AIMessage``; ``stream`` yields ``AIMessageChunk``s that sum to it.
+
+        ### Usage example
+        >>> chain = crag_runnable(engine) | StrOutputParser()   # doctest: +SKIP
+        >>> "".join(chain.stream("What is CRAG?"))              # doctest: +SKIP
+        """
 
         name = "crag"
 
-        def __init__(self, engine: CRAG, mode: str, search: str | None) -> None:
+        def __init__(self, engine: CRAG, options: dict[str, Any]) -> None:
             self.engine = engine
-            self.mode = mode
-            self.search = search
+            self.options = options
 
-        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
-            result: dict[str, Any] = self.engine.ask(_question(input), mode=self.mode, search=self.search).to_dict()
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> AIMessage:
+            result: AIMessage = self._call_with_config(self._invoke, input, config)
             return result
 
-        def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[str]:
-            from crag.pipeline.reducer import AnswerText
+        def _invoke(self, input: Any) -> AIMessage:
+            question, extra = _request(input)
+            return to_message(self.engine.ask(question, **self.options, **extra))
 
-            text = AnswerText()
-            with self.engine.ask_stream(_question(input), mode=self.mode, search=self.search) as events:
+        def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[AIMessageChunk]:
+            yield from self._transform_stream_with_config(iter([input]), self._chunks, config)
+
+        def _chunks(self, inputs: Iterator[Any]) -> Iterator[AIMessageChunk]:
+            question, extra = _request(_last(inputs))
+            with self.engine.ask_stream(question, **self.options, **extra) as events:
+                text = AnswerText()
                 for event in events:
-                    if piece := text.take(event):
-                        yield piece
+                    yield from self._take(text, event, events.trace_id)
 
-        async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[str]:
-            from crag.pipeline.reducer import AnswerText
+        async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
+            async for chunk in self._atransform_stream_with_config(_once(input), self._achunks, config):
+                yield chunk
 
-            text = AnswerText()
+        async def _achunks(self, inputs: AsyncIterator[Any]) -> AsyncIterator[AIMessageChunk]:
+            question, extra = _request([i async for i in inputs][-1])
             events = await asyncio.to_thread(
-                self.engine.ask_stream, _question(input), mode=self.mode, search=self.search
+                functools.partial(self.engine.ask_stream, question, **self.options, **extra)
             )
+            text = AnswerText()
             try:
                 while True:
                     kind, event = await asyncio.to_thread(_next_event, events)
                     if kind == "end":
                         return
-                    if event is not None and (piece := text.take(event)):
-                        yield piece
+                    if event is not None:
+                        for chunk in self._take(text, event, events.trace_id):
+                            yield chunk
             finally:
                 events.close()  # the caller stopped early: stop the model
 
+        @staticmethod
+        def _take(text: AnswerText, event: StreamEvent, trace_id: str) -> Iterator[AIMessageChunk]:
+            """The chunks for one event: its verified text, and the metadata with the answer."""
+            if piece := text.take(event):
+                yield messages.AIMessageChunk(content=piece, id=trace_id)
+            if event.name == "answer":
+                yield messages.AIMessageChunk(content="", id=trace_id, **_metadata(event.value))
+
     return CragRunnable
+
+
+@functools.cache
+def _answer_runnable_class() -> type:
+    runnables = require("langchain_core.runnables", EXTRA)
+
+    class CragAnswerRunnable(runnables.Runnable):  # type: ignore[misc, name-defined]  # base class from an optional package
+        """Question → ``Answer.to_dict()``: the answer, decision, citations, context and timings."""
+
+        name = "crag_answer"
+
+        def __init__(self, engine: CRAG, options: dict[str, Any]) -> None:
+            self.engine = engine
+            self.options = options
+
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+            result: dict[str, Any] = self._call_with_config(self._invoke, input, config)
+            return result
+
+        def _invoke(self, input: Any) -> dict[str, Any]:
+            question, extra = _request(input)
+            result: dict[str, Any] = self.engine.ask(question, **self.options, **extra).to_dict()
+            return result
+
+    return CragAnswerRunnable
+
+
+def _last(inputs: Iterator[Any]) -> Any:
+    """The question from a transform's input stream (a question arrives whole, once)."""
+    return list(inputs)[-1]
+
+
+async def _once(value: Any) -> AsyncIterator[Any]:
+    yield value
 
 
 def _next_event(events: Any) -> tuple[str, StreamEvent | None]:
@@ -171,11 +270,43 @@ def _next_event(events: Any) -> tuple[str, StreamEvent | None]:
         return "end", None
 
 
+@functools.cache
+def _retriever_class() -> type:
+    retrievers = require("langchain_core.retrievers", EXTRA)
+    pydantic = require("pydantic", EXTRA)
+
+    class CragRetriever(retrievers.BaseRetriever):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
+        """A LangChain retriever whose documents are CRAG's corrected context, without an answer.
+
+        Retrieves, grades, decides and corrects (searching the external source on
+        Ambiguous and Incorrect) and stops before generation; ``search`` names the external
+        source (default: the engine's settings), ``filters`` scope retrieval by metadata.
+
+        ### Usage example
+        >>> docs = CragRetriever(engine=engine).invoke("What does CRAG grade?")  # doctest: +SKIP
+        >>> docs[0].metadata["action"], docs[0].metadata["score"]                # doctest: +SKIP
+        ('correct', 0.91)
+        """
+
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        engine: Any  # a crag.engine.CRAG; typed Any so pydantic does not validate it
+        search: str | None = None
+        filters: dict[str, Any] | None = None
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return to_documents(self.engine.retrieve_context(query, search=self.search, filters=self.filters))
+
+    return CragRetriever
+
+
 def __getattr__(name: str) -> Any:
     # Module attribute access builds the class on first use, so importing this module
     # (e.g. for crag_runnable) does not import LangChain until a class is asked for.
-    if name == "CragRetriever":
-        return _retriever_class()
-    if name == "CragRunnable":
-        return _runnable_class()
+    classes = {
+        "CragRetriever": _retriever_class,
+        "CragRunnable": _runnable_class,
+        "CragAnswerRunnable": _answer_runnable_class,
+    }
+    if name in classes:
+        return classes[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,12 @@
 """LlamaIndex adapters (``pip install 'crag[llamaindex]'``): a retriever and a query engine.
 
-``CragRetriever`` returns CRAG's corrected context as ``NodeWithScore``s;
-``CragQueryEngine`` returns CRAG's answer as a ``Response`` whose ``source_nodes`` are
-that context, with the decision (action, confidence, trace id) in ``metadata``.
+``CragRetriever`` retrieves, grades and corrects without generating
+(:meth:`crag.engine.CRAG.retrieve_context`) and returns the corrected context as
+``NodeWithScore``s (the score is the strip's grade). ``CragQueryEngine`` answers with CRAG:
+a ``Response`` whose ``source_nodes`` are the answer's sources, with the decision and the
+citations (quotes, urls) in ``metadata``; with ``streaming=True`` a ``StreamingResponse``
+whose ``response_gen`` yields the verified answer a sentence at a time (joined, the saved
+answer), its ``source_nodes`` and ``metadata`` filled once the generator is done.
 
 >>> from crag import CRAG
 >>> from crag.integrations.llamaindex import CragQueryEngine, CragRetriever
@@ -18,57 +22,42 @@ LlamaIndex is imported when a class is first used, never by ``import crag``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from crag.integrations import require
+from crag.integrations import answer_metadata, require, strip_records
+from crag.pipeline.events import summarise
+from crag.pipeline.reducer import AnswerText
 
 if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
 
     from crag.engine import CRAG
+    from crag.pipeline import CorrectedContext
+    from crag.pipeline.live import AnswerStream
     from crag.types import Answer
 
 # The classes are built on first access by __getattr__ below (LlamaIndex imported lazily).
 __all__ = ["CragQueryEngine", "CragRetriever", "to_nodes"]  # noqa: F822
 
 EXTRA = "llamaindex"
+# Provenance stays in metadata for the caller: only the text reaches an LLM or an embedder
+# that LlamaIndex may call downstream.
+_HIDDEN = ["origin", "source", "url", "score", "citation", "trace_id", "action", "confidence"]
 
 
-def to_nodes(answer: Answer) -> list[NodeWithScore]:
-    """The corrected context of ``answer`` as scored LlamaIndex text nodes."""
+def to_nodes(result: Answer | CorrectedContext) -> list[NodeWithScore]:
+    """The strips of a corrected context, or an answer's sources, as scored text nodes."""
     schema = require("llama_index.core.schema", EXTRA)
-    out = []
-    for n, strip in enumerate(answer.context, start=1):
-        node = schema.TextNode(
-            text=strip.text,
-            metadata={
-                "origin": strip.origin,
-                "source": strip.source,
-                "title": strip.title,
-                "url": strip.url,
-                "citation": n,
-                "trace_id": answer.trace_id,
-                "action": answer.action.value,
-            },
-            # Only text reaches an LLM that LlamaIndex may call downstream: provenance
-            # stays in metadata for the caller, not in the prompt.
-            excluded_llm_metadata_keys=["origin", "source", "url", "citation", "trace_id", "action"],
-            excluded_embed_metadata_keys=["origin", "source", "url", "citation", "trace_id", "action"],
+    return [
+        schema.NodeWithScore(
+            node=schema.TextNode(
+                text=text, metadata=meta, excluded_llm_metadata_keys=_HIDDEN, excluded_embed_metadata_keys=_HIDDEN
+            ),
+            score=score,
         )
-        out.append(schema.NodeWithScore(node=node, score=float(strip.score)))
-    return out
-
-
-def _metadata(answer: Answer) -> dict[str, Any]:
-    return {
-        "action": answer.action.value,
-        "confidence": answer.confidence,
-        "trace_id": answer.trace_id,
-        "mode": answer.mode,
-        "citations": [{"id": c.id, "source": c.source, "title": c.title, "url": c.url} for c in answer.citations],
-        "degradations": list(answer.degradations),
-        "queries": list(answer.queries),
-    }
+        for text, score, meta in strip_records(result)
+    ]
 
 
 @functools.cache
@@ -76,21 +65,29 @@ def _retriever_class() -> type:
     base = require("llama_index.core.retrievers", EXTRA)
 
     class CragRetriever(base.BaseRetriever):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
-        """A LlamaIndex retriever over a CRAG engine: ``CragRetriever(engine).retrieve(q)``.
+        """A LlamaIndex retriever over a CRAG engine, without generating an answer.
 
-        Each retrieval runs the full CRAG loop, generation included (the corrected
-        context comes from that run); the answer is on ``last_answer`` for reuse.
+        Each retrieval retrieves, grades, decides and corrects (searching the external
+        source on Ambiguous and Incorrect); the result is on ``last_context``. ``filters``
+        scope retrieval by metadata (:meth:`crag.engine.CRAG.ask`).
+
+        ### Usage example
+        >>> nodes = CragRetriever(engine).retrieve("What does CRAG grade?")  # doctest: +SKIP
+        >>> nodes[0].score, nodes[0].node.metadata["action"]                # doctest: +SKIP
+        (0.91, 'correct')
         """
 
-        def __init__(self, engine: CRAG, *, mode: str = "crag", search: str | None = None, **kw: Any) -> None:
-            self._engine, self._mode, self._search = engine, mode, search
-            self.last_answer: Answer | None = None
+        def __init__(
+            self, engine: CRAG, *, search: str | None = None, filters: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
+            self._engine, self._search, self._filters = engine, search, filters
+            self.last_context: CorrectedContext | None = None
             super().__init__(**kw)
 
         def _retrieve(self, query_bundle: Any) -> list[NodeWithScore]:
-            answer = self._engine.ask(query_bundle.query_str, mode=self._mode, search=self._search)
-            self.last_answer = answer
-            return to_nodes(answer)
+            got = self._engine.retrieve_context(query_bundle.query_str, search=self._search, filters=self._filters)
+            self.last_context = got
+            return to_nodes(got)
 
     return CragRetriever
 
@@ -102,20 +99,48 @@ def _query_engine_class() -> type:
     pydantic = require("pydantic", EXTRA)
 
     class CragQueryEngine(query_engine.CustomQueryEngine):  # type: ignore[misc, name-defined]  # base class from an optional package, imported at run time
-        """A LlamaIndex query engine answering with CRAG: ``CragQueryEngine(engine=e).query(q)``."""
+        """A LlamaIndex query engine answering with CRAG.
+
+        ### Usage example
+        >>> qe = CragQueryEngine(engine=engine, streaming=True)   # doctest: +SKIP
+        >>> qe.query("What does CRAG grade?").print_response_stream()  # doctest: +SKIP
+        """
 
         model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
         engine: Any  # a crag.engine.CRAG; Any so pydantic does not try to validate it
         mode: str = "crag"
         search: str | None = None
+        filters: dict[str, Any] | None = None
+        streaming: bool = False
 
         def custom_query(self, query_str: str) -> Any:
-            answer = self.engine.ask(query_str, mode=self.mode, search=self.search)
+            options = {"mode": self.mode, "search": self.search, "filters": self.filters}
+            if self.streaming:
+                events = self.engine.ask_stream(query_str, **options)
+                response = response_schema.StreamingResponse(response_gen=iter(()))
+                response.response_gen = _verified_text(events, response)
+                return response
+            answer = self.engine.ask(query_str, **options)
+            text = AnswerText().take(summarise("answer", answer))  # the text a stream would have shown
             return response_schema.Response(
-                response=answer.answer, source_nodes=to_nodes(answer), metadata=_metadata(answer)
+                response=text, source_nodes=to_nodes(answer), metadata=answer_metadata(answer)
             )
 
     return CragQueryEngine
+
+
+def _verified_text(events: AnswerStream, response: Any) -> Iterator[str]:
+    """The answer's verified pieces, through the one reducer; the response's sources and
+    metadata are set when the answer arrives. Leaving the generator early stops the model."""
+    text = AnswerText()
+    with events:
+        for event in events:
+            if piece := text.take(event):
+                yield piece
+            if event.name == "answer":
+                response.source_nodes = to_nodes(event.value)
+                response.metadata = answer_metadata(event.value)
+                response.response_txt = text.shown  # get_response() after the caller read response_gen
 
 
 def __getattr__(name: str) -> Any:

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,8 +124,11 @@ class LlamaCppLLM:
         with _LOADED_LOCK:
             loaded = _LOADED.get(key)
             if loaded is None:
+                start = time.monotonic()
                 loaded = _Loaded(llama=self._load(path))
                 _LOADED[key] = loaded
+                # Once per process and model: `crag chat -v` shows that a conversation loads it once.
+                log.info("loaded %s (n_ctx %d) in %.1f s", path.name, self.n_ctx, time.monotonic() - start)
         self._loaded = loaded
 
     def complete(

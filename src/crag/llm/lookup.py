@@ -6,8 +6,9 @@ ten tokens costs little more than over one (the weights are read once), so inste
 writing a token per pass the decoder *guesses* the next few by looking up the last tokens
 in the prompt (prompt-lookup decoding, Saxena 2023) and checks the guess in one batch: the
 model's own greedy choice at each position either confirms a guessed token or replaces
-it, and decoding resumes from the first disagreement. The output is the greedy output,
-token for token; only the number of forward passes changes.
+it, and decoding resumes from the first disagreement. The output is the greedy output;
+only the number of forward passes changes (a batched pass computes in another order than a
+single one, so a near tie between two tokens can rarely go the other way).
 
 llama-cpp-python offers this (``LlamaPromptLookupDecoding``) only by computing logits for
 every prompt token (``logits_all``): hundreds of MB copied per prompt, which a 2-core

@@ -20,7 +20,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,17 +73,22 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
 # spend a minute writing the same 1 GB file. Across processes, os.replace keeps it safe.
 _ASSEMBLY_LOCK = threading.Lock()
 
+AssemblyProgress = Callable[[int, int], None]
+"""Called as the bundled model is assembled: ``(bytes written, bytes in all)``."""
+
 
 def resolve_gguf(
     name_or_path: str,
     *,
     bundled: Mapping[str, BundledModel] | None = None,
     models_dir: Path | None = None,
+    progress: AssemblyProgress | None = None,
 ) -> Path:
     """Return the path of a GGUF file for a bundled model name or an existing ``.gguf`` path.
 
     A bundled name is assembled on first use into ``cache_dir()/models/<name>.gguf``
-    (``models_dir`` overrides the folder, ``bundled`` the catalogue — both for tests).
+    (``models_dir`` overrides the folder, ``bundled`` the catalogue — both for tests);
+    ``progress`` is called as it is written (never when the model is already there).
 
     Raises ``ConfigError`` for an unknown name or missing packages, and
     ``ModelIntegrityError`` when the assembled bytes do not match the expected checksum.
@@ -99,7 +104,7 @@ def resolve_gguf(
         if _cached_ok(dest, spec):
             return dest
         parts = _part_files(spec)
-        _assemble(parts, dest, spec)
+        _assemble(parts, dest, spec, progress)
     return dest
 
 
@@ -198,7 +203,7 @@ def _part_files(spec: BundledModel) -> list[Path]:
     return parts
 
 
-def _assemble(parts: list[Path], dest: Path, spec: BundledModel) -> None:
+def _assemble(parts: list[Path], dest: Path, spec: BundledModel, progress: AssemblyProgress | None = None) -> None:
     """Concatenate ``parts`` into ``dest``, hashing on the way; refuse any mismatch."""
     free = shutil.disk_usage(dest.parent).free
     if free < spec.size:
@@ -220,6 +225,8 @@ def _assemble(parts: list[Path], dest: Path, spec: BundledModel) -> None:
                         h.update(block)
                         out.write(block)
                         written += len(block)
+                        if progress is not None:
+                            progress(written, spec.size)
                         if written > spec.size:
                             break
                 if written > spec.size:

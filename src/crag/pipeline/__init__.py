@@ -13,7 +13,10 @@ does not run on a path sends nothing):
 ==================  ============================  ==============================================
 event               value                         when
 ==================  ============================  ==============================================
-``query``           :class:`~crag.types.Query`    first: the question, language, type, thresholds
+``condense``        ``Condensed``                 first, in a conversation only: the last message
+                                                  made standalone from the history (at most one
+                                                  LLM call)
+``query``           :class:`~crag.types.Query`    the question, language, type, thresholds
 ``retrieve``        :class:`~crag.types.Retrieval`  documents found (hits, best first)
 ``evaluate``        :class:`~crag.types.Evaluation` grades and the set's confidence (CRAG)
 ``decide``          ``Decision``                  action + confidence (``rag`` in plain RAG)
@@ -41,6 +44,8 @@ event               value                         when
                                                   now (``escalated_from``: that generation);
                                                   ``correct``, ``fuse``, ``generate`` follow again
 ``answer``          :class:`~crag.types.Answer`   last: what the caller gets
+``context``         ``CorrectedContext``          last of :func:`run_crag_context` (no answer):
+                                                  the decision and the corrected context
 ==================  ============================  ==============================================
 
 With an ``on_step`` observer the model streams: ``token`` events arrive while
@@ -60,11 +65,14 @@ each value is written in one place, :mod:`crag.pipeline.events`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from crag.config import CragSettings
+from crag.correct.condense import Condensed, condense
 from crag.deadline import Deadline
 from crag.generate import Generation
 from crag.kb import KnowledgeBase
@@ -74,6 +82,7 @@ from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import guard
 from crag.pipeline.steps import (
     Context,
+    CorrectedContext,
     Decision,
     OnStep,
     Steps,
@@ -96,7 +105,9 @@ from crag.trace.spans import Tracer
 from crag.types import Action, Answer, Hit, Query, Strip
 
 __all__ = [
+    "Condensed",
     "Context",
+    "CorrectedContext",
     "Correction",
     "Decision",
     "Deps",
@@ -106,6 +117,7 @@ __all__ = [
     "Search",
     "make_query",
     "run_crag",
+    "run_crag_context",
     "run_rag",
 ]
 
@@ -124,13 +136,21 @@ class Deps:
     filters: Filters = field(default_factory=dict)
 
 
-def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
+History = Sequence[Mapping[str, Any]]
+"""A conversation before the question: ``{"role": "user" | "assistant", "content": text}`` messages."""
+
+
+def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None,
+             on_step: OnStep | None = None) -> Answer:  # fmt: skip
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="crag", filters=deps.filters))
     deadline = Deadline(cfg.correction.deadline_seconds)
     # One budget and one deadline for every LLM call of the request (grading included) and every search.
     llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
+
+    # 0. Condense: in a conversation, the last message made standalone (at most one LLM call).
+    condensed = _condense(steps, question, history, llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
 
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
@@ -184,7 +204,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
         context = _fuse(steps, correction, cfg, query)
         generation = _generate(steps, query, context, llm, cfg)
     steps.show(generation)  # a refusal is final now: the reader sees it
-    degradations = (
+    degradations = condensed.degradations + (
         retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
     )
     # usage: every LLM call of the request, grading and verification included
@@ -200,19 +220,70 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on
     return steps.emit("answer", answer)
 
 
-def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, on_step: OnStep | None = None) -> Answer:
+def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None,
+            on_step: OnStep | None = None) -> Answer:  # fmt: skip
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    query = steps.emit("query", make_query(question, cfg, mode="rag", filters=deps.filters))
     llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
+    condensed = _condense(steps, question, history, llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="rag", filters=deps.filters))
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
     generation = steps.show(_generate(steps, query, context, llm, cfg))
+    degradations = condensed.degradations + retrieval.degradations
     answer = compose_answer(
-        query, decision, generation, degradations=retrieval.degradations, queries=[], tracer=tracer, usage=llm.usage
+        query, decision, generation, degradations=degradations, queries=[], tracer=tracer, usage=llm.usage
     )
     return steps.emit("answer", answer)
+
+
+def _condense(steps: Steps, question: str, history: History | None, llm: LLM) -> Condensed:
+    """The ``condense`` step when there is a conversation; a first turn passes as asked, with no event."""
+    if not history:
+        return Condensed(question, question, 0, "kept")
+    return steps.run("condense", lambda: condense(question, history, llm), tags_from=_condense_tags)
+
+
+def _condense_tags(c: Condensed) -> dict[str, Any]:
+    return {"llm_calls": c.llm_calls, "method": c.method, "history": c.history}
+
+
+def run_crag_context(
+    question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None
+) -> CorrectedContext:
+    """CRAG up to generation, for retrievers: retrieve → evaluate → decide → correct → fuse, then stop.
+
+    The same steps as :func:`run_crag` before it generates (verification and compression
+    included, when configured), so the strips returned are those an answer would be written
+    from. No answer means no refusal to escalate from (step 6). The ``context`` event ends
+    the trace.
+    """
+    steps = _steps(tracer, None)
+    deadline = Deadline(cfg.correction.deadline_seconds)
+    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
+    condensed = _condense(steps, question, history, llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
+    retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
+    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
+    decision = steps.emit("decide", decide_action(query, grading))
+    corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
+    correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+    checked: list[str] = []
+    if can_verify(decision, search, cfg):
+        check = steps.run("verify", lambda: verify(query, correction.internal, llm, cfg))
+        checked = check.degradations
+        if not check.confirmed:
+            decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, unverified=check))
+            correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+    context = _fuse(steps, correction, cfg, query)
+    if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
+        context = steps.run("compress", lambda: compress_context(query, context, llm))
+    degradations = (
+        retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
+    )
+    corrected = CorrectedContext(query, decision, context, correction.queries, degradations, tracer.id, llm.usage)
+    return steps.emit("context", corrected)
 
 
 def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query) -> Context:

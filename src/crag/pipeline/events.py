@@ -27,17 +27,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from crag.correct.condense import Condensed
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
 from crag.generate import Generation, Replace
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
-from crag.pipeline.steps import Context, Decision, usage
+from crag.pipeline.steps import Context, CorrectedContext, Decision, usage
 from crag.trace.spans import Tracer
 from crag.types import Answer, Evaluation, Hit, Query, Retrieval, Strip
 
 __all__ = ["EVENTS", "Event", "EventName", "StreamEvent", "TraceRecorder", "summarise"]
 
 EventName = Literal[
+    "condense",
     "query",
     "retrieve",
     "evaluate",
@@ -57,8 +59,10 @@ EventName = Literal[
     "replace",
     "generate",
     "answer",
+    "context",
 ]
-"""Every event a run sends, in the order they can come (see :mod:`crag.pipeline`)."""
+"""Every event a run sends, in the order they can come (see :mod:`crag.pipeline`); ``context``
+ends a run that stops before generation (:func:`crag.pipeline.run_crag_context`)."""
 
 EVENT_NAMES: tuple[str, ...] = get_args(EventName)
 
@@ -117,6 +121,20 @@ class TraceRecorder:
 
 
 # -- each event: its client summary, then its trace record ---------------------------------
+def _condense(c: Condensed) -> dict[str, Any]:
+    return {"asked": c.asked, "question": c.question, "history": c.history, "method": c.method,
+            "llm_calls": c.llm_calls}  # fmt: skip
+
+
+def _record_condense(t: Tracer, c: Condensed) -> None:
+    """The conversation turn: the message as asked; ``question`` (from ``query``) is the condensed one."""
+    record: dict[str, Any] = {"asked": c.asked, "condensed": c.question, "history": c.history, "method": c.method,
+                              "llm_calls": c.llm_calls}  # fmt: skip
+    if c.rewrite and c.method == "fallback":
+        record["rejected_rewrite"] = c.rewrite  # what the model wrote instead
+    t.record("conversation", record)
+
+
 def _query(q: Query) -> dict[str, Any]:
     out: dict[str, Any] = {"question": q.text, "mode": q.mode, "language": q.language}
     if q.filters:
@@ -302,6 +320,15 @@ def _record_answer(t: Tracer, a: Answer) -> None:
     t.record("citations", [asdict(c) for c in a.citations])
 
 
+def _corrected(c: CorrectedContext) -> dict[str, Any]:
+    return _decide(c.decision) | {"context": [_strip(s) for s in c.strips], "queries": c.queries}
+
+
+def _record_corrected(t: Tracer, c: CorrectedContext) -> None:
+    t.record("context", [_context_record(s) for s in c.strips])
+    t.record("context_only", True)  # stopped before generation on purpose: no answer is not a failure
+
+
 def _hit(h: Hit) -> dict[str, Any]:
     c = h.chunk
     return {
@@ -320,6 +347,7 @@ def _context_record(s: Strip) -> dict[str, object]:
 
 
 EVENTS: dict[str, Event] = {
+    "condense": Event(_condense, _record_condense),
     "query": Event(_query, _record_query),
     "retrieve": Event(_retrieve, _record_retrieve),
     "evaluate": Event(_evaluate, _record_evaluate),
@@ -339,5 +367,6 @@ EVENTS: dict[str, Event] = {
     "replace": Event(_replace),
     "generate": Event(_generation, _record_generate),
     "answer": Event(lambda a: a.to_dict(), _record_answer, composite=True),
+    "context": Event(_corrected, _record_corrected, composite=True),
 }
 assert set(EVENTS) == set(EVENT_NAMES), "every event name has one entry"

@@ -319,3 +319,39 @@ def compose_answer(
         abstained=gen.abstained,
         usage=usage or Usage(),
     )
+
+
+# -- stopping before generation ------------------------------------------------------------
+@dataclass
+class CorrectedContext:
+    """What CRAG hands its generator, without generating: the decision and the corrected context.
+
+    The result of :func:`crag.pipeline.run_crag_context` (``CRAG.retrieve_context``): the
+    same steps as an answer up to generation, so ``context.strips`` are the strips an answer
+    to ``query`` would be written from, each with its grade (``Strip.score``) and origin.
+
+    >>> from crag.types import Action, Query
+    >>> got = CorrectedContext(Query("Who?", "en"), Decision(Action.CORRECT, 0.8), Context([]), [], [], "t1")
+    >>> got.action.value, got.confidence, got.strips
+    ('correct', 0.8, [])
+    """
+
+    query: Query
+    decision: Decision
+    context: Context
+    queries: list[str]  # the external search queries (Ambiguous, Incorrect)
+    degradations: list[str]
+    trace_id: str
+    usage: Usage = field(default_factory=Usage)  # LLM calls made on the way (grading, verification, rewrite)
+
+    @property
+    def strips(self) -> list[Strip]:
+        return self.context.strips
+
+    @property
+    def action(self) -> Action:
+        return self.decision.action
+
+    @property
+    def confidence(self) -> float | None:
+        return self.decision.confidence

@@ -15,6 +15,7 @@ from typing import Any
 from crag.config import CragSettings
 from crag.deadline import with_deadline
 from crag.errors import SearchError
+from crag.extras import require
 from crag.registry import BackendDeps, Registries
 from crag.types import WebResult
 
@@ -135,6 +136,8 @@ def _parse(raw: Any) -> list[WebResult]:
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> DuckDuckGoSearch:
+    # Chosen by name: a missing extra is a configuration error now, not a degraded answer per search.
+    require("ddgs", "web", "the duckduckgo search provider")
     return DuckDuckGoSearch(timeout=settings.search.timeout)
 
 

@@ -34,7 +34,7 @@ from crag.metadata import parse_meta
 from crag.pipeline.live import AnswerStream
 from crag.redact import install_log_redaction, redact_text
 from crag.server import collections as collections_routes
-from crag.server import feedback, ui
+from crag.server import docs, feedback, ui
 from crag.server.auth import (
     ApiKey,
     Authenticator,
@@ -80,8 +80,9 @@ def create_app(
     keys = list(api_keys) if api_keys is not None else all_keys(settings)
     auth = Authenticator(keys)  # checks every key fits a Bearer header, and registers it for redaction
     install_log_redaction()
-    # No /docs: Swagger UI loads from a CDN, and the service must work offline. Every JSON
-    # body leaves through RedactedJSONResponse (crag.redact, the one redaction point).
+    # FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
+    # (crag.server.docs), as the service must work offline. Every JSON body leaves through
+    # RedactedJSONResponse (crag.redact, the one redaction point).
     app = FastAPI(
         title="crag",
         version=__version__,
@@ -109,6 +110,7 @@ def create_app(
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app, metrics)
     ui.install(app)
+    docs.install(app)
     feedback.install(app, collections)
     collections_routes.install(app, collections)
     document_bodies(
@@ -134,7 +136,7 @@ def create_app(
         req = await parse_body(request, AskRequest)
         col = collections.resolve(req.collection)
         authorize(request, col)
-        run = Run(col, req.mode, req.search, req.filters)
+        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []])
         if req.stream:
             stream = await _start_stream(run, metrics, req.question)
             events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
@@ -145,17 +147,17 @@ def create_app(
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         req = await parse_body(request, ChatRequest)
-        users = [m for m in req.messages if m.role == "user"]
-        if not users:
+        question, history = req.conversation()  # the last user message, and the turns before it
+        if not question:
             raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
         col, mode = chat_model(collections, req.model)
         authorize(request, col)
-        run = Run(col, mode, None, req.filters)
+        run = Run(col, mode, None, req.filters, history)
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,
             # so an error before it (503 model unavailable, 409 no knowledge base) still
             # reaches OpenAI clients as an HTTP status instead of a broken stream.
-            stream = await _start_stream(run, metrics, users[-1].text())
+            stream = await _start_stream(run, metrics, question)
             events = live_events(stream, KEEPALIVE_SECONDS)
             try:
                 first = await first_events(events)
@@ -167,7 +169,7 @@ def create_app(
             include_usage = bool((req.stream_options or {}).get("include_usage"))
             body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(run, metrics, users[-1].text())
+        answer = await _answer(run, metrics, question)
         return RedactedJSONResponse(
             chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
         )
@@ -206,7 +208,7 @@ def create_app(
         collection: str | None = Query(None, max_length=64),
         limit: int = Query(50, ge=1, le=500),
         action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
-        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed)$"),
+        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed|retrieved)$"),
         min_confidence: float | None = Query(None, ge=0, le=1),
         max_confidence: float | None = Query(None, ge=0, le=1),
         min_latency_ms: float | None = Query(None, ge=0),
@@ -272,8 +274,9 @@ async def _answer(run: Run, metrics: Metrics, question: str, *, replay_of: str |
 
 def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
     engine = run.collection.engine
+    info = run.request_info(replay_of)
     return engine.ask(
-        question, mode=run.mode, search=run.search, request=run.request_info(replay_of), filters=run.filters
+        question, mode=run.mode, search=run.search, request=info, filters=run.filters, history=run.history
     )
 
 
@@ -283,7 +286,12 @@ async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStre
     try:
         return await run_in_threadpool(
             lambda: engine.ask_stream(
-                question, mode=run.mode, search=run.search, request=run.request_info(), filters=run.filters
+                question,
+                mode=run.mode,
+                search=run.search,
+                request=run.request_info(),
+                filters=run.filters,
+                history=run.history,
             )
         )
     except CragError as exc:

@@ -59,10 +59,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# Liveness must work for load balancers that hold no key; the UI shell is static and
-# fetches every piece of data through the authenticated API.
-OPEN_PATHS = ("/healthz",)
-OPEN_PREFIXES = ("/ui",)
+# Liveness must work for load balancers that hold no key; the UI shell and the API's
+# description (/, /docs, /openapi.json) are static and fetch every piece of data through
+# the authenticated API.
+OPEN_PATHS = ("/healthz", "/", "/docs", "/openapi.json")
+OPEN_PREFIXES = ("/ui", "/docs")
 ENV_KEYS = "CRAG_API_KEYS"
 
 

@@ -129,6 +129,7 @@ class Run:
     mode: str
     search: str | None = None
     filters: dict[str, Any] | None = None
+    history: list[dict[str, str]] | None = None  # the conversation before the question (condensed with it)
 
     def request_info(self, replay_of: str | None = None) -> dict[str, Any]:
         """How the question was asked, saved in its trace so a replay runs it the same way."""

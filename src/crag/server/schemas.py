@@ -18,6 +18,7 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "ContentPart",
+    "HistoryMessage",
     "IngestDocument",
     "IngestRequest",
     "RedactedJSONResponse",
@@ -29,14 +30,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class HistoryMessage(_Strict):
+    """One earlier turn of a conversation (``/v1/ask``'s ``history``)."""
+
+    role: Literal["user", "assistant"]
+    content: StrictStr
+
+
 class AskRequest(_Strict):
     """Body of ``POST /v1/ask``.
+
+    ``history``: the conversation before the question; the question is condensed into a
+    standalone one from it before retrieval.
 
     >>> AskRequest.model_validate({"question": "What is CRAG?", "stream": True}).mode
     'crag'
     """
 
     question: StrictStr
+    history: list[HistoryMessage] | None = Field(None, max_length=200)
     mode: Literal["crag", "rag"] = "crag"
     # Only a provider *name*: a corpus path from the network would let clients read server files.
     search: StrictStr | None = Field(None, max_length=64)
@@ -62,6 +74,7 @@ class ChatMessage(BaseModel):
     content: StrictStr | list[ContentPart] | None = None
 
     def text(self) -> str:
+        """The message's text (the text parts of a multi-part message, joined)."""
         if isinstance(self.content, list):
             return "\n".join(p.text or "" for p in self.content if p.type == "text")
         return self.content or ""
@@ -71,7 +84,8 @@ class ChatRequest(_Strict):
     """Body of ``POST /v1/chat/completions`` (OpenAI-compatible).
 
     Sampling parameters are accepted so stock clients work, but the CRAG settings of
-    the server decide generation; ``model="rag"`` runs the plain baseline.
+    the server decide generation; ``model="rag"`` runs the plain baseline. The last user
+    message is the question; the user and assistant messages before it are its history.
     """
 
     model: StrictStr = "crag"
@@ -90,6 +104,14 @@ class ChatRequest(_Strict):
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     filters: dict[str, Any] | None = None  # crag's extension: as in /v1/ask
+
+    def conversation(self) -> tuple[str, list[dict[str, str]]]:
+        """The question (the last user message) and the user/assistant messages before it."""
+        last = max((i for i, m in enumerate(self.messages) if m.role == "user"), default=-1)
+        if last < 0:
+            return "", []
+        turns = [m for m in self.messages[:last] if m.role in ("user", "assistant")]
+        return self.messages[last].text(), [{"role": m.role, "content": m.text()} for m in turns]
 
 
 class IngestDocument(_Strict):

@@ -1,8 +1,9 @@
 """The trace viewer: static HTML/CSS/JS served from this package, no build step, no CDN.
 
-The pages are shells: the browser fetches ``/v1/traces`` with the user's API key (kept
-in ``sessionStorage``) and builds the DOM with ``textContent`` only, so user text is
-never parsed as HTML. A strict Content-Security-Policy backs that up.
+The pages are shells: the browser fetches ``/v1/traces`` (the chat page:
+``/v1/chat/completions`` and ``/v1/models``) with the user's API key (kept in
+``sessionStorage``) and builds the DOM with ``textContent`` only, so user text is never
+parsed as HTML. A strict Content-Security-Policy backs that up.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ async def ui_index() -> Response:
 @router.get("/ui/", include_in_schema=False)
 async def ui_index_slash() -> Response:
     return RedirectResponse("/ui")
+
+
+@router.get("/ui/chat", include_in_schema=False)
+async def ui_chat() -> Response:
+    """A conversation over ``/v1/chat/completions``: answers stream in, citations show their quotes."""
+    return _page("chat.html")
 
 
 @router.get("/ui/trace/{trace_id}", include_in_schema=False)

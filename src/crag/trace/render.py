@@ -63,6 +63,10 @@ def _header(data: Mapping[str, Any]) -> Panel:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
     grid.add_row("question", Text(str(data.get("question") or "")))
+    turn = data.get("conversation")
+    if isinstance(turn, Mapping):  # a follow-up: the question above is the condensed one
+        how = f"  ({turn.get('method')}, {turn.get('history')} earlier messages)"
+        grid.add_row("asked", Text.assemble(str(turn.get("asked") or ""), (how, "dim")))
     from crag.trace.store import trace_status
 
     status = trace_status(dict(data))
@@ -287,7 +291,7 @@ def _action(value: Any, *, answered: bool = True) -> Text:
 
 
 STATUS_STYLES = {"answered": "green", "degraded": "yellow", "refused": "magenta", "abstained": "magenta",
-                 "failed": "bold red"}  # fmt: skip
+                 "failed": "bold red", "retrieved": "cyan"}  # fmt: skip
 
 
 def _status(value: Any) -> Text:

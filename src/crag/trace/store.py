@@ -86,17 +86,20 @@ def m003_status(db: sqlite3.Connection) -> None:
         db.execute("UPDATE traces SET status = ? WHERE id = ?", (status, trace_id))
 
 
-STATUSES = ("answered", "degraded", "refused", "abstained", "failed")
+STATUSES = ("answered", "degraded", "refused", "abstained", "failed", "retrieved")
 
 
 def trace_status(trace: dict[str, Any]) -> str:
     """How the request ended: ``failed`` (an error, no answer), ``abstained`` (nothing reliable
     found), ``refused`` (the sources did not hold the answer), ``degraded`` (answered, with
-    something given up on the way), or ``answered``.
+    something given up on the way), or ``answered``; ``retrieved`` for a run that stopped
+    before generation on purpose (a retriever's, :func:`crag.pipeline.run_crag_context`).
 
     >>> trace_status({"action": "correct", "errors": ["llm: unknown model"]}), trace_status({"answer": "x"})
     ('failed', 'answered')
     """
+    if not trace.get("errors") and "answer" not in trace and trace.get("context_only"):
+        return "retrieved"
     if trace.get("errors") or "answer" not in trace:
         return "failed"
     if trace.get("abstained"):
@@ -312,10 +315,18 @@ class TraceStore:
         min_confidence: float | None = None,
         max_confidence: float | None = None,
         status: str | None = None,
+        grep: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Summary rows (no ``data``), newest first, optionally filtered (``status``: one of :data:`STATUSES`)."""
+        """Summary rows (no ``data``), newest first, optionally filtered (``status``: one of :data:`STATUSES`).
+
+        ``grep``: only traces whose question or answer contains the text (ASCII letters in
+        any case).
+        """
         where: list[str] = []
         params: list[str | float] = []
+        if grep:
+            where.append("(instr(lower(question), lower(?)) > 0 OR instr(lower(answer), lower(?)) > 0)")
+            params += [grep, grep]
         if action is not None:
             where.append("action = ?")
             params.append(str(getattr(action, "value", action)))

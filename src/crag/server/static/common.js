@@ -40,16 +40,17 @@ function ms(value) {
 
 function when(iso) { return String(iso || "").slice(0, 19).replace("T", " "); }
 
-// The action in its colour only when an answer was given: a failed, refused or abstained
-// request shows its action muted, never as a green "correct".
+// The action in its colour only when an answer was given (or a retriever's run stopped before
+// generation on purpose): a failed, refused or abstained request shows its action muted,
+// never as a green "correct".
 function badge(action, status) {
-  const answered = status === undefined || status === null || status === "answered" || status === "degraded";
+  const answered = status === undefined || status === null || ["answered", "degraded", "retrieved"].includes(status);
   const name = answered && ["correct", "ambiguous", "incorrect", "rag"].includes(action) ? action : "unknown";
   return el("span", { class: `badge ${name}` }, String(action || "?"));
 }
 
 function statusBadge(status) {
-  const name = ["answered", "degraded", "refused", "abstained", "failed"].includes(status) ? status : "unknown";
+  const name = ["answered", "degraded", "refused", "abstained", "failed", "retrieved"].includes(status) ? status : "unknown";
   return el("span", { class: `badge status-${name}` }, String(status || "?"));
 }
 
