@@ -4,13 +4,13 @@ Optional capabilities are protocols of their own: :class:`YesNoLLM` (P(yes) of a
 answer token, for the Correct-path check), :class:`ScoringLLM` (also the probabilities of
 given choices, for the LLM judge and ``crag eval``'s judge), :class:`StreamingLLM` (token
 deltas as the model writes them; :func:`stream_completion` falls back to one delta from
-``complete`` for other LLMs), :class:`LLMEvaluator` (an evaluator that asks an LLM, handed
-each request's guarded model) and :class:`ParallelEmbedder` (an embedder that can run in
-worker processes). Ask :func:`offers` whether an LLM has one: a request's
+``complete`` for other LLMs) and :class:`LLMEvaluator` (an evaluator that asks an LLM, handed
+each request's guarded model). Ask :func:`offers` whether an LLM has one: a request's
 :class:`Guard` (``crag.llm.guard.GuardedLLM``) implements every method and answers for the
 model it guards.
 
-A vector store declares what it can do beyond :class:`VectorStore` the same way:
+An embedder that can also run in worker processes is a :class:`ParallelEmbedder`, and a
+vector store declares what it can do beyond :class:`VectorStore` the same way:
 :class:`FilteringStore` (metadata filters inside its search), :class:`FullTextStore` (its own
 keyword ranking), :class:`RefreshableStore` (reopens to see other processes' writes) and
 :class:`ReleasableStore` (drops its in-memory index until the next call). The knowledge base
