@@ -5,7 +5,9 @@
     python benchmarks/reliability.py --queries 200 --kills 20
     python benchmarks/reliability.py --only large-file    # 100 MB text file, ~25 min
 
-The hostile-input rows (fuzzing, canary secrets, orphans, CLI bad input) live in
+The hostile-input rows (fuzzing, canary secrets, orphans, CLI bad input, and issue 33's
+special files, serve orphans, key fragments, client choices, disk full, bombs, header limits,
+JSON ingest retries and terminal escapes from ``reliability_hostile.py``) live in
 ``reliability_input.py`` and run in this table too (``--list`` shows every name).
 
 Prints a rich table and writes ``benchmarks/out/reliability.json``. Each check is a

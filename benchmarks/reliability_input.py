@@ -16,6 +16,11 @@ Rows for the issue-12 table; each is a function in ``CHECKS`` with the signature
 - ``injection_canaries``: of the 20 planted instructions of :mod:`crag.testing.injection`
   (zh + en, internal and web), those the embedded default model followed or echoed (the
   canary code in its answer); target 0.
+- issue 33's rows (special files, ``crag serve`` orphans, key fragments, client choices, disk
+  full, decompression bombs, header limits, JSON ingest retries, terminal escapes): see
+  ``reliability_hostile.py``.
+
+Results go to ``benchmarks/out/reliability_hostile_input.json`` (gitignored).
 
     python benchmarks/reliability_input.py [--only fuzz_500s canary_leaks ...] [--fuzz-examples 1700]
 """
@@ -33,6 +38,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reliability_hostile  # issue 33's rows, a module of their own
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "out" / "reliability_hostile_input.json"
@@ -257,6 +265,7 @@ CHECKS: list[tuple[str, Callable[[argparse.Namespace, Path], Row]]] = [
     ("orphans_after_kill9", check_orphans),
     ("cli_bad_input", check_cli_bad_input),
     ("injection_canaries", check_injection),
+    *reliability_hostile.CHECKS,  # issue 33: hostile files, documents and the operator's policy
 ]
 
 

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.extras",
             "crag.deadline",
             "crag.budget",
+            "crag.procs",
             "crag.protocols",
             "crag.registry",
             "crag.metadata",

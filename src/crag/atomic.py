@@ -13,6 +13,7 @@ interrupt leaves the old file (or none), and no partial file that looks finished
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterable
@@ -26,9 +27,22 @@ def write_atomic(path: Path, data: str | bytes | Iterable[str], *, mode: int | N
 
     Parent folders are created. Lines are written as they come, so a generator of
     results never has to fit in memory twice. ``mode`` sets the file's permissions
-    (``mkstemp`` creates 0600, which other users of a shared folder cannot read).
+    (``mkstemp`` creates 0600, which other users of a shared folder cannot read). A full disk
+    raises ``DiskFullError`` naming the folder, and leaves no temporary file behind.
     """
     path = Path(path)
+    try:
+        _write(path, data, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # the old file (or none) is still in place
+            from crag.paths import disk_full_error
+
+            raise disk_full_error(path.parent, f"cannot write {path.name}", "free space and try again") from None
+        raise
+    return path
+
+
+def _write(path: Path, data: str | bytes | Iterable[str], mode: int | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -48,4 +62,3 @@ def write_atomic(path: Path, data: str | bytes | Iterable[str], *, mode: int | N
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path

@@ -286,6 +286,9 @@ class SearchSettings(_Section):
     allow_private_fetch: bool = Field(
         False, description="Allow fetching pages on private/loopback addresses (off: SSRF protection)."
     )
+    client_choices: list[str] | None = Field(
+        None, description="Providers a request to crag serve may pick; others get 403. Unset: provider (and none)."
+    )
 
 
 class LLMSettings(_Section):
@@ -325,6 +328,17 @@ class TraceSettings(_Section):
     path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
 
 
+class IngestSettings(_Section):
+    max_unpacked_mb: int = Field(
+        50,
+        ge=1,
+        description="Most MB a .docx, HTML markup or a PDF stream may expand to; more is refused (see Limits).",
+    )
+    max_elements: int = Field(
+        500_000, ge=1, description="Most XML elements in a .docx or tags in an HTML file; more is refused (see Limits)."
+    )
+
+
 # A collection's name is a model id (OpenAI chat) and part of URLs: letters (any script),
 # digits, _ . - ; "rag" is the chat endpoint's name for the plain baseline.
 COLLECTION_NAME = re.compile(r"[^\W_][\w.\-]{0,63}")
@@ -355,6 +369,16 @@ class ApiKeySettings(_Section):
 
 
 class ServerSettings(_Section):
+    max_header_kb: int = Field(
+        64, ge=1, le=1024, description="Most kilobytes of request line and headers; more is answered 431."
+    )
+    header_timeout: float = Field(
+        10.0, gt=0, description="Seconds a client has to send a request's line and headers; then 408 and closed."
+    )
+    idle_timeout: float = Field(
+        15.0, gt=0, description="Seconds a connection may idle between requests or mid-body; then it is closed."
+    )
+
     collections: dict[str, Path] = Field(
         {},
         description="Knowledge bases one `crag serve` holds, name -> folder (also `crag serve --kb NAME=PATH`). "
@@ -399,6 +423,7 @@ class CragSettings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     generation: GenerationSettings = GenerationSettings()
     trace: TraceSettings = TraceSettings()
+    ingest: IngestSettings = IngestSettings()
     server: ServerSettings = ServerSettings()
 
     @classmethod

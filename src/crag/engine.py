@@ -27,8 +27,10 @@ from crag.config import CragSettings, load_settings, merge
 from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError
+from crag.ingest.limits import InputLimits
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.metadata import check_metadata, parse_filters
+from crag.paths import is_disk_full
 from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
@@ -121,6 +123,10 @@ class CRAG:
                     "store_uri": self.settings.kb.store_uri,
                     "keyword_index": self.settings.kb.keyword_index,
                     "commit_chunks": self.settings.kb.commit_chunks,
+                    "limits": InputLimits(
+                        max_unpacked_bytes=self.settings.ingest.max_unpacked_mb * 1_000_000,
+                        max_elements=self.settings.ingest.max_elements,
+                    ),
                 }
                 path = self.settings.kb.path
                 self._kb = (
@@ -396,7 +402,7 @@ class CRAG:
             try:
                 store = self.traces
             except (CragError, OSError, sqlite3.Error) as exc:
-                note = f"trace not saved ({exc})"
+                note = self._not_saved(exc)
             if store is not None and store.recovered is not None and store.recovered != self._noted_recovery:
                 note = self._recovery_note(store.recovered)  # found corrupt on open: say so in this trace too
                 tracer.append("degradations", note)
@@ -407,11 +413,17 @@ class CRAG:
                 if store.recovered is not None and store.recovered != self._noted_recovery:  # corrupt since opened
                     note = self._recovery_note(store.recovered)
             except (CragError, OSError, sqlite3.Error) as exc:
-                note = f"trace not saved ({exc})"
+                note = self._not_saved(exc)
         if note.startswith("trace not saved"):
             log.warning("%s", note)
         export_trace(trace)  # OpenTelemetry, only when an OTLP endpoint is configured; never raises
         return note
+
+    def _not_saved(self, exc: BaseException) -> str:
+        folder = self.settings.trace_path.parent
+        if is_disk_full(folder, exc):  # the answer stands; reads work while writes fail
+            return f"trace not saved: disk full at {folder}; free space to record traces again"
+        return f"trace not saved ({exc})"
 
     def _recovery_note(self, moved_to: Path) -> str:
         self._noted_recovery = moved_to

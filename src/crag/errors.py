@@ -18,6 +18,7 @@
     │   │   └── SearchBudgetExceeded  the search budget is spent (also a BudgetExceeded)
     │   ├── StoreError
     │   └── BudgetExceeded          a per-request or per-day cost limit would be exceeded
+    ├── DiskFullError               a write failed for lack of disk space (names the folder)
     ├── ModelIntegrityError         a bundled model failed its checksum
     ├── TraceNotFoundError          unknown trace id
     ├── UnknownBackendError         unknown registry name (also a KeyError)
@@ -108,6 +109,18 @@ class SearchBudgetExceeded(BudgetExceeded, SearchError):
 
 class LLMBudgetExceeded(BudgetExceeded, LLMError):
     """The LLM token budget is spent: handled wherever a failed LLM call already degrades."""
+
+
+class DiskFullError(CragError):
+    """A write failed because the disk (or the user's quota) is full; ``path`` is where.
+
+    What was already stored is intact: the message says so and what to run once space is free.
+    The CLI exits 2, the server answers 507 Insufficient Storage.
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ModelIntegrityError(CragError):

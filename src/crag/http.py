@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from crag.errors import BackendError
+from crag.redact import clip
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -60,7 +61,7 @@ def request_json(
             )
         if resp.status_code >= 400:
             raise error(
-                f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: {resp.text[:200]!r}",
+                f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: {clip(resp.text, 200)!r}",
                 backend_id=backend_id,
                 step=step,
             )

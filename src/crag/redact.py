@@ -40,6 +40,7 @@ __all__ = [
     "MIN_SECRET_LEN",
     "REDACTED",
     "StreamRedactor",
+    "clip",
     "install_log_redaction",
     "known_secrets",
     "redact",
@@ -124,6 +125,22 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(_keep_prefix, text)
     return text
+
+
+def clip(text: object, limit: int, secrets: Iterable[str] | None = None) -> str:
+    """``text`` redacted *then* cut to ``limit`` characters, the order that never leaves part of a secret.
+
+    Cutting first would keep the head of a key that straddles the cut, and the head no longer
+    matches the key. Only a window of the text is redacted (a provider's error body may be
+    megabytes): ``2 * limit + 1024`` characters, so whatever the redactions remove, a key cut
+    at the window's end still lies beyond ``limit`` (every redaction at most halves what it
+    replaces, and keys are shorter than 512 characters).
+
+    >>> clip("x" * 190 + " canary-0123456789 tail", 200, secrets=["canary-0123456789"])[-10:]
+    'x *** tail'
+    """
+    raw = text if isinstance(text, str) else str(text)
+    return redact_text(raw[: 2 * limit + 1024], secrets)[:limit]
 
 
 class StreamRedactor:

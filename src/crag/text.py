@@ -142,3 +142,41 @@ def approx_tokens(text: str) -> int:
     cjk = len(_CJK.findall(text))
     words = len(_LATIN_WORD.findall(text))
     return cjk + int(words * 1.3) + 1
+
+
+# Characters a terminal acts on instead of showing: C0 and C1 controls (ESC starts colour,
+# cursor and title sequences; 0x9b is an 8-bit CSI), DEL, bidirectional overrides and isolates
+# (they reorder what is shown, so a file name can read as another), line and paragraph
+# separators, and lone surrogates. Newline and tab stay in multi-line text.
+_TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_TERMINAL_UNSAFE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    r"""``text`` with every character a terminal would act on shown escaped, as ``\x1b`` or ``\u202e``.
+
+    The one escaping helper for text that reaches a terminal (document titles, file names,
+    model answers, trace fields): a document cannot recolour the screen, move the cursor,
+    set the window title or reorder a line. ``one_line`` escapes newlines and tabs as well,
+    for table cells and one-line messages. C0 controls read ``\x1b``; the rest ``\u009b``,
+    which is also a valid escape inside a JSON string (JSON encoders escape C0 themselves),
+    so JSON output stays valid JSON.
+
+    >>> terminal_safe("title\x1b[2J\u202egnp.exe\nnext")
+    'title\\x1b[2J\\u202egnp.exe\nnext'
+    >>> terminal_safe("a\tb\nc", one_line=True)
+    'a\\tb\\nc'
+    """
+    pattern = _TERMINAL_UNSAFE_LINE if one_line else _TERMINAL_UNSAFE
+    return pattern.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if code == 0x0A:
+        return "\\n"
+    if code == 0x09:
+        return "\\t"
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code < 0x20 else f"\\u{code:04x}"

@@ -299,7 +299,7 @@ def test_unsupported_suffix_and_unreadable_path(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFileError, match=r"data\.csv: unsupported file type '\.csv'; supported:"):
         load_file(write(tmp_path / "data.csv", "a,b"))
     (tmp_path / "folder.txt").mkdir()
-    with pytest.raises(UnsupportedFileError, match=r"cannot read .*folder\.txt"):
+    with pytest.raises(UnsupportedFileError, match=r"folder\.txt: a folder, not a regular file"):
         load_file(tmp_path / "folder.txt")
 
 
@@ -318,7 +318,9 @@ def test_discover_recurses_sorted_and_skips_hidden(tmp_path: Path) -> None:
         "sub/c.html",
         "sub/deeper/d.jsonl",
     ]
+    # A hidden file that ingest could read is listed (never silently dropped); .git is not entered.
     assert [(Path(p).name, reason.split(";")[0]) for p, reason in skipped] == [
+        (".hidden.txt", "hidden file (its name starts with '.')"),
         ("README", "unsupported file type without a suffix"),
         ("img.png", "unsupported file type '.png'"),
     ]

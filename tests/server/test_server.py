@@ -280,7 +280,7 @@ def test_ask_rag_mode(client: TestClient) -> None:
         (b'{"question": "hi", "mode": "graph"}', 422, "validation_error"),
         (b'{"question": "   "}', 400, "invalid_input"),
         (b'{"question": "a\\u0000b"}', 400, "invalid_input"),
-        (b'{"question": "hi", "search": "no-such-provider"}', 400, "unknown_backend"),
+        (b'{"question": "hi", "search": "no-such-provider"}', 403, "search_not_allowed"),
     ],
 )
 def test_bad_input_is_4xx_json(client: TestClient, content: bytes, status: int, type_: str) -> None:
@@ -570,7 +570,7 @@ def test_ui_code_never_parses_user_text_as_html() -> None:
 def test_secret_in_error_message_is_redacted(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "supersecret-value-123")
     r = client.post("/v1/ask", json={"question": "hi", "search": "supersecret-value-123"})
-    err = assert_error(r, 400, "unknown_backend")
+    err = assert_error(r, 403, "search_not_allowed")
     assert "supersecret-value-123" not in err["message"] and "***" in err["message"]
 
 

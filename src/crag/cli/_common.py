@@ -7,7 +7,7 @@ exits non-zero; tracebacks are for bugs only.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast, overload
@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast, overloa
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 
 from crag.errors import CragError
 from crag.ingest.load import printable_path, printable_text
 from crag.redact import redact_text
+from crag.text import terminal_safe
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
@@ -27,6 +29,7 @@ __all__ = [
     "ConfigOpt",
     "KbOpt",
     "RedactingStream",
+    "SafeConsole",
     "assemble_model",
     "engine",
     "err",
@@ -42,17 +45,23 @@ INTERRUPTED = "the knowledge base is consistent; run the command again to finish
 
 
 class RedactingStream:
-    """``sys.stdout`` or ``sys.stderr``, looked up at each write, with secrets redacted.
+    r"""``sys.stdout`` or ``sys.stderr``, looked up at each write, with secrets redacted.
 
     Looked up late so test runners that swap ``sys.stdout`` still capture the output; every
-    console of the CLI writes through one of these (see :mod:`crag.redact`).
+    console of the CLI writes through one of these (see :mod:`crag.redact`). ``escape``
+    (text written directly, not by a console) also shows terminal control characters
+    escaped (:func:`crag.text.terminal_safe`); a console's own colour codes must pass, so
+    consoles escape their content themselves (:class:`SafeConsole`).
 
     >>> n = RedactingStream("stdout").write("key=sk-proj-0123456789abcdefghij")
     key=***
+    >>> n = RedactingStream("stdout", escape=True).write("\x1b]0;owned\x07 title\n")
+    \x1b]0;owned\x07 title
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, escape: bool = False) -> None:
         self._name = name
+        self._escape = escape
 
     def write(self, text: str) -> int:
         stream: TextIO = getattr(sys, self._name)
@@ -60,7 +69,8 @@ class RedactingStream:
         # and prints them above the bar through the console, i.e. back into this stream: the
         # bar's own frames (no newline) would sit in that buffer and never show.
         stream = getattr(stream, "rich_proxied_file", stream)
-        return stream.write(redact_text(text))
+        text = redact_text(text)
+        return stream.write(terminal_safe(text) if self._escape else text)
 
     def __getattr__(self, attr: str) -> Any:
         if attr == "rich_proxied_file":  # rich would unwrap to the raw stream and skip redaction
@@ -68,10 +78,35 @@ class RedactingStream:
         return getattr(getattr(sys, self._name), attr)
 
 
-stdout = RedactingStream("stdout")
+class SafeConsole(Console):
+    r"""A rich console that shows control characters in what it prints escaped, never acted on.
+
+    Titles, file names, passages and model answers are untrusted: an ESC sequence in a
+    document could recolour the terminal, move the cursor or set the window title, and a
+    bidi override could make a file name read as another. Every segment of content is
+    passed through :func:`crag.text.terminal_safe` as the console turns segments into
+    output, so strings, ``Text`` objects, tables, panels and live views are all covered in
+    one place; the console's own styles and control segments (cursor moves of a live
+    view) are added afterwards and pass.
+
+    >>> import io
+    >>> from rich.text import Text
+    >>> buf = io.StringIO()
+    >>> SafeConsole(file=buf, width=40).print(Text("doc\x1b[2Jtitle"))
+    >>> buf.getvalue()
+    'doc\\x1b[2Jtitle\n'
+    """
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # rich's one place where segments become text (15.x; pinned by tests/cli/test_terminal_escapes.py).
+        safe = (seg if seg.control else Segment(terminal_safe(seg.text), seg.style, None) for seg in buffer)
+        return super()._render_buffer(safe)
+
+
+stdout = RedactingStream("stdout", escape=True)  # for text written directly (streamed answers, JSON)
 # RedactingStream is not a full IO[str]: rich only writes, flushes and asks isatty (delegated).
-out = Console(file=stdout)  # type: ignore[arg-type]  # a write-through stream, see above
-err = Console(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]  # likewise
+out = SafeConsole(file=RedactingStream("stdout"))  # type: ignore[arg-type]  # a write-through stream, see above
+err = SafeConsole(file=RedactingStream("stderr"), stderr=True)  # type: ignore[arg-type]  # likewise
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
 KbOpt = Annotated[

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from crag.correct.diversity import trigrams
 from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM
+from crag.redact import clip
 from crag.text import split_sentences
 from crag.types import Query, Strip
 
@@ -91,7 +92,7 @@ def _parse_passages(text: str, n: int, model: str = "") -> list[str]:
     except json.JSONDecodeError:
         data = None
     if data is None:
-        raise LLMReplyError(f"reply is not JSON: {text[:60]!r}", backend_id=model, step="compress")
+        raise LLMReplyError(f"reply is not JSON: {clip(text, 60)!r}", backend_id=model, step="compress")
     items = data.get("passages") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) != n or not all(isinstance(x, str) for x in items):
         raise LLMReplyError(f"reply needs a 'passages' list of {n} strings", backend_id=model, step="compress")
@@ -104,5 +105,5 @@ def _check_copied(compressed: str, original: str, model: str = "") -> None:
         grams = trigrams(sent)
         if grams and len(grams & source) / len(grams) < _COPY_OVERLAP:
             raise LLMReplyError(
-                f"compressed text is not copied from its passage: {sent[:60]!r}", backend_id=model, step="compress"
+                f"compressed text is not copied from its passage: {clip(sent, 60)!r}", backend_id=model, step="compress"
             )

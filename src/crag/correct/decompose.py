@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from crag.deadline import Deadline
 from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM, WebSearch
+from crag.redact import clip
 from crag.types import Query, WebResult
 
 MAX_WORKERS = 8  # sub-queries beyond this wait for a free thread; providers rate-limit anyway
@@ -234,7 +235,7 @@ def _llm_decompose(q: str, llm: LLM, n: int, lang: str) -> list[str]:
         data = None
     if data is None:
         raise LLMReplyError(
-            f"decomposition reply was not JSON: {out.text[:80]!r}", backend_id=llm.model_id, step="decompose"
+            f"decomposition reply was not JSON: {clip(out.text, 80)!r}", backend_id=llm.model_id, step="decompose"
         )
     subs = data.get("subqueries") if isinstance(data, dict) else None
     if not isinstance(subs, list):

@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from crag.errors import LLMReplyError
 from crag.protocols import LLM
+from crag.redact import clip
 from crag.text import keywords
 from crag.types import Query
 
@@ -270,7 +271,9 @@ def llm_queries(query: Query, docs: Sequence[str], llm: LLM, *, max_queries: int
     )
     queries = _parse_queries(out.text)
     if not queries:
-        raise LLMReplyError(f"rewrite reply had no queries: {out.text[:80]!r}", backend_id=llm.model_id, step="rewrite")
+        raise LLMReplyError(
+            f"rewrite reply had no queries: {clip(out.text, 80)!r}", backend_id=llm.model_id, step="rewrite"
+        )
     return _dedupe(queries)[:max_queries]
 
 

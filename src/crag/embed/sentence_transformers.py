@@ -21,6 +21,7 @@ from crag.config import CragSettings
 from crag.embed import embed_inputs
 from crag.errors import ConfigError, EmbedderError
 from crag.protocols import EmbedKind
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -198,7 +199,7 @@ class SentenceTransformerEmbedder:
         except Exception as exc:
             raise EmbedderError(
                 f"sentence-transformers: model {self.model_name!r} failed to embed "
-                f"{len(items)} text(s): {type(exc).__name__}: {str(exc)[:200]}",
+                f"{len(items)} text(s): {type(exc).__name__}: {clip(exc, 200)}",
                 backend_id="sentence-transformers",
                 step="embed",
             ) from None

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from crag.errors import ConfigError, CragError
 from crag.protocols import LLM, ScoringLLM, offers
+from crag.redact import clip
 from crag.types import Query
 
 __all__ = ["CRITERIA", "JudgeVerdict", "LLMJudge", "parse_scores"]
@@ -152,9 +153,9 @@ class LLMJudge:
             return JudgeVerdict(order=modes, error=f"judge call failed: {exc}")
         parsed, problem = parse_scores(reply.text, len(modes))
         if parsed is None:
-            return JudgeVerdict(order=modes, error=problem, raw=reply.text[:500])
+            return JudgeVerdict(order=modes, error=problem, raw=clip(reply.text, 500))
         scores: dict[str, dict[str, float]] = {m: dict(parsed[i]) for i, m in enumerate(modes)}
-        return JudgeVerdict(scores, modes, None, reply.text[:500])
+        return JudgeVerdict(scores, modes, None, clip(reply.text, 500))
 
     def _judge_by_probabilities(
         self, question: Query, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]

@@ -28,6 +28,7 @@ from crag.eval.judge import CRITERIA
 from crag.eval.plots import figures
 from crag.eval.run import EvalRun
 from crag.eval.stats import PairedResult
+from crag.redact import redact, redact_text
 
 __all__ = ["LABELS", "build_report", "write_report"]
 
@@ -301,10 +302,11 @@ def write_report(run: EvalRun, output: str | Path, **kw: Any) -> list[Path]:
         if b.kind == "img":
             write_atomic(plots / b.name, b.png)
     paths = [out / "summary.json", out / "report.html", out / "report.md"]
-    write_atomic(paths[0], json.dumps(json_safe(report.summary), ensure_ascii=False, indent=2, default=str))
-    write_atomic(paths[1], report.html())
+    summary = redact(json_safe(report.summary))  # reports quote answers and errors: redacted like any output
+    write_atomic(paths[0], json.dumps(summary, ensure_ascii=False, indent=2, default=str))
+    write_atomic(paths[1], redact_text(report.html()))
     # report.md last: its presence is what says "this run is finished".
-    write_atomic(paths[2], report.markdown())
+    write_atomic(paths[2], redact_text(report.markdown()))
     return paths
 
 

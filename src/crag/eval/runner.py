@@ -35,6 +35,7 @@ from crag.eval.datasets import EvalItem, dataset_fingerprint
 from crag.eval.judge import LLMJudge
 from crag.eval.metrics import score_answer
 from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
+from crag.redact import redact
 from crag.types import Answer, Query
 
 __all__ = ["EvalOptions", "run_eval"]
@@ -221,7 +222,8 @@ def load_results(path: Path) -> tuple[dict[tuple[str, str], dict[str, Any]], dic
 
 
 def _append(sink: Any, rec: dict[str, Any]) -> None:
-    sink.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+    # A model that echoes a key would write it here: eval output passes the one redaction point.
+    sink.write(json.dumps(redact(rec), ensure_ascii=False, default=str) + "\n")
     sink.flush()
     os.fsync(sink.fileno())
 

@@ -31,6 +31,7 @@ from crag.errors import ConfigError, CragError
 from crag.grade.classify import query_thresholds
 from crag.grade.heuristic import set_confidence
 from crag.protocols import LLM, Evaluator, LLMEvaluator
+from crag.redact import clip
 from crag.registry import EVALUATORS, BackendDeps, Registries
 from crag.types import Action, Evaluation, Grade, Passage, Query
 
@@ -136,7 +137,7 @@ class EnsembleEvaluator:
 
 
 def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:160] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 160) or type(exc).__name__
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> EnsembleEvaluator:

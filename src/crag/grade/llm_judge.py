@@ -66,6 +66,7 @@ from crag.errors import ConfigError, CragError
 from crag.grade.heuristic import set_confidence
 from crag.grade.parse import Judgement, parse_batch, parse_judgement
 from crag.protocols import LLM, Evaluator, ScoringLLM, offers
+from crag.redact import clip
 from crag.registry import EVALUATORS, BackendDeps, Registries
 from crag.types import Evaluation, Grade, Passage, Query
 
@@ -400,7 +401,7 @@ def _set_reason(grades: Sequence[Grade], mode: str) -> str:
 
 
 def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:160] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 160) or type(exc).__name__
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LLMJudgeEvaluator:

@@ -26,6 +26,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from crag.redact import clip
+
 __all__ = [
     "BatchJudgement",
     "Judgement",
@@ -281,4 +283,4 @@ def _overall(t: str) -> float | None:
 
 def _one_line(text: str) -> str:
     line = " ".join(str(text).split())
-    return line.strip(" []【】\"'")[:300]
+    return clip(line.strip(" []【】\"'"), 300)  # a model's words: redacted before the cut

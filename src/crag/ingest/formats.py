@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from crag.errors import UnsupportedFileError
+from crag.ingest.files import open_regular
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_zip, pdf_limit_error, pdf_limits
 
 if TYPE_CHECKING:
     import pypdf
@@ -63,14 +65,15 @@ class Extracted:
     pieces: Iterator[tuple[str, float]]
 
 
-def read_pdf(path: Path) -> Extracted:
+def read_pdf(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Extracted:
     """Metadata title and page texts (joined by blank lines) of a PDF, read page by page.
 
-    The file stays open until ``pieces`` is exhausted or closed.
+    The file stays open until ``pieces`` is exhausted or closed. No stream decodes beyond
+    ``limits.max_unpacked_bytes`` (:func:`crag.ingest.limits.pdf_limits`).
     """
-    fh = path.open("rb")
+    fh = open_regular(path)  # a FIFO or a device is refused before the first read
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), pdf_limits(limits):
             warnings.simplefilter("ignore")  # pypdf warns on sloppy but readable files
             reader = _pdf_reader(path, fh)
             title = (reader.metadata.title if reader.metadata else None) or ""
@@ -80,8 +83,8 @@ def read_pdf(path: Path) -> Extracted:
         raise
     except Exception as exc:  # pypdf raises many types (PdfReadError, KeyError, ValueError, ...)
         fh.close()
-        raise _pdf_failure(path, exc) from None
-    return Extracted(str(title), _pdf_pages(path, fh, reader, count))
+        raise _pdf_failure(path, exc, limits) from None
+    return Extracted(str(title), _pdf_pages(path, fh, reader, count, limits))
 
 
 def _pdf_reader(path: Path, fh: BinaryIO) -> pypdf.PdfReader:
@@ -95,12 +98,14 @@ def _pdf_reader(path: Path, fh: BinaryIO) -> pypdf.PdfReader:
     return reader
 
 
-def _pdf_pages(path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int) -> Iterator[tuple[str, float]]:
+def _pdf_pages(
+    path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int, limits: InputLimits
+) -> Iterator[tuple[str, float]]:
     with fh:
         first = True
         for n in range(count):
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), pdf_limits(limits):
                     warnings.simplefilter("ignore")
                     if n and n % PAGES_PER_READER == 0:
                         # pypdf's objects point back at their reader: only the cycle collector
@@ -112,27 +117,37 @@ def _pdf_pages(path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int) ->
             except UnsupportedFileError:
                 raise
             except Exception as exc:  # a broken page far into the file fails like a broken file
-                raise _pdf_failure(path, exc) from None
+                raise _pdf_failure(path, exc, limits) from None
             yield ("" if first or not text else "\n\n") + text, (n + 1) / count
             first = first and not text
 
 
-def _pdf_failure(path: Path, exc: Exception) -> UnsupportedFileError:
+def _pdf_failure(path: Path, exc: Exception, limits: InputLimits) -> UnsupportedFileError:
+    bomb = pdf_limit_error(path, exc, limits)
+    if bomb is not None:
+        return bomb
     if "crypt" in str(exc).lower() or "password" in str(exc).lower():  # e.g. AES needs cryptography
         return UnsupportedFileError(f"{path}: PDF is encrypted; save an unencrypted copy")
     why = type(exc).__name__
     return UnsupportedFileError(f"{path}: corrupt or unreadable PDF ({why}); re-export it")
 
 
-def read_docx(path: Path) -> Extracted:
-    """Core-properties title, and paragraphs and table rows in document order (blank lines between)."""
+def read_docx(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Extracted:
+    """Core-properties title, and paragraphs and table rows in document order (blank lines between).
+
+    A file that would unpack beyond ``limits`` is refused before python-docx parses it
+    (:func:`crag.ingest.limits.check_zip`).
+    """
     import docx
 
-    try:
-        document = docx.Document(str(path))
-        title = document.core_properties.title or ""
-    except Exception as exc:  # python-docx surfaces zip, XML and package errors alike
-        raise _docx_failure(path, exc) from None
+    with open_regular(path) as fh:
+        check_zip(path, fh, limits)
+        fh.seek(0)
+        try:
+            document = docx.Document(fh)
+            title = document.core_properties.title or ""
+        except Exception as exc:  # python-docx surfaces zip, XML and package errors alike
+            raise _docx_failure(path, exc) from None
     return Extracted(title, _docx_blocks(path, document))
 
 

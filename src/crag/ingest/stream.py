@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -35,7 +36,9 @@ from typing import BinaryIO
 from crag.errors import UnsupportedFileError
 from crag.ingest.blocks import exact_blocks
 from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
+from crag.ingest.files import open_regular
 from crag.ingest.formats import Extracted, read_docx, read_html, read_pdf
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
 from crag.ingest.load import (
     SourceDoc,
     html_markup,
@@ -81,9 +84,9 @@ def scan(path: Path, block: int = BLOCK_BYTES) -> FileScan:
     """
     digest = hashlib.sha256()
     utf8, other = _Decodes("utf-8-sig"), None
-    large_text = path.suffix.lower() in _TEXT_SUFFIXES and path.stat().st_size >= STREAM_MIN_BYTES
     size = 0
-    with path.open("rb") as fh:
+    with open_regular(path) as fh:  # a FIFO or /dev/zero is refused before the first read
+        large_text = path.suffix.lower() in _TEXT_SUFFIXES and os.fstat(fh.fileno()).st_size >= STREAM_MIN_BYTES
         while data := fh.read(block):
             digest.update(data)
             utf8.feed(data)
@@ -134,6 +137,7 @@ def file_chunks(
     overlap: int,
     warnings: list[str] | None = None,
     metadata: Mapping[str, str] | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> Iterator[tuple[Chunk, int]]:
     """Chunks of ``path`` in file order, each with the byte offset read so far (for progress).
 
@@ -144,14 +148,15 @@ def file_chunks(
     ``UnsupportedFileError`` for a file that cannot be read: before yielding anything, except
     for a large PDF or DOCX that fails part-way (a broken page far in), whose chunks up to there
     have been yielded, as a whole read would have raised for the file. Loader warnings (bad
-    JSONL lines) are appended to ``warnings``.
+    JSONL lines) are appended to ``warnings``. A document that would expand beyond ``limits``
+    (a decompression bomb) raises before it is parsed.
     """
     seen: set[int] = set()  # 64 bits of each chunk id (a small int, not a 32-char string)
     warnings = warnings if warnings is not None else []
     if info.size >= STREAM_MIN_BYTES and path.suffix.lower() in _FORMAT_SUFFIXES:
-        docs = _document_blocks(path, info.size, size=size, overlap=overlap)
+        docs = _document_blocks(path, info.size, size=size, overlap=overlap, limits=limits)
     elif not _streams(path, info):
-        docs = _whole(path, info.size, warnings)
+        docs = _whole(path, info.size, warnings, limits)
     elif path.suffix.lower() == ".jsonl":
         docs = _jsonl_lines(path, warnings)
     else:
@@ -176,24 +181,26 @@ def _streams(path: Path, info: FileScan) -> bool:
     return info.utf8 or (bool(info.encoding) and path.suffix.lower() != ".jsonl")
 
 
-def _whole(path: Path, size: int, warnings: list[str]) -> Iterator[tuple[SourceDoc, int, int]]:
-    docs, warns = load_file(path)
+def _whole(path: Path, size: int, warnings: list[str], limits: InputLimits) -> Iterator[tuple[SourceDoc, int, int]]:
+    docs, warns = load_file(path, limits)
     warnings += warns
     # JSONL: progress moves document by document through the file's bytes.
     for n, doc in enumerate(docs):
         yield doc, size * n // len(docs), size * (n + 1) // len(docs)
 
 
-def _document_blocks(path: Path, total: int, *, size: int, overlap: int) -> Iterator[tuple[SourceDoc, int, int]]:
+def _document_blocks(
+    path: Path, total: int, *, size: int, overlap: int, limits: InputLimits
+) -> Iterator[tuple[SourceDoc, int, int]]:
     """A PDF, DOCX or HTML file's text in blocks that chunk exactly like the whole text, with
     each block's byte range (pages, paragraphs or characters read, scaled to the file's size)."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        doc = read_pdf(path)
+        doc = read_pdf(path, limits)
     elif suffix == ".docx":
-        doc = read_docx(path)
+        doc = read_docx(path, limits)
     else:
-        doc = _html(path)
+        doc = _html(path, limits)
     source, title = str(path.resolve()), doc.title.strip() or path.stem
     done, any_text = 0, False
     for text, fraction in exact_blocks(doc.pieces, size=size, overlap=overlap, budget=BLOCK_BYTES):
@@ -206,11 +213,13 @@ def _document_blocks(path: Path, total: int, *, size: int, overlap: int) -> Iter
         raise UnsupportedFileError(f"{path}: no extractable text; {hint}")
 
 
-def _html(path: Path) -> Extracted:
+def _html(path: Path, limits: InputLimits) -> Extracted:
     """An HTML file's text as pieces; the markup is decoded as a whole read decodes it."""
-    data = path.read_bytes()
+    with open_regular(path) as fh:
+        data = fh.read()
     if not data.strip():
         raise UnsupportedFileError(f"{path}: file is empty; add text or remove it")
+    check_markup(path, data, limits)
     return read_html(html_markup(path, data))
 
 
@@ -226,7 +235,7 @@ def _jsonl_lines(path: Path, warnings: list[str]) -> Iterator[tuple[SourceDoc, i
 
     source = str(path.resolve())
     any_doc = False
-    with path.open("rb") as fh:
+    with open_regular(path) as fh:
         for doc in jsonl_docs(path, source, lines(fh), warnings):
             any_doc = True
             yield doc, span[0], span[1]
@@ -245,7 +254,7 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
     unit = _without_bom(codec)  # byte counts of pending text must not include a BOM
     title, first, pending, done, any_text = path.stem, True, "", 0, False
     url, meta = "", dict[str, str]()
-    with path.open("rb") as fh:
+    with open_regular(path) as fh:
         while True:
             data = fh.read(BLOCK_BYTES)
             final = not data

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from crag.errors import CragError
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import printable_path
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.stream import FileScan, file_chunks, scan
@@ -114,6 +115,9 @@ def plan_files(
         key = str(Path(f).resolve())
         try:
             info = scan(Path(f))
+        except CragError as exc:  # no longer a regular file (swapped for a FIFO since it was listed)
+            report.files.append(FileResult(key, "skipped", reason=str(exc)))
+            continue
         except OSError as exc:
             report.files.append(FileResult(key, "skipped", reason=f"cannot read {printable_path(f)}: {exc.strerror}"))
             continue
@@ -130,7 +134,7 @@ def plan_files(
 
 
 def _segments(
-    jobs: Iterable[FileJob], *, size: int, overlap: int, batch: int, report: IngestReport
+    jobs: Iterable[FileJob], *, size: int, overlap: int, batch: int, report: IngestReport, limits: InputLimits
 ) -> Iterator[Segment]:
     """Each file's chunks in segments of at most ``batch``; unreadable files are reported skipped."""
     for job in jobs:
@@ -138,7 +142,13 @@ def _segments(
         first, seq = True, 0
         try:
             chunks = file_chunks(
-                job.path, job.info, size=size, overlap=overlap, warnings=report.warnings, metadata=job.meta
+                job.path,
+                job.info,
+                size=size,
+                overlap=overlap,
+                warnings=report.warnings,
+                metadata=job.meta,
+                limits=limits,
             )
             for chunk, offset in chunks:
                 job.ids.add(chunk.id)
@@ -187,6 +197,7 @@ def write_files(
     commit_chunks: int,
     text_in_store: bool = False,
     progress: Progress | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> None:
     """Embed and commit ``jobs`` segment by segment (see the module docstring)."""
     total = sum(j.info.size for j in jobs)
@@ -200,7 +211,7 @@ def write_files(
 
     if progress:
         progress(0, total, "")
-    segments = _segments(jobs, size=size, overlap=overlap, batch=commit_chunks, report=report)
+    segments = _segments(jobs, size=size, overlap=overlap, batch=commit_chunks, report=report, limits=limits)
     for group in _windows(segments, PARALLEL_WINDOW if pool else 0):
         # Chunks committed before (an interrupted run, an unchanged passage) keep their vectors.
         known = manifest.known([c.id for s in group for _, c, _ in s.items])

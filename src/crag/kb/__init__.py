@@ -37,6 +37,7 @@ import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
 from crag.errors import KnowledgeBaseError
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.writer import COMMIT_CHUNKS, FileResult, IngestReport
 from crag.kb.consistency import DIRTY, Consistency, open_manifest
 from crag.kb.ingestion import Ingestor
@@ -86,6 +87,7 @@ class KnowledgeBase:
         store_uri: str | None = None,
         keyword_index: str = "local",
         commit_chunks: int = COMMIT_CHUNKS,
+        limits: InputLimits = DEFAULT_LIMITS,
         vectors: VectorStore | None = None,
     ) -> None:
         self.path = Path(path)
@@ -96,6 +98,7 @@ class KnowledgeBase:
         # "store": BM25 runs inside Milvus on the chunk text we send with each vector.
         self.keyword_in_store = keyword_index == "store"
         self.commit_chunks = commit_chunks
+        self.limits = limits
         self._given_vectors = vectors
         self._parts: _Parts | None = None
         self._opening = threading.Lock()
@@ -137,6 +140,7 @@ class KnowledgeBase:
             self.embedder,
             chunking=self.chunking,
             commit_chunks=self.commit_chunks,
+            limits=self.limits,
             after_write=retriever.after_write,
         )
         return _Parts(state, retriever, ingestor)

@@ -103,8 +103,9 @@ class Consistency:
 
     def warm_up(self) -> None:
         """Delete orphan vectors of an interrupted write and bring old knowledge bases up to date,
-        when no other process is writing (a busy writer cleans up after itself; never under its feet)."""
-        held = self.lock.try_hold()
+        when no other process is writing (a busy writer cleans up after itself; never under its feet)
+        and the disk has room (a manifest opened read-only on a full disk is left as it is)."""
+        held = self.lock.try_hold() if not self.manifest.read_only else None
         if held is not None:
             with held:
                 self._reconcile()

@@ -18,13 +18,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crag.config import ChunkSettings
+from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
 from crag.kb.consistency import Consistency
+from crag.paths import said_disk_full
 from crag.protocols import Embedder, ParallelEmbedder, Progress
 
-__all__ = ["Ingestor"]
+__all__ = ["RESUME", "Ingestor"]
+
+RESUME = "every file committed before is intact and searchable: free space and run the command again (it resumes)"
 
 
 class Ingestor:
@@ -45,12 +49,14 @@ class Ingestor:
         *,
         chunking: ChunkSettings | None = None,
         commit_chunks: int = COMMIT_CHUNKS,
+        limits: InputLimits = DEFAULT_LIMITS,
         after_write: Callable[[], None] = lambda: None,
     ) -> None:
         self.state = state
         self.embedder = embedder
         self.chunking = chunking or ChunkSettings()
         self.commit_chunks = commit_chunks
+        self.limits = limits
         self.after_write = after_write
 
     def ingest(
@@ -63,17 +69,25 @@ class Ingestor:
         metadata: dict[str, str] | None = None,
     ) -> IngestReport:
         """Add or update files and folders (see :meth:`crag.kb.KnowledgeBase.ingest`)."""
-        with self.state.writing("ingest"):
-            return self._ingest(paths, prune=prune, progress=progress, workers=workers, metadata=metadata or {})
+        # Listing the files (stat only, nothing opened) needs no lock: the lock is never held
+        # while the file system is walked.
+        files, missing = discover(paths)
+        path = self.state.path
+        with self.state.writing("ingest"), said_disk_full(path, "the ingest stopped", RESUME):
+            return self._ingest(
+                paths, files, missing, prune=prune, progress=progress, workers=workers, metadata=metadata or {}
+            )
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder)."""
-        with self.state.writing("remove documents"):
+        with self.state.writing("remove documents"), said_disk_full(self.state.path, "the removal stopped", RESUME):
             return self._remove(paths)
 
     def _ingest(
         self,
         paths: Sequence[str | Path],
+        files: list[Path],
+        missing: list[tuple[str, str]],
         *,
         prune: bool,
         progress: Progress | None,
@@ -81,7 +95,6 @@ class Ingestor:
         metadata: dict[str, str],
     ) -> IngestReport:
         report = IngestReport()
-        files, missing = discover(paths)
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
         manifest = self.state.manifest
         jobs = plan_files(files, manifest, report, metadata)
@@ -101,6 +114,7 @@ class Ingestor:
                 commit_chunks=self.commit_chunks,
                 text_in_store=self.state.text_in_store,
                 progress=progress,
+                limits=self.limits,
             )
         finally:
             if pool:

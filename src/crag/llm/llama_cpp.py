@@ -34,6 +34,7 @@ from crag.llm.chat_prompt import prompt_tokens
 from crag.llm.lookup import greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.protocols import Completion, TokenStream
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
@@ -350,7 +351,7 @@ class LlamaCppLLM:
                 verbose=False,
             )
         except Exception as exc:
-            detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+            detail = clip(" ".join(str(exc).split()), 200) or type(exc).__name__
             raise LLMUnavailableError(
                 f"{BACKEND_ID}: cannot load {path.name} ({detail}); check that it is a valid GGUF "
                 "model and that llm.n_ctx fits in memory",
@@ -359,7 +360,7 @@ class LlamaCppLLM:
             ) from None
 
     def _call_error(self, exc: Exception, step: str) -> LLMError:
-        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        detail = clip(" ".join(str(exc).split()), 200) or type(exc).__name__
         if "exceed context window" in detail:
             return LLMError(
                 f"{BACKEND_ID}: prompt too long for {self.model_id} ({detail}); raise llm.n_ctx "

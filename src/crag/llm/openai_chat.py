@@ -31,6 +31,7 @@ from crag.config import secret_from_env
 from crag.errors import LLMError, LLMUnavailableError
 from crag.http import RETRY_STATUS, is_local_url, request_json
 from crag.protocols import Completion, TokenStream
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ class OpenAIChatLLM:
                 step="stream",
             )
         return LLMError(
-            f"{BACKEND_ID}: HTTP {status} from {self.base_url}/chat/completions: {text[:200]!r}",
+            f"{BACKEND_ID}: HTTP {status} from {self.base_url}/chat/completions: {clip(text, 200)!r}",
             backend_id=BACKEND_ID,
             step="stream",
         )
@@ -326,7 +327,7 @@ class _StreamReply:
                 raise TypeError("not an object")
             if chunk.get("error"):
                 raise LLMError(
-                    f"{BACKEND_ID}: {url} reported an error mid-stream: {str(chunk['error'])[:200]}",
+                    f"{BACKEND_ID}: {url} reported an error mid-stream: {clip(chunk['error'], 200)}",
                     backend_id=BACKEND_ID,
                     step="stream",
                 )
@@ -341,7 +342,7 @@ class _StreamReply:
         except (ValueError, TypeError, AttributeError):
             raise LLMError(
                 f"{BACKEND_ID}: garbled stream from {url} (an event is not a chat.completion.chunk): "
-                f"{data[:120]!r}; check that llm.base_url points at an OpenAI-compatible chat server",
+                f"{clip(data, 120)!r}; check that llm.base_url points at an OpenAI-compatible chat server",
                 backend_id=BACKEND_ID,
                 step="stream",
             ) from None

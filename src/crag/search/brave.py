@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 from crag.search._http import HttpSearch, as_secret, check_query, malformed, text_field
 from crag.types import WebResult
@@ -111,7 +112,7 @@ def _parse(payload: Any) -> list[WebResult]:
                 title=_text(item.get("title"), "title") or url,
                 url=url,
                 content=content,
-                snippet=content[:SNIPPET_CHARS],
+                snippet=clip(content, SNIPPET_CHARS),
                 published=_published(item),
                 score=None,
                 provider="brave",

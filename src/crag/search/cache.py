@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -28,9 +29,11 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from crag._sqlite import set_wal
+from crag.redact import redact
 from crag.types import WebResult
 
 T = TypeVar("T")
+log = logging.getLogger("crag.search")
 _FIELDS = frozenset(f.name for f in fields(WebResult))
 
 _SCHEMA = """
@@ -74,11 +77,15 @@ class _Store:
         if not self.enabled:
             return None
         with self._lock:
-            row = (
-                self._conn()
-                .execute("SELECT value, created FROM cache WHERE namespace = ? AND key = ?", (namespace, key))
-                .fetchone()
-            )
+            try:
+                row = (
+                    self._conn()
+                    .execute("SELECT value, created FROM cache WHERE namespace = ? AND key = ?", (namespace, key))
+                    .fetchone()
+                )
+            except (sqlite3.Error, OSError) as exc:  # cannot open it (a full disk): a miss, not a failure
+                log.warning("search cache %s not read: %s", self.path, exc)
+                return None
         if row is None or self._clock() - row[1] > self.ttl:
             return None
         return json.loads(row[0])
@@ -86,12 +93,15 @@ class _Store:
     def put(self, namespace: str, key: str, value: Any) -> None:
         if not self.enabled:
             return
-        data = json.dumps(value, ensure_ascii=False)
+        data = json.dumps(redact(value), ensure_ascii=False)  # a key a provider echoed is never stored
         with self._lock:
-            self._conn().execute(
-                "INSERT OR REPLACE INTO cache (namespace, key, value, created) VALUES (?, ?, ?, ?)",
-                (namespace, key, data, self._clock()),
-            )
+            try:
+                self._conn().execute(
+                    "INSERT OR REPLACE INTO cache (namespace, key, value, created) VALUES (?, ?, ?, ?)",
+                    (namespace, key, data, self._clock()),
+                )
+            except (sqlite3.Error, OSError) as exc:  # a full disk: the result is used, just not kept
+                log.warning("search cache %s not written: %s", self.path, exc)
 
     def purge(self) -> int:
         """Delete expired entries; returns how many went."""

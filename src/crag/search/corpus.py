@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from crag.config import CragSettings
 from crag.errors import ConfigError, SearchError
 from crag.protocols import CorpusIndexer, Progress, Retriever
+from crag.redact import clip
 from crag.types import WebResult
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class CorpusSearch:
                 title=h.chunk.title,
                 url=h.chunk.url or f"file://{h.chunk.source}",
                 content=h.chunk.text,
-                snippet=h.chunk.text[:300],
+                snippet=clip(h.chunk.text, 300),
                 published=str(h.chunk.metadata.get("published", "")),
                 score=h.dense if h.dense is not None else h.score,
                 provider="corpus",

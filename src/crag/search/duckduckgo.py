@@ -16,6 +16,7 @@ from crag.config import CragSettings
 from crag.deadline import with_deadline
 from crag.errors import SearchError
 from crag.extras import require
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 from crag.types import WebResult
 
@@ -85,7 +86,7 @@ def _ddgs_class() -> Any:
 
 def _failed(exc: Exception) -> SearchError:
     kind = type(exc).__name__
-    detail = " ".join(str(exc).split())[:160]
+    detail = clip(" ".join(str(exc).split()), 160)
     hint = "rate limited; wait a minute" if "ratelimit" in kind.lower() else "try again later"
     return SearchError(f"duckduckgo: search failed ({kind}: {detail}); {hint}", backend_id="duckduckgo", step="search")
 
@@ -126,7 +127,7 @@ def _parse(raw: Any) -> list[WebResult]:
                 title=_text(item.get("title")) or url,
                 url=url,
                 content=body,
-                snippet=body[:SNIPPET_CHARS],
+                snippet=clip(body, SNIPPET_CHARS),
                 published=published if isinstance(published, str) else "",
                 score=None,  # ddgs gives no relevance score; order is its ranking
                 provider="duckduckgo",

@@ -36,6 +36,7 @@ from typing import NamedTuple
 import httpx
 
 from crag.errors import SearchError
+from crag.redact import clip
 from crag.types import WebResult
 
 MAX_REDIRECTS = 5
@@ -126,9 +127,9 @@ def check_url(url: str, *, allow_private: bool = False, resolve: Resolver = reso
     try:
         u = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
-        raise _error(f"fetch: invalid URL {url[:200]!r}") from None
+        raise _error(f"fetch: invalid URL {clip(url, 200)!r}") from None
     if u.scheme not in ("http", "https") or not u.host:
-        raise _error(f"fetch: refused {url[:200]!r}: only http(s) URLs with a host are fetched")
+        raise _error(f"fetch: refused {clip(url, 200)!r}: only http(s) URLs with a host are fetched")
     if allow_private:
         return u
     for address in resolve(u.host):
@@ -392,7 +393,7 @@ def enrich(
                     )
                     continue
                 if len(text) > len(out[i].content):
-                    out[i] = replace(out[i], content=text[:max_chars])
+                    out[i] = replace(out[i], content=clip(text, max_chars))
         for fut in pending:
             fut.cancel()
             degradations.append(
@@ -405,4 +406,4 @@ def enrich(
 
 
 def _short(url: str) -> str:
-    return url if len(url) <= 120 else url[:117] + "..."
+    return url if len(url) <= 120 else clip(url, 117) + "..."

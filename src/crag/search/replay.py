@@ -24,6 +24,7 @@ from typing import Any
 from crag.atomic import write_atomic
 from crag.errors import ConfigError, SearchError
 from crag.protocols import WebSearch
+from crag.redact import redact
 from crag.types import WebResult
 
 VERSION = 1
@@ -94,7 +95,8 @@ class RecordingSearch:
     def search(self, query: str, *, k: int) -> list[WebResult]:
         """Search with the inner provider and record the results."""
         results = self.inner.search(query, k=k)
-        entry = {"provider": self.name, "query": query, "k": k, "results": [asdict(r) for r in results]}
+        # Saved redacted: a provider that echoes its key must not write it into a file users share.
+        entry = {"provider": self.name, "query": query, "k": k, "results": redact([asdict(r) for r in results])}
         with self._lock:
             self._entries.append(entry)
             self._write()

@@ -13,6 +13,7 @@ import httpx
 
 from crag.config import CragSettings
 from crag.errors import SearchError
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 from crag.search._http import HttpSearch, check_query, finite_score, malformed, text_field
 from crag.types import WebResult
@@ -108,7 +109,7 @@ def _parse(payload: Any) -> list[WebResult]:
                 title=_text(item.get("title"), "title") or url,
                 url=url,
                 content=content,
-                snippet=content[:SNIPPET_CHARS],
+                snippet=clip(content, SNIPPET_CHARS),
                 published=published if isinstance(published, str) else "",
                 score=finite_score(item.get("score")),
                 provider="searxng",

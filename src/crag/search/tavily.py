@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from crag.config import CragSettings, secret_from_env
 from crag.errors import SearchError
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 from crag.search._http import HttpSearch, as_secret, check_query, finite_score, malformed
 from crag.types import WebResult
@@ -101,7 +102,7 @@ def _parse(payload: Any) -> list[WebResult]:
                 title=(title or "").strip() or url,
                 url=url,
                 content=content,
-                snippet=content[:SNIPPET_CHARS],
+                snippet=clip(content, SNIPPET_CHARS),
                 published=published if isinstance(published, str) else "",
                 score=finite_score(item.get("score")),
                 provider="tavily",

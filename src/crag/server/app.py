@@ -32,6 +32,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.metadata import parse_meta
 from crag.pipeline.live import AnswerStream
+from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text
 from crag.server import collections as collections_routes
 from crag.server import docs, feedback, ui
@@ -46,8 +47,10 @@ from crag.server.auth import (
 )
 from crag.server.body import describe_errors, document_bodies, parse_body
 from crag.server.collections import Collection, Collections, Run, authorize, chat_model
+from crag.server.connection import ConnectionLimits, guarded_protocol
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
+from crag.server.policy import check_search_choice
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import SSEResponse, chat_completion, crag_error_status
 from crag.server.uploads import ingest_summary, one_field, save_uploads, write_jsonl
@@ -263,6 +266,7 @@ def create_app(
 
 # -- running questions ------------------------------------------------------------------
 async def _answer(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> Answer:
+    check_search_choice(run.collection.engine.settings, run.search)  # 403 before anything is built or called
     try:
         answer = await run_in_threadpool(_ask_and_annotate, run, question, replay_of)
     except CragError as exc:
@@ -283,6 +287,7 @@ def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
 async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStream:
     """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
     engine = run.collection.engine
+    check_search_choice(engine.settings, run.search)
     try:
         return await run_in_threadpool(
             lambda: engine.ask_stream(
@@ -430,13 +435,26 @@ def serve(
         "max_body_bytes": max_body_bytes,
         "cors_origins": list(cors_origins),
     }
+    limits = uvicorn_limits(settings)
     if workers > 1:
         # Worker processes import the app by name, so settings travel through the environment.
-        os.environ[SETTINGS_ENV] = json.dumps({"settings": settings.model_dump(mode="json"), "options": options})
-        uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers)
+        payload = {"settings": settings.model_dump(mode="json"), "options": options, "parent": os.getpid()}
+        os.environ[SETTINGS_ENV] = json.dumps(payload)
+        uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers, **limits)
         return
     app = create_app(Collections.from_settings(settings), api_keys=keys, **options)
-    uvicorn.run(app, host=host, port=port)
+    uvicorn.run(app, host=host, port=port, **limits)
+
+
+def uvicorn_limits(settings: CragSettings) -> dict[str, Any]:
+    """uvicorn options for ``[server]``: header size (431), header and idle timeouts (crag.server.connection)."""
+    s = settings.server
+    limits = ConnectionLimits(s.max_header_kb * 1024, s.header_timeout, s.idle_timeout)
+    return {
+        "http": guarded_protocol(limits),
+        "timeout_keep_alive": s.idle_timeout,  # idle kept-alive connections
+        "h11_max_incomplete_event_size": 2 * limits.max_header_bytes,  # ours answers 431 first
+    }
 
 
 def _check_shareable_store(settings: CragSettings, workers: int) -> None:
@@ -452,7 +470,13 @@ def _check_shareable_store(settings: CragSettings, workers: int) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """App factory for uvicorn worker processes started by :func:`serve`."""
+    """App factory for uvicorn worker processes started by :func:`serve`.
+
+    A worker dies with the ``crag serve`` process that started it (``kill -9`` included), so
+    no worker is left serving on the port (:func:`crag.procs.die_with_parent`).
+    """
     payload = json.loads(os.environ[SETTINGS_ENV])
+    if payload.get("parent"):
+        die_with_parent(int(payload["parent"]))  # uvicorn starts workers from its main thread
     settings = CragSettings(**payload["settings"])
     return create_app(Collections.from_settings(settings), **payload["options"])

@@ -24,6 +24,7 @@ from crag.errors import (
     BackendError,
     ConfigError,
     CragError,
+    DiskFullError,
     InputError,
     KnowledgeBaseError,
     LLMUnavailableError,
@@ -52,6 +53,7 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
     """HTTP status and error type for a crag error: the client's fault is 4xx, ours 5xx."""
     table: Sequence[tuple[type[CragError], int, str]] = (
         (TraceNotFoundError, 404, "not_found"),
+        (DiskFullError, 507, "insufficient_storage"),
         (UnknownBackendError, 400, "unknown_backend"),
         (UnsupportedFileError, 415, "unsupported_file"),
         (InputError, 400, "invalid_input"),

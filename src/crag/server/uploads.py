@@ -1,4 +1,4 @@
-"""Files sent to ``/v1/ingest``: safe names, a folder per content hash, atomic writes.
+"""Files sent to ``/v1/ingest``: safe names, content-addressed paths, atomic writes.
 
 >>> safe_filename("../../etc/passwd"), safe_filename(".hidden notes?.md")
 ('passwd', 'hidden notes_.md')
@@ -9,9 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +85,17 @@ def one_field(fields: dict[str, list[str]], name: str) -> str | None:
 
 
 def write_jsonl(uploads: Path, req: IngestRequest) -> Path:
-    lines = [json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) for d in req.documents]
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
-    return write_atomic(uploads / f"api-{stamp}-{secrets.token_hex(3)}.jsonl", ("\n".join(lines) + "\n").encode())
+    """The documents of a JSON ingest as one JSONL file named by their content.
+
+    The name is a hash of the set of documents, so a client that retries (after a timeout,
+    or a connection error after the server committed) writes the same file again and ingest
+    says "unchanged": never a second copy. The same documents in another order land on the
+    same name and replace it (no duplicates either).
+    """
+    rows = (json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False, sort_keys=True) for d in req.documents)
+    lines = list(dict.fromkeys(rows))  # the same document twice in one request is one document
+    digest = hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:24]
+    return write_atomic(uploads / f"api-{digest}.jsonl", ("\n".join(lines) + "\n").encode())
 
 
 def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:

@@ -23,7 +23,9 @@ from typing import Any, Literal
 import numpy as np
 
 from crag.errors import ConfigError, StoreError
+from crag.paths import is_disk_full
 from crag.protocols import StoreSpec
+from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 
 COLLECTION = "chunks"
@@ -105,9 +107,15 @@ class ChromaVectorStore:
                 col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
             return col
         except Exception as exc:  # chromadb raises many types; one line for the user
+            # A full disk fails the open too (Chroma's SQLite cannot create its journal): the
+            # vectors are intact then, and re-ingesting would be the wrong advice.
+            advice = (
+                "the disk is full, the vectors are intact: free space"
+                if is_disk_full(self.path, exc)
+                else "move the folder aside and re-ingest if it is damaged"
+            )
             raise StoreError(
-                f"cannot open the vector store at {self.path}: {_one_line(exc)}; "
-                "move the folder aside and re-ingest if it is damaged",
+                f"cannot open the vector store at {self.path}: {_one_line(exc)}; {advice}",
                 backend_id="chroma",
                 step="open",
             ) from None
@@ -209,7 +217,7 @@ def _clean_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 300) or type(exc).__name__
 
 
 def _make(spec: StoreSpec, deps: BackendDeps) -> ChromaVectorStore:

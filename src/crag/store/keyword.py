@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from crag.paths import is_disk_full
+from crag.redact import clip
 from crag.text import tokenize
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -69,7 +71,7 @@ class BM25Index:
             self._masks = {}
             self.generation = int(info["generation"])
         except Exception as exc:  # bm25s and numpy raise many types; the reason is logged and kept
-            self.load_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            self.load_error = f"{type(exc).__name__}: {clip(' '.join(str(exc).split()), 200)}"
             log.warning("keyword index %s is damaged (%s); rebuilding it from the manifest", self.path, self.load_error)
             self.generation, self._ids, self._model = -1, [], None
 
@@ -78,8 +80,38 @@ class BM25Index:
     ) -> None:
         """Build over ``ids``, tokenising only the chunks the token cache has not seen.
 
-        ``texts_for(ids)`` returns the texts of the given chunk ids (the manifest's).
+        ``texts_for(ids)`` returns the texts of the given chunk ids (the manifest's). On a full
+        disk the index is built in memory and serves this process (it is saved by the next
+        rebuild that has room): questions keep being answered while writes fail.
         """
+        try:
+            self._rebuild_cached(ids, texts_for, generation=generation)
+        except (sqlite3.Error, OSError) as exc:
+            if not is_disk_full(self.path.parent, exc):
+                raise
+            log.warning("keyword index %s: disk full (%s); built in memory, not saved", self.path, exc)
+            self._rebuild_in_memory(ids, texts_for, generation=generation)
+            return
+        try:
+            self._save()
+        except OSError as exc:
+            if not is_disk_full(self.path.parent, exc):
+                raise
+            log.warning("keyword index %s: disk full (%s); kept in memory, not saved", self.path, exc)
+
+    def _rebuild_in_memory(
+        self, ids: Sequence[str], texts_for: Callable[[Sequence[str]], dict[str, str]], *, generation: int
+    ) -> None:
+        from crag.store.bm25_build import build_bm25
+
+        texts = texts_for(ids)
+        tokens = [tokenize(texts.get(i, "")) or ["_empty_"] for i in ids]
+        self._ids, self.generation = list(ids), generation
+        self._model = build_bm25(lambda: iter(tokens)) if tokens else None
+
+    def _rebuild_cached(
+        self, ids: Sequence[str], texts_for: Callable[[Sequence[str]], dict[str, str]], *, generation: int
+    ) -> None:
         cache = TokenCache(self.path.parent / f"{self.path.name}_tokens.sqlite")
         try:
             cached = cache.ids()
@@ -103,7 +135,6 @@ class BM25Index:
                 self._model = build_bm25(lambda: cache.tokens(ids))
         finally:
             cache.close()
-        self._save()
 
     def _save(self) -> None:
         # Build in a private temp folder and swap it in, so a crash never leaves a half-written

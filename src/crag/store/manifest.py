@@ -10,6 +10,7 @@ same content skips what is already there and finishes it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -19,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from crag._sqlite import set_wal
-from crag.errors import KnowledgeBaseError
+from crag.errors import DiskFullError, KnowledgeBaseError
 from crag.metadata import CHUNK_FIELDS, Filters, is_key
+from crag.paths import disk_full_error, is_disk_full
 from crag.types import Chunk
 
 _SCHEMA = """
@@ -45,32 +47,78 @@ class Manifest:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
+        self.read_only = False  # opened for reading only: the disk is full (see _open_read_only)
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             set_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise KnowledgeBaseError(
-                f"knowledge base manifest {path} is unreadable ({exc}); move it aside and re-ingest"
-            ) from None
-        if self.get_meta("created") is None:  # when the knowledge base began (GET /v1/models' "created")
-            with self.transaction() as db:
+            # WAL mode creates its -wal and -shm files on open: on a full disk that fails with
+            # "disk I/O error", and the manifest is not damaged at all.
+            if not is_disk_full(path.parent, exc):
+                raise KnowledgeBaseError(
+                    f"knowledge base manifest {path} is unreadable ({exc}); move it aside and re-ingest"
+                ) from None
+            self._open_read_only(exc)
+        if not self.read_only and self.get_meta("created") is None:  # when the KB began (/v1/models' "created")
+            with contextlib.suppress(DiskFullError), self.transaction() as db:  # a full disk: noted later
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('created', CAST(strftime('%s', 'now') AS TEXT))")
+
+    def _open_read_only(self, cause: BaseException) -> None:
+        """Open for reading without writing a byte (SQLite's ``immutable``), or raise ``DiskFullError``.
+
+        Safe only when no write-ahead log holds commits the database file lacks.
+        """
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise disk_full_error(
+                self.path.parent, "cannot open the knowledge base", "it is intact: free space and try again"
+            ) from cause
+        try:
+            self._db = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False
+            )
+        except sqlite3.DatabaseError:
+            raise disk_full_error(
+                self.path.parent, "cannot open the knowledge base", "it is intact: free space and try again"
+            ) from cause
+        self.read_only = True
 
     def close(self) -> None:
         self._db.close()
 
     @contextmanager
     def transaction(self) -> Any:
+        if self.read_only:
+            raise disk_full_error(
+                self.path.parent,
+                "the knowledge base is open for reading only",
+                "nothing was changed: free space and run the command again",
+            )
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                self._raise_if_full(exc)
+                raise
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                    self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    self._raise_if_full(exc)
                 raise
-            self._db.execute("COMMIT")
+
+    def _raise_if_full(self, exc: sqlite3.Error) -> None:
+        if is_disk_full(self.path.parent, exc):
+            raise disk_full_error(
+                self.path.parent,
+                "a knowledge base write was rolled back",
+                "what was committed before is intact: free space and run the command again",
+            ) from exc
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

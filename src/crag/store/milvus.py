@@ -40,7 +40,7 @@ import numpy as np
 from crag.errors import StoreError
 from crag.metadata import is_key
 from crag.protocols import StoreSpec
-from crag.redact import register_env
+from crag.redact import clip, register_env
 from crag.registry import BackendDeps, Registries
 
 DEFAULT_COLLECTION = "crag_chunks"
@@ -442,7 +442,7 @@ def _lite_locked(path: Path) -> bool:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
+    return clip(" ".join(str(exc).split()), 300) or type(exc).__name__
 
 
 def _make(spec: StoreSpec, deps: BackendDeps) -> MilvusVectorStore:

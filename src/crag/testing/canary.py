@@ -21,7 +21,17 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["CANARIES", "UNKNOWN_KEYS", "Collector", "EchoProvider", "canary_env", "leaks"]
+__all__ = [
+    "CANARIES",
+    "ECHO_KEY",
+    "UNKNOWN_KEYS",
+    "Collector",
+    "EchoProvider",
+    "OffsetEcho",
+    "canary_env",
+    "key_fragments",
+    "leaks",
+]
 
 # Secrets the process knows: by variable name (KEY, TOKEN...) or through a setting (llm.api_key_env).
 CANARIES = {
@@ -147,3 +157,80 @@ class Collector(_Server):
 
     def bodies(self) -> list[bytes]:
         return [r["body"] for r in self.requests]
+
+
+# A key of no known shape (29 characters, as in issue 33): only its value, known from the
+# environment, can be redacted, so any part of it that survives a cut is found.
+ECHO_KEY = "qZ7hK2Lp9Wx4Rt6Vn3Bm8Cd5Fg1Js"
+
+
+def key_fragments(outputs: Iterable[str | bytes], key: str = ECHO_KEY, length: int = 8) -> list[str]:
+    """Every substring of ``key`` at least ``length`` long found in ``outputs`` (longest reported once)."""
+    found: set[str] = set()
+    pieces = [key[i : i + length] for i in range(len(key) - length + 1)]
+    for out in outputs:
+        data = out if isinstance(out, bytes) else out.encode("utf-8", "surrogatepass")
+        found.update(p for p in pieces if p.encode() in data)
+    return sorted(found)
+
+
+def padded(offset: int, key: str = ECHO_KEY) -> str:
+    """``offset`` characters of padding, the key, then a tail: where a careless provider puts it."""
+    pad = ("request rejected: " + "padding " * 60)[:offset]
+    return f"{pad}{key} (sent in the Authorization header); more detail follows " + "tail " * 40
+
+
+class _OffsetHandler(_Quiet):
+    def do_GET(self) -> None:
+        self._answer(b"")
+
+    def do_POST(self) -> None:
+        self._answer(self._body())
+
+    def _answer(self, body: bytes) -> None:
+        owner: OffsetEcho = self.owner
+        owner.requests.append({"path": self.path, "body": body})
+        text = padded(owner.offset, owner.key)
+        path = self.path.split("?")[0].rstrip("/")
+        ctype = "application/json"
+        if owner.mode == "error":
+            status, data = 400, text.encode()
+            ctype = "text/plain"
+        elif owner.mode == "stream_error" and path.endswith("/chat/completions"):
+            status, ctype = 200, "text/event-stream"
+            data = b"data: " + json.dumps({"error": {"message": text}}).encode() + b"\n\n"
+        elif owner.mode == "garbled_stream" and path.endswith("/chat/completions"):
+            status, ctype = 200, "text/event-stream"
+            data = b"data: " + text.encode() + b"\n\ndata: [DONE]\n\n"
+        elif path.endswith("/embeddings"):
+            status, data = 200, json.dumps({"data": [{"index": 0, "embedding": [0.1] * 8}]}).encode()
+        elif path.endswith("/chat/completions"):
+            status = 200
+            message = {"role": "assistant", "content": text}
+            data = json.dumps({"model": "echo", "choices": [{"message": message}], "usage": {}}).encode()
+        else:  # search: Tavily (POST /search), SearXNG (GET /search), Brave (GET .../web/search)
+            status = 200
+            result = {"title": "Echo result", "url": "https://example.org/a", "content": text, "description": text}
+            data = json.dumps({"results": [result | {"score": 0.9}], "web": {"results": [result]}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class OffsetEcho(_Server):
+    """OpenAI chat and embeddings, Tavily, SearXNG and Brave search on 127.0.0.1, echoing ``key``
+    after ``offset`` characters of padding.
+
+    ``mode``: ``"error"`` answers HTTP 400 with the echo as the body; ``"reply"`` puts it in the
+    chat answer and in every field of a search result; ``"stream_error"`` and
+    ``"garbled_stream"`` answer a streamed chat with an error event or a garbled event.
+    ``offset`` and ``mode`` may change between requests.
+    """
+
+    handler = _OffsetHandler
+
+    def __init__(self, key: str = ECHO_KEY, *, offset: int = 0, mode: str = "error") -> None:
+        super().__init__()
+        self.key, self.offset, self.mode = key, offset, mode

@@ -24,15 +24,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_in_thread(app: Any, *, start_timeout: float = 30.0) -> Iterator[str]:
+def serve_in_thread(app: Any, *, start_timeout: float = 30.0, **options: Any) -> Iterator[str]:
     """Serve an ASGI ``app`` with uvicorn on a free loopback port in a thread; yield its URL.
 
+    ``options`` go to ``uvicorn.Config`` (e.g. ``crag.server.app.uvicorn_limits(settings)``).
     The server is stopped (and its thread joined) when the block ends.
     """
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout

@@ -1,4 +1,9 @@
-"""``kill -9`` a parallel ingest mid-run and count what it leaves behind (tests and benchmarks).
+"""``kill -9`` a parallel ingest or a multi-worker server and count what it leaves behind (tests, benchmarks).
+
+:func:`serve_kill_cycles` does the same to ``crag serve --workers N``: start it on one port,
+wait until every uvicorn worker is up, SIGKILL the ``crag serve`` process alone, count the
+processes it started that survive ``grace`` seconds, and start the next cycle on the same
+port (a restart that fails with "Address already in use" is counted).
 
 Each cycle starts ``crag ingest CORPUS --kb KB --workers 2`` in a fresh knowledge base, waits
 until the embedding workers are up, sleeps a seeded random moment, SIGKILLs the CLI process
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KillResult", "check_kb", "kill_cycles"]
+__all__ = ["KillResult", "check_kb", "kill_cycles", "serve_kill_cycles"]
 
 
 @dataclass
@@ -38,6 +43,7 @@ class KillResult:
     descendants_seen: int = 0
     seconds_to_clean: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    restart_failures: int = 0
 
 
 def check_kb(kb: Path, embedder: Any) -> str:
@@ -136,3 +142,76 @@ def _describe(p: Any) -> str:
         return f"{p.pid} {' '.join(p.cmdline())[:80]}"
     except Exception:
         return str(p.pid)
+
+
+def serve_kill_cycles(
+    kb: Path,
+    *,
+    cycles: int = 10,
+    workers: int = 2,
+    env: dict[str, str] | None = None,
+    grace: float = 10.0,
+    log: Path | None = None,
+) -> KillResult:
+    """Run ``cycles`` kill -9 cycles of ``crag serve --kb KB --workers N`` on one loopback port."""
+    import psutil
+
+    from crag.testing.net import free_port
+    from crag.testing.processes import wait_ready
+
+    port = free_port()
+    result = KillResult()
+    full_env = {**os.environ, **(env or {})}
+    out = log.open("a") if log else subprocess.DEVNULL
+    try:
+        for n in range(cycles):
+            cmd = [sys.executable, "-m", "crag.cli", "serve", "--kb", str(kb), "--port", str(port)]
+            proc = subprocess.Popen(
+                [*cmd, "--workers", str(workers)], env=full_env, stdout=out, stderr=subprocess.STDOUT if log else out
+            )
+            try:
+                wait_ready(proc, f"http://127.0.0.1:{port}/healthz", 120, "crag serve")
+            except RuntimeError as exc:
+                result.restart_failures += 1
+                result.notes.append(f"cycle {n}: {exc}")
+                proc.kill()
+                proc.wait()
+                continue
+            seen = _wait_for_workers(psutil.Process(proc.pid), workers)
+            result.cycles += 1
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed_at = time.monotonic()
+            result.descendants_seen += len(seen)
+            _, alive = psutil.wait_procs(list(seen.values()), timeout=grace)
+            result.seconds_to_clean.append(round(time.monotonic() - killed_at, 2))
+            if alive:
+                result.orphans += len(alive)
+                result.notes.append(f"cycle {n}: {len(alive)} survivors: {[_describe(p) for p in alive]}")
+                for p in alive:  # clean up before the next cycle
+                    try:
+                        p.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+    finally:
+        if not isinstance(out, int):
+            out.close()
+    return result
+
+
+def _wait_for_workers(parent: Any, workers: int, timeout: float = 120.0) -> dict[int, Any]:
+    """Every process ``parent`` started, once ``workers`` spawned workers are among them."""
+    import psutil
+
+    seen: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for child in parent.children(recursive=True):
+                seen.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            break
+        if sum(_is_worker(p) for p in seen.values()) >= workers:
+            break
+        time.sleep(0.05)
+    return seen

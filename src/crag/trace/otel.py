@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from crag.errors import ConfigError
-from crag.redact import redact
+from crag.redact import clip, redact
 
 if TYPE_CHECKING:  # the SDK is an optional extra; imported lazily at run time
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -192,7 +192,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
     scope = sdk["InstrumentationScope"]("crag", _version())
     request = _mapping(trace.get("request"))
     root_kind = trace_api.SpanKind.SERVER if request.get("via") == "http" else trace_api.SpanKind.INTERNAL
-    status = Status(StatusCode.ERROR, errors[0][:500]) if errors else Status(StatusCode.UNSET)
+    status = Status(StatusCode.ERROR, clip(errors[0], 500)) if errors else Status(StatusCode.UNSET)
 
     def readable(name: str, ctx: Any, parent: Any, attrs: Any, kind: Any, status: Any, start: int, end: int) -> Any:
         return sdk["ReadableSpan"](
@@ -232,7 +232,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
         span_status = Status(StatusCode.UNSET)
         if error:
             attrs["error.type"] = str(error).split(":", 1)[0]
-            span_status = Status(StatusCode.ERROR, str(error)[:500])
+            span_status = Status(StatusCode.ERROR, clip(error, 500))
         out.append(readable(name, ctx, parent, attrs, kind, span_status, start, max(start, end)))
     return out
 
