@@ -73,14 +73,15 @@ class Ingestor:
         # while the file system is walked.
         files, missing = discover(paths)
         path = self.state.path
-        with self.state.writing("ingest"), said_disk_full(path, "the ingest stopped", RESUME):
+        # The disk-full check wraps the catch-up too: reopening the store is where a full disk shows first.
+        with said_disk_full(path, "the ingest stopped", RESUME), self.state.writing("ingest"):
             return self._ingest(
                 paths, files, missing, prune=prune, progress=progress, workers=workers, metadata=metadata or {}
             )
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder)."""
-        with self.state.writing("remove documents"), said_disk_full(self.state.path, "the removal stopped", RESUME):
+        with said_disk_full(self.state.path, "the removal stopped", RESUME), self.state.writing("remove documents"):
             return self._remove(paths)
 
     def _ingest(
