@@ -142,7 +142,7 @@ def main() -> None:
         kb.vectors.query(v, kb.retrieval.candidates)
         dense_lat.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        kb.keyword.search(q, kb.retrieval.candidates)
+        kb.retriever.keyword.search(q, kb.retrieval.candidates)
         kw_lat.append((time.perf_counter() - t) * 1000)
     # Metadata-filtered search: one team's chunks (1 in TEAMS). The first query of a generation
     # finds the admitted ids in the manifest; the rest reuse them (and the keyword index's mask).
@@ -151,7 +151,7 @@ def main() -> None:
     kb.search(questions[0], query_vector=qvecs[0], filters=where)
     filter_first_ms = (time.perf_counter() - t) * 1000
     filtered_lat, dense_where_lat, kw_only_lat = [], [], []
-    only = kb._admitted_ids({"team": ("t3",)})
+    only = kb.retriever._admitted_ids({"team": ("t3",)})
     for q, v in zip(questions, qvecs, strict=True):
         t = time.perf_counter()
         hits = kb.search(q, query_vector=v, filters=where)
@@ -161,7 +161,7 @@ def main() -> None:
         kb.vectors.query(v, kb.retrieval.candidates, where={"team": ("t3",)})
         dense_where_lat.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        kb.keyword.search(q, kb.retrieval.candidates, only=only)
+        kb.retriever.keyword.search(q, kb.retrieval.candidates, only=only)
         kw_only_lat.append((time.perf_counter() - t) * 1000)
     embed_lat = []
     for q in questions[:40]:

@@ -272,9 +272,7 @@ def ingest_vs_raw(backends: list[str], corpus: Path, workdir: str | None) -> lis
     out = []
     for name in backends:
         folder = Path(tempfile.mkdtemp(prefix=f"crag-ingest-{name}-", dir=workdir))
-        kb = KnowledgeBase(folder / "kb", emb)
-        # Temporary until KBSettings.store_uri is wired through crag.store.factory.
-        kb.vectors = open_store(name, folder)
+        kb = KnowledgeBase(folder / "kb", emb, vectors=open_store(name, folder))
         t = time.perf_counter()
         rep = kb.ingest([corpus])
         rate = rep.chunks_written / (time.perf_counter() - t)

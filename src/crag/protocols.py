@@ -4,11 +4,17 @@ Optional capabilities are protocols of their own: :class:`YesNoLLM` (P(yes) of a
 answer token, for the Correct-path check), :class:`ScoringLLM` (also the probabilities of
 given choices, for the LLM judge and ``crag eval``'s judge), :class:`StreamingLLM` (token
 deltas as the model writes them; :func:`stream_completion` falls back to one delta from
-``complete`` for other LLMs), :class:`LLMEvaluator` (an evaluator that asks an LLM, handed
-each request's guarded model) and :class:`FullTextStore` (a vector store with its own
-keyword ranking). Ask :func:`offers` whether an LLM has one: a request's
+``complete`` for other LLMs) and :class:`LLMEvaluator` (an evaluator that asks an LLM, handed
+each request's guarded model). Ask :func:`offers` whether an LLM has one: a request's
 :class:`Guard` (``crag.llm.guard.GuardedLLM``) implements every method and answers for the
 model it guards.
+
+An embedder that can also run in worker processes is a :class:`ParallelEmbedder`, and a
+vector store declares what it can do beyond :class:`VectorStore` the same way:
+:class:`FilteringStore` (metadata filters inside its search), :class:`FullTextStore` (its own
+keyword ranking), :class:`RefreshableStore` (reopens to see other processes' writes) and
+:class:`ReleasableStore` (drops its in-memory index until the next call). The knowledge base
+asks ``isinstance(store, FilteringStore)``, never ``getattr``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
+from crag.metadata import Filters
 from crag.types import Evaluation, Hit, Passage, Query, WebResult
 
 EmbedKind = Literal["query", "passage"]
@@ -32,6 +39,17 @@ class Embedder(Protocol):
     model_id: str
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray: ...
+
+
+@runtime_checkable
+class ParallelEmbedder(Embedder, Protocol):
+    """An embedder that can also run in spawned worker processes (``crag ingest --workers N``).
+
+    ``worker()`` returns a picklable callable that builds an equal embedder inside a worker
+    process, or ``None`` when this one cannot (a wrapper answers for the embedder it wraps).
+    """
+
+    def worker(self) -> Callable[[], Embedder] | None: ...
 
 
 @runtime_checkable
@@ -52,10 +70,47 @@ class VectorStore(Protocol):
 
 
 @runtime_checkable
-class FullTextStore(VectorStore, Protocol):
-    """A vector store that also ranks by keywords (``kb.keyword_index = "store"``, e.g. Milvus BM25)."""
+class FilteringStore(VectorStore, Protocol):
+    """A vector store that applies metadata filters inside its search (:mod:`crag.metadata`).
 
-    def query_text(self, text: str, k: int) -> list[tuple[str, float]]: ...
+    ``where`` maps a key to the values it may have (any of them); every key must match. A
+    store declares the capability with ``filters_metadata = True``: a parameter is invisible to
+    a runtime check, an attribute is not.
+    """
+
+    filters_metadata: Literal[True]
+
+    def query(
+        self, vector: np.ndarray, k: int, *, where: Filters | None = None
+    ) -> list[tuple[str, float, np.ndarray | None]]: ...
+
+
+@runtime_checkable
+class FullTextStore(VectorStore, Protocol):
+    """A vector store that also ranks by keywords (``kb.keyword_index = "store"``, e.g. Milvus BM25).
+
+    ``where`` is given only to a store that is also a :class:`FilteringStore`.
+    """
+
+    def query_text(self, text: str, k: int, *, where: Filters | None = None) -> list[tuple[str, float]]: ...
+
+
+@runtime_checkable
+class RefreshableStore(VectorStore, Protocol):
+    """A vector store whose process-local view can go stale: ``refresh()`` reopens it to see
+    what other processes wrote (Chroma's embedded engine, Milvus' session consistency)."""
+
+    def refresh(self) -> None: ...
+
+
+@runtime_checkable
+class ReleasableStore(VectorStore, Protocol):
+    """A vector store that can drop its in-memory index (``release``) and load it again
+    (``warm_up``), so a large keyword rebuild does not sit on top of it."""
+
+    def release(self) -> None: ...
+
+    def warm_up(self) -> None: ...
 
 
 @dataclass(frozen=True)

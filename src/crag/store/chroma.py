@@ -18,7 +18,7 @@ import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,6 +34,8 @@ _BATCH = 1000  # Chroma caps the rows of one call; stay well below it
 
 class ChromaVectorStore:
     """Embedded Chroma collection with cosine distance; similarity = 1 - distance."""
+
+    filters_metadata: Literal[True] = True  # a FilteringStore: query(where=...) filters inside the search
 
     def __init__(self, path: str | Path, *, dim: int | None = None, ef_search: int = 200) -> None:
         self.path = Path(path)

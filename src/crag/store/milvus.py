@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -70,6 +70,8 @@ class MilvusVectorStore:
     >>> store.count()                                                               # doctest: +SKIP
     0
     """
+
+    filters_metadata: Literal[True] = True  # a FilteringStore: query(where=...) filters inside the search
 
     def __init__(
         self,

