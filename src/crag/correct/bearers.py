@@ -34,7 +34,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from crag.correct.names import Definition, Name, define, descriptor, fold, personal, split_title, subject, words
+from crag.correct.names import (
+    Definition,
+    Name,
+    asks_who,
+    define,
+    descriptor,
+    fold,
+    personal,
+    split_title,
+    subject,
+    words,
+)
 from crag.types import Bearer, Query, Strip
 
 __all__ = ["MAX_BEARERS", "Bearers", "find_bearers", "namesakes_of"]
@@ -48,13 +59,15 @@ class Bearers:
 
     ``bearers`` holds every distinct person found (best supported first; fewer than two means
     the name is not shared here). ``asked`` is the question's own qualifier of the name, and
-    ``chosen`` the bearer it singles out (None when it names none of them).
+    ``chosen`` the bearer it singles out (None when it names none of them). ``asks_who``: the
+    question asks only who the name is (an occupation): each bearer's description answers it.
     """
 
     name: str = ""
     bearers: list[Bearer] = field(default_factory=list)
     asked: str = ""
     chosen: Bearer | None = None
+    asks_who: bool = False
     degradations: list[str] = field(default_factory=list)
 
     @property
@@ -115,8 +128,11 @@ def find_bearers(query: Query, strips: Sequence[Strip], *, limit: int = MAX_BEAR
         return Bearers(name.text, people)
     people = people[:limit]
     at = name.find(query.text)
-    asked = descriptor(query.text, at) if at else ""
-    return Bearers(name.text, people, asked, _choose(asked, people) if asked else None)
+    if at is None:  # the name matched the question's words, not its text (never for a found name)
+        return Bearers(name.text, people)
+    asked = descriptor(query.text, at)
+    chosen = _choose(asked, people) if asked else None
+    return Bearers(name.text, people, asked, chosen, asks_who=asks_who(query.text, at))
 
 
 def namesakes_of(query: Query, strips: Sequence[Strip]) -> dict[int, str]:

@@ -29,7 +29,19 @@ from functools import lru_cache
 
 from crag.text import EN_STOP, ZH_STOP, split_sentences
 
-__all__ = ["Definition", "Name", "define", "descriptor", "fold", "personal", "split_title", "subject", "words"]
+__all__ = [
+    "Definition",
+    "Name",
+    "asks_who",
+    "define",
+    "descriptor",
+    "dotted_names",
+    "fold",
+    "personal",
+    "split_title",
+    "subject",
+    "words",
+]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DOTS = re.compile(r"[·・‧•．∙⋅]")
@@ -72,6 +84,14 @@ _GENERIC = frozenset(
     one two first second later american british english""".split()
 )
 _ARTICLES = frozenset({"the", "a", "an"})
+# The words of a question that asks who someone is ("What is X's occupation?", "X是做什么的？").
+_WHO_EN = frozenset(
+    """what who whom is was are were s the a an his her their occupation occupations profession job jobs
+    does did do for living work works worked as kind of by trade""".split()
+)
+_WHO_ZH = frozenset(
+    "的 是 谁 什么 职业 工作 身份 做 干 从事 哪 一位 位 人 人物 呢 请问 是做 做什么 干什么 什么样".split()
+)
 # "John Carter (painter)", "John Carter, the painter, …": a qualifier after the name.
 _AFTER = re.compile(
     r"\s*(?:\(([^()]{1,40})\)|,?\s+the\s+((?:[\w’'-]+\s+){0,3}[\w’'-]+?)(?=[,?.!]|\s+(?:is|was|who|did|do|does|born)\b))"
@@ -235,7 +255,7 @@ def define(text: str, name: Name) -> Definition | None:
     """
     for sentence in split_sentences(html.unescape(text))[:3]:
         m = (_ZH_DEF if name.cjk else _EN_DEF).match(sentence.strip())
-        if m is None or name.find(m.group("subj")) is None:
+        if m is None or not _same(name, m.group("subj")):
             continue
         desc = _zh_description(m.group("desc")) if name.cjk else _en_description(m.group("desc"))
         paren = m.group("paren") or ""
@@ -258,6 +278,11 @@ def subject(text: str) -> Name | None:
             if name is not None and define(sentence, name) is not None:
                 return name
     return None
+
+
+def _same(name: Name, subj: str) -> bool:
+    """``subj`` is ``name``: the same Chinese name, or the Latin name with middle names in between."""
+    return Name.of(subj) == name if name.cjk else name.find(subj) is not None
 
 
 def _en_description(desc: str) -> str:
@@ -351,6 +376,21 @@ def _stem(word: str) -> str:
         if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
             return word[: -len(suffix)]
     return word
+
+
+def asks_who(question: str, at: tuple[int, int]) -> bool:
+    """Whether ``question`` asks only who the name written at ``at`` is: its occupation, what it
+    does. A defining sentence answers that ("a Welsh painter").
+
+    >>> asks_who("What is John Carter's occupation?", (8, 19)), asks_who("When was John Carter born?", (9, 20))
+    (True, False)
+    >>> [asks_who(q, (0, 2)) for q in ("李明是做什么的？", "李明的职业是什么？", "李明在哪里出生？")]
+    [True, True, False]
+    """
+    rest = question[: at[0]] + " " + question[at[1] :]
+    if _CJK.search(rest):
+        return all(w in _WHO_ZH for w, _ in _zh_pos(re.sub(r"[\W_]+", "", rest)))
+    return all(w in _WHO_EN for w in re.findall(r"[a-z]+", rest.lower()))
 
 
 def descriptor(question: str, at: tuple[int, int]) -> str:

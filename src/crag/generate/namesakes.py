@@ -76,13 +76,15 @@ def answer_bearers(
     lang: str,
     max_tokens: int = 384,
     temperature: float = 0.0,
+    answer_each: bool = True,
     on_token: Callable[[str], None] | None = None,
     on_piece: Callable[[], None] | None = None,
 ) -> Generation:
     """The list of ``bearers`` (source numbers are positions in ``sources``), then each one's answer.
 
-    One model call per bearer (no re-ask); ``on_token`` gets each verified piece as it is shown,
-    the list first. The Generation's ``sources`` are ``sources``, its ``bearers`` the list.
+    One model call per bearer (no re-ask); none when not ``answer_each`` (the question asks who
+    they are, and the list says it). ``on_token`` gets each verified piece as it is shown, the
+    list first. The Generation's ``sources`` are ``sources``, its ``bearers`` the list.
     """
     sources = list(sources)
     lead = [_defining_source(b, sources) for b in bearers]
@@ -91,7 +93,7 @@ def answer_bearers(
     quotes = [b.quote or sources[n - 1].text for b, n in zip(bearers, lead, strict=True)]
     answer.add(said, Claim(said, 0, 0, list(dict.fromkeys(lead)), _unique(lead, quotes), "kept"))
     calls = []
-    for bearer in bearers:
+    for bearer in bearers if answer_each else []:
         own = [sources[n - 1] for n in bearer.cites]
         part = _Part(answer, bearer, question + " " + said, lang)
         g = generate(

@@ -263,6 +263,7 @@ def _bearers(b: Bearers) -> dict[str, Any]:
         "name": b.name,
         "bearers": [asdict(x) for x in b.bearers],
         "several": b.several,
+        "asks_who": b.asks_who,
         "asked": b.asked,
         "chosen": b.bearers.index(b.chosen) if b.chosen is not None else None,
     }

@@ -249,6 +249,7 @@ def generate_answer(
             lang=query.language,
             max_tokens=cfg.llm.max_tokens,
             temperature=cfg.llm.temperature,
+            answer_each=not bearers.asks_who,  # "who is X?": the list of who they are answers it
             **(streaming or {}),  # on_token, on_piece
         )
     if bearers is not None and bearers.listed():
