@@ -155,7 +155,8 @@ function bearers(t) {
   const b = t.bearers;
   if (!b || typeof b !== "object" || list(b.bearers).length < 2) return null;
   const note = b.several
-    ? `${list(b.bearers).length} people named ${b.name || "?"} in the sources: the answer names each and answers for each`
+    ? `${list(b.bearers).length} people named ${b.name || "?"} in the sources: the answer names each` +
+      (b.asks_who ? "" : ", then answers for each from its own sources")
     : `the question names one of them (“${b.asked || ""}”): one answer, from its sources only`;
   const items = list(b.bearers).map((x, i) => el("li", { class: b.chosen === i ? "kept" : "" },
     el("strong", {}, x.description || x.disambiguator || x.name || ""), x.life ? ` (${x.life})` : "",
