@@ -70,6 +70,11 @@ _EN_PERSON = re.compile(r"\b(?:he|she|his|her|him|born)\b", re.I)
 _ZH_PERSON = re.compile(r"[他她]|出生|生于|逝世|去世")
 # A description's first word after the article, capitalised: a nationality ("a Sri Lankan politician").
 _EN_DEMONYM = re.compile(r"^(?:an?|the)\s+(?:former\s+|retired\s+)?[A-Z]")
+# Heads of English descriptions that name what a person does ("a film director", "a monk").
+_PERSON_NOUN = re.compile(
+    r"(?:er|or|ist|ian|man|woman|ess|eer|ier|ant|ent|monk|priest|rabbi|chef|poet|judge|bishop|nun|king|queen"
+    r"|saint|diplomat|official|architect|athlete|pilot|model|cleric|noble|aristocrat|activist|engineer)$"
+)
 _ZH_PERSON_END = re.compile(r"[家员师手者官人星士长匠商僧帝王后将]$")
 # Heads of descriptions that name places and things, never people ("a river in Hampshire").
 _THINGS = frozenset(
@@ -319,19 +324,19 @@ def personal(text: str, definition: Definition | None) -> bool:
 
     >>> personal("The river rises near Devizes.", Definition((), "a river in Wiltshire"))
     False
-    >>> personal("", Definition((), "an American/Israeli violinist"))
-    True
+    >>> personal("", Definition((), "an American/Israeli violinist")), personal("", Definition((), "a film director"))
+    (True, True)
+
+    Years alone are no sign: events and institutions have them too ("中国博客第一案（2006年）").
     """
     desc = definition.description if definition else ""
     core = re.split(r"\s(?:of|in|for|at|with|from|on|to|near)\s", desc.lower())[0]
-    head = re.findall(r"[a-z]+", core)[-1:]
-    if head and head[0] in _THINGS:
+    head = (re.findall(r"[a-z]+", core) or [""])[-1]
+    if head in _THINGS:
         return False
-    if definition and len(definition.years) >= 1 and definition.life:
+    if _EN_PERSON.search(text) or _ZH_PERSON.search(text) or _EN_DEMONYM.match(desc):
         return True
-    if _EN_PERSON.search(text) or _ZH_PERSON.search(text):
-        return True
-    return bool(_EN_DEMONYM.match(desc) or (_CJK.search(desc) and _ZH_PERSON_END.search(desc)))
+    return bool(_PERSON_NOUN.search(head) or (_CJK.search(desc) and _ZH_PERSON_END.search(desc)))
 
 
 def words(text: str, *, occupations: bool = False) -> frozenset[str]:
