@@ -151,7 +151,7 @@ def test_stage_events_come_before_tokens_and_tokens_before_generate(kb: Knowledg
     names = [n for n, _ in seen]
     first, last = names.index("token"), len(names) - 1 - names[::-1].index("token")
     assert names[:first] == ["query", "retrieve", "evaluate", "decide", "rewrite", "search", "refine_external",
-                             "correct", "fuse"]  # fmt: skip
+                             "correct", "fuse", "bearers"]  # fmt: skip
     assert names[last + 1 :] == ["generate", "answer"] or names[last - 1 :] == ["generate", "token", "answer"]
     assert "".join(str(v) for n, v in seen if n == "token") == answer.answer
 

@@ -191,6 +191,35 @@ class Claim:
 
 
 @dataclass
+class Bearer:
+    """One of several people the sources describe under the name a question asks about.
+
+    ``cites`` are the numbers of the sources about this person (the answer's ``[n]``);
+    ``disambiguator`` comes from a title ("composer" of "Richard Harris (composer)"),
+    ``description`` and ``life`` from the defining sentence ``quote`` ("an Irish actor and
+    singer", "1930–2002"); ``score`` is the best grade of its sources (its support).
+
+    >>> Bearer("John Carter", "painter", "a Welsh painter", "1884–1951", [1]).label("en")
+    'a Welsh painter (1884–1951)'
+    """
+
+    name: str
+    disambiguator: str = ""
+    description: str = ""
+    life: str = ""
+    cites: list[int] = field(default_factory=list)
+    score: float = 0.0
+    quote: str = ""
+
+    def label(self, lang: str) -> str:
+        """Who this bearer is, in a few words: the description (with the life years), else the disambiguator."""
+        what = self.description or self.disambiguator or self.name
+        if self.life:
+            return f"{what}（{self.life}）" if lang == "zh" else f"{what} ({self.life})"
+        return what
+
+
+@dataclass
 class Usage:
     """What a request's LLM calls cost: tokens (as the model reported them, else estimated)
     and the number of calls, every call of the request counted (grading, verification,
@@ -227,6 +256,7 @@ class Answer:
     refused: bool = False  # no answer given: the sources found do not hold one
     usage: Usage = field(default_factory=Usage)  # not in to_dict: the keys of `crag ask --json` stay
     abstained: bool = False  # correction found nothing reliable: no model call, titles and links only
+    bearers: list[Bearer] = field(default_factory=list)  # the people of the shared name the answer is about
 
     @property
     def status(self) -> str:
@@ -255,4 +285,5 @@ class Answer:
             "queries": self.queries,
             "degradations": self.degradations,
             "refused": self.refused,
+            "bearers": [asdict(b) for b in self.bearers],
         }

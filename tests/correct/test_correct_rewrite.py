@@ -81,6 +81,23 @@ def test_chinese_names_cut_into_single_characters_stay_whole(question: str, name
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    ("question", "kept"),
+    [
+        ("作曲家理查德·哈里斯出生于哪一年？", ["作曲家", "理查德·哈里斯"]),  # jieba: 理查德 / 哈里斯出 / 生于
+        ("迈克尔·哈钦斯的职业是什么？", ["迈克尔·哈钦斯"]),  # 哈 / 钦 / 斯
+        ("When was the Welsh painter John Carter born?", ["welsh", "painter", "john", "carter"]),
+    ],
+)
+def test_a_qualified_or_transliterated_name_is_searched_whole(question: str, kept: list[str]) -> None:
+    """The bearer a question names is searched with its qualifier, a transliterated name in one piece."""
+    for docs in ([], ["理查德·哈里斯是爱尔兰演员。", "John Carter was a Scottish civil engineer."]):
+        first = keyword_queries(Query.of(question), docs)[0].split()
+        assert all(term in first for term in kept), (question, first)
+        assert not any(t != n and t in n for t in first for n in kept if "·" in n), first  # no name pieces
+
+
+@pytest.mark.unit
 def test_full_width_numbers_are_searched_once() -> None:
     assert keyword_queries(Query.of("１８８７年什么联盟加入了国际联盟？"), []) == ["1887 联盟 加入 国际联盟"]
     assert keyword_queries(Query.of("《虫，眼球系列》的主角叫什么名字？"), [])[0].startswith("《虫，眼球系列》")

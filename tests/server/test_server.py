@@ -244,6 +244,7 @@ def test_ask_returns_answer_dict(client: TestClient) -> None:
     body = r.json()
     assert set(body) == {
         "answer",
+        "bearers",
         "action",
         "confidence",
         "citations",

@@ -428,4 +428,35 @@ def test_collection_selector_lists_switches_and_asks(root: Path, page: Any) -> N
         assert page.locator("h1").text_content() == "What is BM25?"
         listed = client.get("/v1/traces", params={"collection": "handbook"}).json()["traces"]
         assert [t["question"] for t in listed] == [ZH_QUESTION]  # asked in catalogue, not handbook
+        assert not page.problems, "\n".join(page.problems)
+
+
+def test_a_trace_shows_the_people_who_share_the_name(
+    served: tuple[str, dict[str, dict[str, Any]]], root: Path, page: Any
+) -> None:
+    base, answers = served
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as api:
+        trace = api.get(f"/v1/traces/{answers[EN_QUESTION]['trace_id']}").json()
+    from crag.trace.store import TraceStore
+
+    people = [
+        {"name": "Richard Hadley", "disambiguator": "composer", "description": "an English composer",
+         "life": "1898–1971", "cites": [1], "score": 0.8, "quote": "Richard Hadley was an English composer."},
+        {"name": "Richard Hadley", "disambiguator": "actor", "description": "", "life": "", "cites": [2, 3],
+         "score": 0.6, "quote": ""},
+    ]  # fmt: skip
+    trace |= {"id": "20991231235959-names1", "question": "Who is Richard Hadley?"}
+    trace["bearers"] = {"name": "Richard Hadley", "bearers": people, "several": True, "asks_who": True,
+                        "asked": "", "chosen": None}  # fmt: skip
+    TraceStore(root / "kb" / "traces.sqlite").save(trace)
+    enter_key(page, base)
+    page.goto(f"{base}/ui/trace/{trace['id']}")
+    view = page.locator("#view")
+    expect(view).to_contain_text("People of the same name")
+    expect(view).to_contain_text("2 people named Richard Hadley in the sources: the answer names each")
+    items = page.locator("h2", has_text="People of the same name").locator("xpath=..").locator("ol > li")
+    expect(items).to_have_count(2)
+    assert items.nth(0).text_content().startswith("an English composer (1898–1971) [1]")
+    assert items.nth(1).text_content().startswith("actor [2] [3]")
+    page.screenshot(path=str(SHOTS / "trace-bearers.png"), full_page=True)
     assert not page.problems, "\n".join(page.problems)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crag.correct.bearers import namesakes_of
 from crag.protocols import Evaluator
 from crag.text import join_sentences, split_sentences
 from crag.types import Passage, Query, Strip
@@ -61,7 +62,9 @@ def refine(
 
     Strips scoring ≥ ``keep`` are kept (at most ``max_strips``); when fewer than
     ``min_strips`` pass, the best-scoring ones fill up to ``min_strips`` so a strict
-    threshold never leaves the generator with a single fragment.
+    threshold never leaves the generator with a single fragment. When the question singles
+    out one bearer of a shared name ("the Welsh painter John Carter"), strips about the
+    name's other bearers are graded at most τ_low (:func:`crag.correct.bearers.namesakes_of`).
     """
     strips = [s for d in docs for s in make_strips(d, sentences_per_strip)]
     if not strips:
@@ -71,6 +74,8 @@ def refine(
     ev = evaluator.grade(query, [Passage(str(i), _with_title(s)) for i, s in enumerate(strips)])
     for s, g in zip(strips, ev.grades, strict=True):
         s.score = g.score
+    for i in namesakes_of(query, strips):  # about another bearer than the one the question names
+        strips[i].score = min(strips[i].score, query.lower)
     ranked = sorted(range(len(strips)), key=lambda i: -strips[i].score)
     chosen = [i for i in ranked if strips[i].score >= keep][:max_strips]
     if len(chosen) < min_strips:

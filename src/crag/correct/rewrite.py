@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from crag.correct.names import dotted_names
 from crag.errors import LLMReplyError
 from crag.protocols import LLM
 from crag.redact import clip
@@ -142,12 +143,20 @@ def _with_anchors(question: str, words: list[str]) -> list[str]:
 
 
 def _with_names(question: str, words: list[str], *, zh: bool) -> list[str]:
-    """``words`` with the question's split names whole: 司马晏 for 司马, 祭遵 where nothing was kept."""
-    names = _zh_names(question) if zh else []
+    """``words`` with the question's split names whole: 司马晏 for 司马, 祭遵 where nothing was kept,
+    理查德·哈里斯 for 理查德 哈里斯出 (a word that runs into a name is dropped with it)."""
+    dotted = dotted_names(question) if zh else []
+    spans = [(at, at + len(n)) for n in dotted if (at := question.find(n)) >= 0]
+    names = [n for n in _zh_names(question) if not _overlaps(question.find(n), len(n), spans)] if zh else []
+    names += dotted
     if not names:
         return words
-    kept = [w for w in words if not any(w in n for n in names)]
+    kept = [w for w in words if not any(w in n for n in names) and not _overlaps(question.find(w), len(w), spans)]
     return sorted([*kept, *names], key=lambda t: _position(question.lower(), t.lower()))
+
+
+def _overlaps(at: int, size: int, spans: Sequence[tuple[int, int]]) -> bool:
+    return at >= 0 and any(at < end and at + size > start for start, end in spans)
 
 
 def _zh_names(question: str) -> list[str]:

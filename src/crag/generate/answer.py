@@ -47,7 +47,7 @@ from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT
 from crag.protocols import LLM, Completion, TokenStream, stream_completion
 from crag.text import detect_language
-from crag.types import Citation, Claim, Strip
+from crag.types import Bearer, Citation, Claim, Strip
 
 DEFAULT_MAX_SOURCES = 5
 # Said instead of an answer whose content the sources do not contain.
@@ -75,6 +75,7 @@ class Generation:
     trimmed: str = ""  # the reply's sentences the sources do not support, never shown
     claims: list[Claim] = field(default_factory=list)  # the answer's sentences and what holds them
     abstained: bool = False  # no model call: correction found nothing reliable
+    bearers: list[Bearer] = field(default_factory=list)  # people of a shared name it answers for (generate.namesakes)
 
 
 @dataclass(frozen=True)

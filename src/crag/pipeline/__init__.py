@@ -33,6 +33,8 @@ event               value                         when
                                                   and ``correct`` follow
 ``fuse``            ``Context``                   what the generator will see, conflicts (CRAG)
 ``compress``        ``Context``                   the Correct path's LLM compression (opt-in)
+``bearers``         ``Bearers``                   the people the generator's sources describe
+                                                  under the question's name (CRAG)
 ``abstain``         ``Generation``                nothing reliable found: titles and links, no guess
 ``token``           ``str``                       a verified piece of the answer: a sentence as it
                                                   passes the gate, or the final refusal (only
@@ -72,6 +74,7 @@ from typing import Any
 import httpx
 
 from crag.config import CragSettings
+from crag.correct.bearers import Bearers
 from crag.correct.condense import Condensed, condense
 from crag.deadline import Deadline
 from crag.generate import Generation
@@ -96,6 +99,7 @@ from crag.pipeline.steps import (
     generate_answer,
     grade,
     make_query,
+    name_bearers,
     retrieve,
     usage,
     verify,
@@ -191,8 +195,10 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
     else:
         # 5. Generate from the corrected context, citing it (and told about any conflict);
         #    a refusal despite a source graded >= tau_high is asked again once (unless step 6
-        #    will ask again with more evidence).
-        generation = _generate(steps, query, context, llm, cfg, reask=not escalation)
+        #    will ask again with more evidence). When the sources describe several people of
+        #    the asked name, the answer names each and answers for each from its own sources.
+        named = _bearers(steps, query, context, cfg)
+        generation = _generate(steps, query, context, llm, cfg, named, reask=not escalation)
 
     # 6. Escalate: the documents were graded Correct, yet the generator found no answer in
     #    them. That refusal is evidence the grade was wrong (an on-topic passage that does
@@ -202,7 +208,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
         decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, escalated_from=generation))
         correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
         context = _fuse(steps, correction, cfg, query)
-        generation = _generate(steps, query, context, llm, cfg)
+        generation = _generate(steps, query, context, llm, cfg, _bearers(steps, query, context, cfg))
     steps.show(generation)  # a refusal is final now: the reader sees it
     degradations = condensed.degradations + (
         retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
@@ -291,13 +297,25 @@ def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query)
     return steps.run("fuse", lambda: fuse([correction.internal, correction.external], cfg, query.language))
 
 
+def _bearers(steps: Steps, query: Query, context: Context, cfg: CragSettings) -> Bearers:
+    """The ``bearers`` step: who the generator's sources describe under the question's name."""
+    return steps.run("bearers", lambda: name_bearers(query, context, cfg))
+
+
 def _generate(
-    steps: Steps, query: Query, context: Context, llm: LLM, cfg: CragSettings, *, reask: bool = True
+    steps: Steps,
+    query: Query,
+    context: Context,
+    llm: LLM,
+    cfg: CragSettings,
+    bearers: Bearers | None = None,
+    *,
+    reask: bool = True,
 ) -> Generation:
     """The ``generate`` step, streamed when the run is watched, its cost in the span's tags."""
     return steps.run(
         "generate",
-        lambda: generate_answer(query, context, llm, cfg, steps.streaming(), reask=reask),
+        lambda: generate_answer(query, context, llm, cfg, steps.streaming(), reask=reask, bearers=bearers),
         tags_from=usage,
         model=llm.model_id,
         context_items=len(context.strips),

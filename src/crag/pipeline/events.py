@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from crag.correct.bearers import Bearers
 from crag.correct.condense import Condensed
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
@@ -54,6 +55,7 @@ EventName = Literal[
     "correct",
     "fuse",
     "compress",
+    "bearers",
     "abstain",
     "token",
     "replace",
@@ -276,6 +278,24 @@ def _record_fuse(t: Tracer, c: Context) -> None:
         t.record("generator_instruction", c.instruction)
 
 
+def _bearers(b: Bearers) -> dict[str, Any]:
+    """Who the sources describe under the question's name: listed when several, ``chosen`` when
+    the question's own qualifier (``asked``) names one of them."""
+    return {
+        "name": b.name,
+        "bearers": [asdict(x) for x in b.bearers],
+        "several": b.several,
+        "asks_who": b.asks_who,
+        "asked": b.asked,
+        "chosen": b.bearers.index(b.chosen) if b.chosen is not None else None,
+    }
+
+
+def _record_bearers(t: Tracer, b: Bearers) -> None:
+    if len(b.bearers) >= 2:  # a name the sources share: the trace says who, and what the answer did
+        t.record("bearers", _bearers(b))
+
+
 def _generation(g: Generation) -> dict[str, Any]:
     return {
         "citations": [asdict(c) for c in g.citations],
@@ -284,6 +304,7 @@ def _generation(g: Generation) -> dict[str, Any]:
         "citations_inferred": g.citations_inferred,
         "trimmed": g.trimmed,
         "usage": usage(g),
+        "bearers": [asdict(b) for b in g.bearers],
     }
 
 
@@ -362,6 +383,7 @@ EVENTS: dict[str, Event] = {
     "correct": Event(_correct, _record_correct, composite=True),
     "fuse": Event(_context, _record_fuse),
     "compress": Event(_context),
+    "bearers": Event(_bearers, _record_bearers),
     "abstain": Event(_generation, _record_abstain),
     "token": Event(lambda delta: {"delta": delta}),
     "replace": Event(_replace),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from crag.config import CragSettings
+from crag.correct.bearers import Bearers, find_bearers, namesakes_of
 from crag.correct.compress import compress
 from crag.correct.contradict import Conflict, conflict_instruction, detect_conflicts
 from crag.correct.fuse import fuse_ranked
@@ -29,7 +30,9 @@ from crag.correct.rounds import abstain_text
 from crag.correct.verify import Verification, threshold_for, verify_correct
 from crag.decide import decide
 from crag.generate import Generation, generate
+from crag.generate.namesakes import answer_bearers
 from crag.grade.classify import query_thresholds
+from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.text import detect_language
@@ -167,11 +170,26 @@ def retrieve(query: Query, kb: KnowledgeBase, cfg: CragSettings) -> Retrieval:
 
 
 def grade(query: Query, retrieval: Retrieval, evaluator: Evaluator) -> Evaluation:
-    """2. A relevance grade per retrieved document and a confidence for the set."""
+    """2. A relevance grade per retrieved document and a confidence for the set.
+
+    A question that singles out one bearer of a shared name ("the Welsh painter John Carter")
+    makes documents about the name's other bearers irrelevant: graded at most τ_low.
+    """
     passages = [
         Passage(h.chunk.id, h.chunk.text, vector=h.vector, dense=h.dense, keyword=h.keyword) for h in retrieval.hits
     ]
-    return evaluator.grade(query, passages)
+    graded = evaluator.grade(query, passages)
+    titled = [Strip(h.chunk.text, h.chunk.source, "internal", h.chunk.title) for h in retrieval.hits]
+    others = namesakes_of(query, titled)
+    if not others:
+        return graded
+    grades = [
+        replace(g, score=min(g.score, query.lower), reason=others[i], signals=g.signals | {"namesake": 1.0})
+        if i in others
+        else g
+        for i, g in enumerate(graded.grades)
+    ]
+    return replace(graded, grades=grades, confidence=set_confidence(grades))
 
 
 def decide_action(query: Query, grading: Evaluation) -> Decision:
@@ -212,6 +230,11 @@ def compress_context(query: Query, context: Context, llm: LLM) -> Context:
     return replace(context, strips=out.strips, degradations=out.degradations)
 
 
+def name_bearers(query: Query, context: Context, cfg: CragSettings) -> Bearers:
+    """5a. The people the sources the generator will read describe under the question's name."""
+    return find_bearers(query, context.strips[: cfg.generation.max_sources])
+
+
 def generate_answer(
     query: Query,
     context: Context,
@@ -220,11 +243,30 @@ def generate_answer(
     streaming: Streaming | None = None,
     *,
     reask: bool = True,
+    bearers: Bearers | None = None,
 ) -> Generation:
     """5. Generate from the context, citing it; in CRAG a refusal despite a source graded
     at or above τ_high is asked again once (plain RAG's scores are not grades: no re-ask;
     ``reask=False`` when escalation will ask again instead).
-    ``streaming``: ``on_token`` and ``on_piece`` (:meth:`Steps.streaming`)."""
+    ``streaming``: ``on_token`` and ``on_piece`` (:meth:`Steps.streaming`).
+
+    ``bearers``: when the context describes several people of the asked name, each is named
+    and answered for (:func:`crag.generate.namesakes.answer_bearers`); when the question
+    singles one out, the others' sources are left out and it gets one answer."""
+    if bearers is not None and bearers.several:
+        return answer_bearers(
+            query.text,
+            context.strips[: cfg.generation.max_sources],
+            bearers.bearers,
+            llm,
+            lang=query.language,
+            max_tokens=cfg.llm.max_tokens,
+            temperature=cfg.llm.temperature,
+            answer_each=not bearers.asks_who,  # "who is X?": the list of who they are answers it
+            **(streaming or {}),  # on_token, on_piece
+        )
+    if bearers is not None and bearers.listed():
+        return _answer_chosen(query, context, llm, cfg, streaming, bearers, reask=reask)
     return generate(
         query.text,
         context.strips,
@@ -237,6 +279,27 @@ def generate_answer(
         reask_above=query.upper if query.mode == "crag" and reask else None,
         **(streaming or {}),  # on_token, on_piece
     )
+
+
+def _answer_chosen(
+    query: Query,
+    context: Context,
+    llm: LLM,
+    cfg: CragSettings,
+    streaming: Streaming | None,
+    bearers: Bearers,
+    *,
+    reask: bool,
+) -> Generation:
+    """The one bearer the question names, answered from the sources that are not about the others."""
+    shown = context.strips[: cfg.generation.max_sources]
+    others = bearers.others()
+    kept = [s for n, s in enumerate(shown, 1) if n not in others]
+    renumber = {n: i for i, n in enumerate((n for n in range(1, len(shown) + 1) if n not in others), 1)}
+    gen = generate_answer(query, replace(context, strips=kept), llm, cfg, streaming, reask=reask)
+    if bearers.chosen is not None and not gen.refused:
+        gen.bearers = [replace(bearers.chosen, cites=[renumber[n] for n in bearers.chosen.cites])]
+    return gen
 
 
 def can_escalate(decision: Decision, search: WebSearch | None, cfg: CragSettings) -> bool:
@@ -319,6 +382,7 @@ def compose_answer(
         refused=gen.refused,
         abstained=gen.abstained,
         usage=usage or Usage(),
+        bearers=gen.bearers,
     )
 
 

@@ -17,6 +17,9 @@ function describe(name, d) {
     case "rounds": return `${d.rounds} round(s), ${d.stopped || ""}`;
     case "correct": return `${d.internal} internal, ${d.external} external`;
     case "fuse": case "compress": return `${n(d.context)} in context`;
+    case "bearers":
+      if (n(d.bearers) < 2) return "";
+      return d.several ? `${n(d.bearers)} people named ${d.name}: each is answered for` : `the question names one of ${n(d.bearers)} ${d.name}`;
     case "replace": return `answer replaced (${d.reason})`;
     case "generate": return `${n(d.citations)} citation(s)${d.refused ? ", refused" : ""}`;
     case "abstain": return "nothing reliable found: no guess";

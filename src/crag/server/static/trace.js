@@ -6,7 +6,7 @@ const PHASES = [
   ["evaluate", ["evaluate"]],
   ["decide", []],
   ["correct", ["refine", "rewrite", "search", "refine_external", "fuse"]],
-  ["generate", ["generate"]],
+  ["generate", ["bearers", "generate"]],
 ];
 
 function list(value) { return Array.isArray(value) ? value.filter((v) => v && typeof v === "object") : []; }
@@ -150,13 +150,29 @@ function answer(t, prefix) {
   return section("Answer", body, cites.length ? el("h2", {}, "Sources") : null, cites.length ? sources : null);
 }
 
+// A name several people share: who the sources describe, and whom the answer is about.
+function bearers(t) {
+  const b = t.bearers;
+  if (!b || typeof b !== "object" || list(b.bearers).length < 2) return null;
+  const note = b.several
+    ? `${list(b.bearers).length} people named ${b.name || "?"} in the sources: the answer names each` +
+      (b.asks_who ? "" : ", then answers for each from its own sources")
+    : `the question names one of them (“${b.asked || ""}”): one answer, from its sources only`;
+  const items = list(b.bearers).map((x, i) => el("li", { class: b.chosen === i ? "kept" : "" },
+    el("strong", {}, x.description || x.disambiguator || x.name || ""), x.life ? ` (${x.life})` : "",
+    " ", el("span", { class: "meta" }, (Array.isArray(x.cites) ? x.cites : []).map((n) => `[${n}]`).join(" ")),
+    b.chosen === i ? el("span", { class: "meta" }, " ← named by the question") : null,
+    x.quote ? el("div", { class: "meta" }, clip(x.quote, 300)) : null));
+  return section("People of the same name", el("div", { class: "meta" }, note), el("ol", {}, items));
+}
+
 function clip(value, limit) {
   const text = String(value || "");
   return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
 }
 
 function renderTrace(t, prefix) {
-  return el("div", {}, header(t), problems(t), timeline(t), answer(t, prefix), retrieved(t), queries(t),
+  return el("div", {}, header(t), problems(t), timeline(t), answer(t, prefix), bearers(t), retrieved(t), queries(t),
     external(t), strips(t), context(t));
 }
 

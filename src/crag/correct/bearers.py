@@ -1,0 +1,236 @@
+"""Names that several people share: which bearers of the asked name the sources describe.
+
+Long-tail questions ask about a name ("What is Richard Harris's occupation?") that several
+people bear, and retrieval returns passages about more than one of them. A small model then
+picks one and answers confidently about a random bearer. This module finds, deterministically
+and without a model, which distinct people the strips describe under the question's name:
+
+1. **the name**: a strip's title without its disambiguator ("Richard Harris (composer)"), or the
+   subject of its defining sentence ("Richard Harris (1930–2002) was an Irish actor"), written
+   in the question (:class:`~crag.correct.names.Name`: middle names, accents and interpuncts
+   do not matter);
+2. **who each strip is about**: strips with the same title are one document; a strip without
+   a title of the name joins the document (source and title) whose defining sentence is about it;
+3. **distinct bearers**: two documents are two people when their titles differ by a
+   disambiguator, their life years differ, or what they do shares no word ("a Welsh painter",
+   "a Scottish civil engineer"); places and things of the same name are left out;
+4. **singled out**: when the question qualifies the name ("the Welsh painter John Carter",
+   "作曲家理查德·哈里斯"), the bearer whose disambiguator or description matches is ``chosen``.
+
+>>> from crag.types import Query, Strip
+>>> ctx = [Strip("John Carter (1884–1951) was a Welsh painter.", "a", "web", "John Carter (painter)", score=0.9),
+...        Strip("John Carter (born 1902) was a Scottish civil engineer.", "b", "web", "John Carter (engineer)")]
+>>> found = find_bearers(Query.of("What was John Carter's occupation?"), ctx)
+>>> found.several, [(b.disambiguator, b.description, b.life, b.cites) for b in found.bearers]
+(True, [('painter', 'a Welsh painter', '1884–1951', [1]), ('engineer', 'a Scottish civil engineer', 'born 1902', [2])])
+>>> one = find_bearers(Query.of("When did the Scottish engineer John Carter die?"), ctx)
+>>> one.several, one.asked, one.chosen.disambiguator
+(False, 'Scottish engineer', 'engineer')
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from crag.correct.names import (
+    Definition,
+    Name,
+    asks_who,
+    define,
+    descriptor,
+    fold,
+    personal,
+    split_title,
+    subject,
+    words,
+)
+from crag.types import Bearer, Query, Strip
+
+__all__ = ["MAX_BEARERS", "Bearers", "find_bearers", "namesakes_of"]
+
+MAX_BEARERS = 4  # listed at most; the best supported first
+
+
+@dataclass
+class Bearers:
+    """The ``bearers`` step's value: the people the context describes under the question's name.
+
+    ``bearers`` holds every distinct person found (best supported first; fewer than two means
+    the name is not shared here). ``asked`` is the question's own qualifier of the name, and
+    ``chosen`` the bearer it singles out (None when it names none of them). ``asks_who``: the
+    question asks only who the name is (an occupation): each bearer's description answers it.
+    """
+
+    name: str = ""
+    bearers: list[Bearer] = field(default_factory=list)
+    asked: str = ""
+    chosen: Bearer | None = None
+    asks_who: bool = False
+    degradations: list[str] = field(default_factory=list)
+
+    @property
+    def several(self) -> bool:
+        """The answer lists every bearer: the name is shared, and the question does not say which."""
+        return len(self.bearers) >= 2 and not self.asked
+
+    def listed(self) -> list[Bearer]:
+        """The bearers an answer names: all of them, the chosen one, or none."""
+        if self.several:
+            return self.bearers
+        return [self.chosen] if self.chosen is not None and len(self.bearers) >= 2 else []
+
+    def others(self) -> set[int]:
+        """Source numbers of bearers other than the chosen one (empty when none is chosen)."""
+        if self.chosen is None:
+            return set()
+        return {n for b in self.bearers if b is not self.chosen for n in b.cites} - set(self.chosen.cites)
+
+
+@dataclass
+class _Doc:
+    """The strips of one document about the name, and what they say of its subject."""
+
+    title: str  # folded title of the name ("" for a document found by its defining sentence)
+    disambiguator: str
+    written: str  # the name as this document writes it
+    indices: list[int]
+    definition: Definition | None
+    personal: bool
+    score: float
+
+    def occupations(self) -> frozenset[str]:
+        return words(self.definition.description, occupations=True) if self.definition else frozenset()
+
+    def same_person(self, other: _Doc) -> bool:
+        mine = self.definition.years if self.definition else ()
+        theirs = other.definition.years if other.definition else ()
+        if mine and theirs and mine[0] != theirs[0]:
+            return False
+        if self.title and other.title and self.title != other.title:
+            return bool(mine and theirs)  # two titles are two articles, unless the birth years agree
+        a, b = self.occupations(), other.occupations()
+        return not (a and b and not a & b)
+
+
+def find_bearers(query: Query, strips: Sequence[Strip], *, limit: int = MAX_BEARERS) -> Bearers:
+    """The distinct people ``strips`` describe under the name ``query`` asks about (see the module docstring).
+
+    Source numbers in each :class:`~crag.types.Bearer`'s ``cites`` are positions in ``strips``, from 1.
+    """
+    name = _asked_name(query.text, strips)
+    if name is None:
+        return Bearers()
+    docs = _documents(name, strips)
+    people = [_bearer(group, strips) for group in _cluster(docs) if any(d.personal for d in group)]
+    if len(people) < 2:
+        return Bearers(name.text, people)
+    people = people[:limit]
+    at = name.find(query.text)
+    if at is None:  # the name matched the question's words, not its text (never for a found name)
+        return Bearers(name.text, people)
+    asked = descriptor(query.text, at)
+    chosen = _choose(asked, people) if asked else None
+    return Bearers(name.text, people, asked, chosen, asks_who=asks_who(query.text, at))
+
+
+def namesakes_of(query: Query, strips: Sequence[Strip]) -> dict[int, str]:
+    """Strips about another bearer than the one the question singles out, with why (0-based).
+
+    Grading uses it: "the Welsh painter John Carter" makes a strip about John Carter the
+    engineer irrelevant however well its words match. Empty unless the question qualifies a
+    shared name and the qualifier matches one bearer.
+    """
+    found = find_bearers(query, strips)
+    if found.chosen is None:
+        return {}
+    why = f"about another {found.name}, not the {found.asked} the question names"
+    return {n - 1: why for n in sorted(found.others())}
+
+
+def _asked_name(question: str, strips: Sequence[Strip]) -> Name | None:
+    """The name in ``question`` that most strips are about (titles first, then defining sentences)."""
+    counts: Counter[Name] = Counter()
+    written: dict[Name, str] = {}
+    for s in strips:
+        for candidate in (Name.of(split_title(s.title)[0]), subject(s.text)):
+            if candidate is not None and candidate.find(question) is not None:
+                counts[candidate] += 1
+                written.setdefault(candidate, candidate.text)
+                break
+    if not counts:
+        return None
+    best = max(counts, key=lambda n: (counts[n], len(n.text)))
+    return replace(best, text=written[best])
+
+
+def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
+    """The documents about ``name`` among ``strips``: by title of the name, else by defining sentence."""
+    docs: dict[tuple[str, ...], _Doc] = {}
+    owner: dict[tuple[str, str], tuple[str, ...]] = {}  # (source, title) → the document it belongs to
+    pending: list[int] = []
+    for i, s in enumerate(strips):
+        base, disamb = split_title(s.title)
+        defined = define(s.text, name)
+        if Name.of(base) == name:
+            key: tuple[str, ...] = ("title", fold(s.title))
+            doc = docs.setdefault(key, _Doc(fold(s.title), disamb, base, [], None, False, 0.0))
+        elif defined is not None:
+            key = ("doc", s.source, s.title)
+            doc = docs.setdefault(key, _Doc("", "", name.text, [], None, False, 0.0))
+        else:
+            pending.append(i)
+            continue
+        owner[(s.source, s.title)] = key
+        _add(doc, i, s, defined)
+    for i in pending:  # a strip cut from a document about the name ("He studied in Paris.")
+        s = strips[i]
+        if (s.source, s.title) in owner and s.title:
+            _add(docs[owner[(s.source, s.title)]], i, s, None)
+    return list(docs.values())
+
+
+def _add(doc: _Doc, i: int, strip: Strip, defined: Definition | None) -> None:
+    doc.indices.append(i)
+    doc.definition = doc.definition or defined
+    doc.personal = doc.personal or personal(strip.text, defined or doc.definition)
+    doc.score = max(doc.score, strip.score)
+
+
+def _cluster(docs: list[_Doc]) -> list[list[_Doc]]:
+    """Documents grouped by person, best supported first: a document joins the first group
+    whose every document can be the same person, else starts its own."""
+    groups: list[list[_Doc]] = []
+    for doc in sorted(docs, key=lambda d: (-d.score, min(d.indices))):
+        home = next((g for g in groups if all(doc.same_person(other) for other in g)), None)
+        if home is None:
+            groups.append([doc])
+        else:
+            home.append(doc)
+    return groups
+
+
+def _bearer(group: list[_Doc], strips: Sequence[Strip]) -> Bearer:
+    lead = next((d for d in group if d.definition), group[0])
+    defined = lead.definition
+    cites = sorted({i + 1 for d in group for i in d.indices})
+    return Bearer(
+        name=group[0].written,
+        disambiguator=next((d.disambiguator for d in group if d.disambiguator), ""),
+        description=defined.description if defined else "",
+        life=defined.life if defined else "",
+        cites=cites,
+        score=max(d.score for d in group),
+        quote=defined.sentence if defined else "",
+    )
+
+
+def _choose(asked: str, people: Sequence[Bearer]) -> Bearer | None:
+    """The one bearer whose disambiguator or description shares most words with ``asked``."""
+    wanted = words(asked)
+    if not wanted:
+        return None
+    overlap = [len(wanted & (words(b.disambiguator) | words(b.description))) for b in people]
+    best = max(overlap)
+    return people[overlap.index(best)] if best and overlap.count(best) == 1 else None

@@ -1,0 +1,162 @@
+"""Bearer detection: which people of the asked name the strips describe, in English and Chinese."""
+
+from __future__ import annotations
+
+import pytest
+
+from crag.correct.bearers import find_bearers, namesakes_of
+from crag.correct.names import Name, asks_who, define, descriptor, dotted_names, split_title
+from crag.correct.refine import Doc, refine
+from crag.types import Evaluation, Grade, Passage, Query, Strip
+
+pytestmark = pytest.mark.unit
+
+
+def strip(text: str, title: str = "", source: str = "kb.jsonl", score: float = 0.5) -> Strip:
+    return Strip(text, source, "internal", title, score=score)
+
+
+HARRIS = [
+    strip("Richard Harris (1930–2002) was an Irish actor and singer.", "Richard Harris", score=0.9),
+    strip("Richard Harris (born 1941) is a British composer of film music.", "Richard Harris (composer)", score=0.6),
+    strip("He wrote the score of The Long Road in 1979.", "Richard Harris (composer)", score=0.4),
+    strip("Chris Harris (born 1967) is an English cricketer.", "Chris Harris", score=0.8),
+]
+LI_MING = [
+    strip("李明（1921年—1993年），中国画家，擅长山水画。", "李明 (画家)", score=0.8),
+    strip("他曾任教于南京师范学院美术系。", "李明 (画家)", score=0.5),
+    strip("李明（1975年—），中国足球运动员，司职后卫。", "李明 (足球运动员)", score=0.7),
+    strip("李明华（1960年—），中国演员。", "李明华", score=0.9),
+]
+
+
+def test_english_titles_tell_the_bearers_apart_best_supported_first() -> None:
+    found = find_bearers(Query.of("What is Richard Harris's occupation?"), HARRIS)
+    assert found.several and found.asks_who and found.name == "Richard Harris"
+    actor, composer = found.bearers
+    assert (actor.description, actor.life, actor.cites) == ("an Irish actor and singer", "1930–2002", [1])
+    assert (composer.disambiguator, composer.life, composer.cites) == ("composer", "born 1941", [2, 3])
+    assert composer.quote == "Richard Harris (born 1941) is a British composer of film music."
+    assert found.listed() == found.bearers and found.chosen is None
+
+
+def test_chinese_titles_and_a_longer_name_that_contains_it() -> None:
+    found = find_bearers(Query.of("李明是做什么的？"), LI_MING)
+    assert found.several and found.asks_who and found.name == "李明"
+    assert [(b.description, b.life, b.cites) for b in found.bearers] == [
+        ("中国画家", "1921年—1993年", [1, 2]),
+        ("中国足球运动员", "1975年出生", [3]),
+    ]  # 李明华 is another name
+
+
+def test_untitled_documents_differ_by_life_years_and_what_they_do() -> None:
+    texts = [
+        strip("林海生（1932年—2001年），中国地质学家，长期从事青藏高原地质调查。", "人物档案一", "a.md"),
+        strip("他曾任中国地质大学校长。", "人物档案一", "a.md"),
+        strip("林海生（1968年—），台湾歌手，与地质学家林海生同名。", "人物档案二", "b.md"),
+    ]
+    found = find_bearers(Query.of("林海生出生于哪一年？"), texts)
+    assert found.several and not found.asks_who
+    assert [b.cites for b in found.bearers] == [[1, 2], [3]]
+    same = [
+        strip("Anna Berrow (1902–1977) was a Scottish civil engineer.", "", "a.md"),
+        strip("Anna Berrow (1902–1977) was a civil engineer who built dams.", "", "b.md"),
+    ]
+    assert not find_bearers(Query.of("Who was Anna Berrow?"), same).several  # one person in two files
+
+
+def test_one_bearer_similar_names_and_places_are_not_listed() -> None:
+    assert not find_bearers(Query.of("What does Chris Harris do?"), HARRIS).several
+    rivers = [
+        strip("雅芳河（Avon）是英格兰西南部的一条河流，流经布里斯托。", "雅芳河 (布里斯托)"),
+        strip("雅芳河是英格兰南部的一条河流，流经汉普郡。", "雅芳河 (汉普郡)"),
+    ]
+    assert not find_bearers(Query.of("该雅芳河最终注入什么地方？"), rivers).several
+    stations = [
+        strip("River Avon (Bristol) is a river in the south west of England.", "River Avon (Bristol)"),
+        strip("River Avon (Hampshire) is a river in the south of England.", "River Avon (Hampshire)"),
+    ]
+    assert not find_bearers(Query.of("Where does the River Avon flow?"), stations).bearers
+    senior = [
+        strip("Franz Seitz Sr. (1887–1952) was a German film director.", "Franz Seitz Sr."),
+        strip("Franz Seitz Jr. (1921–2006) was a German film producer.", "Franz Seitz Jr."),
+    ]
+    assert not find_bearers(Query.of("What is Franz Seitz Sr.'s occupation?"), senior).several
+
+
+@pytest.mark.parametrize(
+    ("question", "asked", "chosen", "others"),
+    [
+        ("When was the British composer Richard Harris born?", "British composer", 1, {0}),
+        ("Which film did the composer Richard Harris score?", "composer", 1, {0}),
+        ("What films did Richard Harris, the actor, appear in?", "actor", 0, {1, 2}),  # from the description
+    ],
+)
+def test_a_question_that_names_one_bearer_chooses_it(question: str, asked: str, chosen: int, others: set[int]) -> None:
+    found = find_bearers(Query.of(question), HARRIS)
+    assert found.asked == asked and not found.several
+    assert found.chosen is found.bearers[chosen] and found.listed() == [found.chosen]
+    why = namesakes_of(Query.of(question), HARRIS)
+    assert set(why) == others
+    assert all(w == f"about another Richard Harris, not the {asked} the question names" for w in why.values())
+
+
+def test_a_chinese_question_that_names_one_bearer() -> None:
+    found = find_bearers(Query.of("画家李明曾在哪所学校任教？"), LI_MING)
+    assert found.asked == "画家" and found.chosen is not None and found.chosen.cites == [1, 2]
+    assert set(namesakes_of(Query.of("足球运动员李明司职什么位置？"), LI_MING)) == {0, 1}
+    assert namesakes_of(Query.of("李明的职业是什么？"), LI_MING) == {}  # names no one: nothing is demoted
+
+
+def test_a_qualifier_that_fits_no_bearer_chooses_none() -> None:
+    found = find_bearers(Query.of("When did the Welsh poet Richard Harris die?"), HARRIS)
+    assert found.asked == "Welsh poet" and found.chosen is None and not found.several and found.listed() == []
+
+
+def test_refine_grades_the_other_bearers_strips_at_most_tau_low() -> None:
+    class Flat:
+        name = "flat"
+
+        def grade(self, query: Query, passages: list[Passage]) -> Evaluation:
+            return Evaluation([Grade(p.id, 0.8) for p in passages], 0.8, "", self.name)
+
+    docs = [Doc(str(i), s.text, s.source, "internal", s.title) for i, s in enumerate(HARRIS[:3])]
+    query = Query("When was the British composer Richard Harris born?", "en", lower=0.2)
+    _, graded = refine(query, docs, Flat(), sentences_per_strip=1)
+    assert [s.score for s in graded] == [0.2, 0.8, 0.8]
+
+
+def test_names_compare_as_people_write_them() -> None:
+    assert split_title("Jean Gabriel Marie (1907–1970)") == ("Jean Gabriel Marie", "1907–1970")
+    assert split_title("理查德·哈里斯（作曲家）") == ("理查德·哈里斯", "作曲家")
+    assert Name.of("Nándor Balázs") == Name.of("Nandor Balazs")
+    assert Name.of("Maurice Boucher").find("What is Maurice Le Boucher's occupation?") is None  # a particle
+    assert Name.of("George Esslemont").find("What is George Birnie Esslemont's occupation?") == (8, 31)
+    assert Name.of("理查德哈里斯").find("理查德・哈里斯是谁？") == (0, 7)
+    assert Name.of("李明是") is None and Name.of("Timme") is None
+    assert dotted_names("英国作曲家理查德·哈里斯创作了什么作品？") == ["理查德·哈里斯"]
+
+
+def test_defining_sentences_in_both_languages() -> None:
+    name = Name.of("John Barnes")
+    assert name is not None
+    athlete = define("John Barnes (October 12, 1929 &ndash; August 25, 2004) was an American runner.", name)
+    assert athlete is not None and (athlete.life, athlete.description) == ("1929–2004", "an American runner")
+    long = define("John Charles Bryan Barnes MBE (born 7 November 1963) is a former football player and manager.", name)
+    assert long is not None and long.description == "a former football player and manager"
+    zh = Name.of("王淑芬")
+    assert zh is not None
+    chemist = define("王淑芬是一位中国化学家，现任南开大学化学学院院长。", zh)
+    assert chemist is not None and (chemist.years, chemist.description) == ((), "中国化学家")
+
+
+def test_the_qualifier_and_who_questions() -> None:
+    q = "Which cathedral employed the composer Richard Hadley as organist?"
+    at = Name.of("Richard Hadley").find(q)  # type: ignore[union-attr]
+    assert at is not None and descriptor(q, at) == "composer" and not asks_who(q, at)
+    q = "Who was Richard Hadley?"
+    at = Name.of("Richard Hadley").find(q)  # type: ignore[union-attr]
+    assert at is not None and descriptor(q, at) == "" and asks_who(q, at)
+    assert descriptor("Who taught the son of Richard Hadley?", (26, 40)) == ""  # "son of": not a qualifier
+    assert descriptor("律师赵国栋毕业于哪所大学？", (2, 5)) == "律师"
+    assert descriptor("哪位画家教过赵国栋？", (6, 9)) == ""  # the qualifier must touch the name
