@@ -383,7 +383,8 @@ def events_of(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, 
 def test_step_events_fire_in_the_diagrams_order(kb: KnowledgeBase) -> None:
     correct = events_of(kb, "Do zebras have stripes?", StaticWebSearch(WEB), ScriptedLLM(["Stripes [1]."]))
     assert [n for n, _, _ in correct] == [
-        "query", "retrieve", "evaluate", "decide", "refine", "correct", "verify", "fuse", "bearers", "generate", "answer"
+        "query", "retrieve", "evaluate", "decide", "refine", "correct", "verify", "fuse", "bearers", "generate",
+        "answer",
     ]  # fmt: skip
     incorrect = events_of(kb, "How did the stock market close on Friday?", StaticWebSearch(WEB), ScriptedLLM(["x [1]"]))
     names = [n for n, _, _ in incorrect]
