@@ -97,6 +97,7 @@ def test_interrupted_run_resumes_without_redoing_pairs(kb_path: Path, tmp_path: 
     assert run.complete and len(run.records) == 6
     rec = run.records[("w", "crag")]
     assert rec["metrics"]["accuracy"] == 1.0 and rec["llm_calls"] == 1 and rec["action"] in ("correct", "ambiguous")
+    assert rec["cited_gold"] == 1.0  # "It was 1816 [1]." cites the passage that says 1816
     assert run.records[("t", "rag")]["metrics"]["accuracy"] == 0.0
     assert json.loads((out / "status.json").read_text())["complete"] is True
     lines = (out / "results.jsonl").read_text("utf-8").splitlines()
@@ -202,6 +203,7 @@ def test_report_from_records_only(tmp_path: Path) -> None:
             "latency": 1.0 + i,
             "llm_calls": 1,
             "searches": 0,
+            "cited_gold": None if i == 3 else float(i != 2),
             "metrics": m,
             "error": None,
         }
@@ -210,3 +212,4 @@ def test_report_from_records_only(tmp_path: Path) -> None:
     run = EvalRun(items, ("rag", "crag"), records)
     md = write_report(run, tmp_path)[-1].read_text("utf-8")
     assert "| accuracy (gold in answer) | 4 | 0.250 | 1.000 | +0.750 |" in md
+    assert "| 0.667 (2/3) |" in md  # citation precision: two of the three checkable answers cite the gold

@@ -82,6 +82,8 @@ def row_stats(run: EvalRun, mode: str, ids: Sequence[str]) -> dict[str, Any]:
     stats["context_holds_gold"] = len(with_gold)
     stats["false_refusal"] = _mean([_rate(r, "refused") for r in with_gold])
     stats["answer_given_context"] = _mean([_rate(r, "accuracy") for r in with_gold])
+    cited = [float(r["cited_gold"]) for r in ans if r.get("cited_gold") is not None]
+    stats["citation_precision"], stats["cited_checked"] = _mean(cited), len(cited)
     stats["unanswerable"] = len(unans)
     stats["abstention"] = _mean([_rate(r, "refused") for r in unans])
     stats["context_tokens"] = _mean([r["metrics"]["context_tokens"] for r in recs])

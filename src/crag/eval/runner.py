@@ -33,7 +33,7 @@ from crag.errors import (
 )
 from crag.eval.datasets import EvalItem, dataset_fingerprint
 from crag.eval.judge import LLMJudge
-from crag.eval.metrics import score_answer
+from crag.eval.metrics import cited_gold, score_answer
 from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
 from crag.redact import redact
 from crag.types import Answer, Query
@@ -175,6 +175,8 @@ def _answer_record(engine: Engine, it: EvalItem, mode: str, options: EvalOptions
         "context": context,
         "context_origins": [s.origin for s in answer.context],
         "citations": len(answer.citations),
+        # citation precision: the sentence that gives the gold cites a source holding it (None: nothing to check)
+        "cited_gold": cited_gold(answer.answer, answer.citations, it.answers),
         "degradations": answer.degradations,
         "trace_id": answer.trace_id,
         "metrics": metrics.to_dict(),
