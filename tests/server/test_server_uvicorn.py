@@ -19,7 +19,7 @@ from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.protocols import Completion
 from crag.registry import LLMS
-from crag.server import app as server_app
+from crag.server import answers as server_answers
 from crag.server.app import create_app
 from crag.testing.net import serve_in_thread
 
@@ -140,7 +140,7 @@ def test_openai_sdk_lists_and_picks_two_collections(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_client_disconnect_mid_stream_leaves_server_serving(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_app, "KEEPALIVE_SECONDS", 0.2)  # write soon after the hang-up
+    monkeypatch.setattr(server_answers, "KEEPALIVE_SECONDS", 0.2)  # write soon after the hang-up
     port = int(base_url.rsplit(":", 1)[1])
     body = json.dumps({"question": "What does CRAG grade?", "stream": True}).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:

@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -30,12 +29,10 @@ from crag._version import __version__
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
-from crag.metadata import parse_meta
-from crag.pipeline.live import AnswerStream
 from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text
+from crag.server import answers, docs, feedback, traces, ui, uploads
 from crag.server import collections as collections_routes
-from crag.server import docs, feedback, ui
 from crag.server.auth import (
     ApiKey,
     Authenticator,
@@ -45,16 +42,12 @@ from crag.server.auth import (
     all_keys,
     is_loopback,
 )
-from crag.server.body import describe_errors, document_bodies, parse_body
-from crag.server.collections import Collection, Collections, Run, authorize, chat_model
+from crag.server.body import describe_errors, document_bodies
+from crag.server.collections import Collections
 from crag.server.connection import ConnectionLimits, guarded_protocol
-from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
-from crag.server.policy import check_search_choice
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
-from crag.server.stream import SSEResponse, chat_completion, crag_error_status
-from crag.server.uploads import ingest_summary, one_field, save_uploads, write_jsonl
-from crag.types import Answer
+from crag.server.stream import crag_error_status
 
 __all__ = ["crag_error_status", "create_app", "serve"]
 
@@ -134,189 +127,11 @@ def create_app(
     async def metrics_endpoint() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/v1/ask", response_model=None)
-    async def ask(request: Request) -> Response:
-        req = await parse_body(request, AskRequest)
-        col = collections.resolve(req.collection)
-        authorize(request, col)
-        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []])
-        if req.stream:
-            stream = await _start_stream(run, metrics, req.question)
-            events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
-            return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(run, metrics, req.question)
-        return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
-
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(request: Request) -> Response:
-        req = await parse_body(request, ChatRequest)
-        question, history = req.conversation()  # the last user message, and the turns before it
-        if not question:
-            raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
-        col, mode = chat_model(collections, req.model)
-        authorize(request, col)
-        run = Run(col, mode, None, req.filters, history)
-        if req.stream:
-            # Tokens go out as the model writes them. The response starts at the first one,
-            # so an error before it (503 model unavailable, 409 no knowledge base) still
-            # reaches OpenAI clients as an HTTP status instead of a broken stream.
-            stream = await _start_stream(run, metrics, question)
-            events = live_events(stream, KEEPALIVE_SECONDS)
-            try:
-                first = await first_events(events)
-            except BaseException as exc:
-                await events.aclose()
-                if isinstance(exc, CragError):
-                    metrics.error(crag_error_status(exc)[1])
-                raise
-            include_usage = bool((req.stream_options or {}).get("include_usage"))
-            body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
-            return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
-        answer = await _answer(run, metrics, question)
-        return RedactedJSONResponse(
-            chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
-        )
-
-    @app.post("/v1/ingest")
-    async def ingest(request: Request) -> dict[str, Any]:
-        def writable(name: str | None) -> Collection:
-            col = collections.resolve(name)
-            authorize(request, col, write=True)
-            return col
-
-        if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-
-            def folder_for(fields: dict[str, list[str]]) -> Path:
-                parse_meta(fields.get("meta", []), option="meta")  # a bad field: 400 before any file is written
-                return writable(one_field(fields, "collection")).path / "uploads"
-
-            paths, fields = await save_uploads(request, folder_for)
-            col, meta = writable(one_field(fields, "collection")), parse_meta(fields.get("meta", []), option="meta")
-        else:
-            req = await parse_body(request, IngestRequest)
-            col, meta = writable(req.collection), req.metadata or {}
-            paths = [await run_in_threadpool(write_jsonl, col.path / "uploads", req)]
-        async with col.ingest_lock:  # one ingest at a time per knowledge base: its writer is not re-entrant
-            report = await run_in_threadpool(lambda: col.engine.ingest(paths, metadata=meta))
-        return ingest_summary(report, col.path / "uploads")
-
-    def readable(request: Request, name: str | None) -> CRAG:
-        col = collections.resolve(name)
-        authorize(request, col)
-        return col.engine
-
-    @app.get("/v1/traces")
-    async def list_traces(
-        request: Request,
-        collection: str | None = Query(None, max_length=64),
-        limit: int = Query(50, ge=1, le=500),
-        action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
-        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed|retrieved)$"),
-        min_confidence: float | None = Query(None, ge=0, le=1),
-        max_confidence: float | None = Query(None, ge=0, le=1),
-        min_latency_ms: float | None = Query(None, ge=0),
-        max_latency_ms: float | None = Query(None, ge=0),
-    ) -> dict[str, Any]:
-        engine = readable(request, collection)
-        latency = min_latency_ms is not None or max_latency_ms is not None
-        # TraceStore filters by confidence in SQL; latency is filtered here on a wider page.
-        rows = await run_in_threadpool(
-            engine.traces.list,
-            limit=min(limit * 10, 2000) if latency else limit,
-            action=action,
-            min_confidence=min_confidence,
-            max_confidence=max_confidence,
-            status=status,
-        )
-        if latency:
-            lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
-            rows = [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi][:limit]
-        return {"traces": rows}
-
-    @app.get("/v1/traces/{trace_id}")
-    async def get_trace(
-        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
-    ) -> dict[str, Any]:
-        trace: dict[str, Any] = await run_in_threadpool(readable(request, collection).traces.get, trace_id)
-        return trace
-
-    @app.post("/v1/traces/{trace_id}/replay")
-    async def replay(
-        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
-    ) -> dict[str, Any]:
-        col = collections.resolve(collection)
-        authorize(request, col)
-        original: dict[str, Any] = await run_in_threadpool(col.engine.traces.get, trace_id)
-        request_info = original.get("request")
-        if not isinstance(request_info, dict):
-            request_info = {}
-        question = original.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
-        mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
-        search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
-        filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
-        run = Run(col, str(mode), search, filters)
-        answer = await _answer(run, metrics, question, replay_of=str(original.get("id")))
-        replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
-        return {"original": original, "replay": replayed, "answer": answer.to_dict()}
+    answers.install(app, collections, metrics)
+    uploads.install(app, collections)
+    traces.install(app, collections, metrics)
 
     return app
-
-
-# -- running questions ------------------------------------------------------------------
-async def _answer(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> Answer:
-    check_search_choice(run.collection.engine.settings, run.search)  # 403 before anything is built or called
-    try:
-        answer = await run_in_threadpool(_ask_and_annotate, run, question, replay_of)
-    except CragError as exc:
-        metrics.error(crag_error_status(exc)[1])
-        raise
-    metrics.answer(answer)
-    return answer
-
-
-def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
-    engine = run.collection.engine
-    info = run.request_info(replay_of)
-    return engine.ask(
-        question, mode=run.mode, search=run.search, request=info, filters=run.filters, history=run.history
-    )
-
-
-async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStream:
-    """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
-    engine = run.collection.engine
-    check_search_choice(engine.settings, run.search)
-    try:
-        return await run_in_threadpool(
-            lambda: engine.ask_stream(
-                question,
-                mode=run.mode,
-                search=run.search,
-                request=run.request_info(),
-                filters=run.filters,
-                history=run.history,
-            )
-        )
-    except CragError as exc:
-        metrics.error(crag_error_status(exc)[1])
-        raise
-
-
-def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:
-    if not engine.settings.trace.enabled:
-        return None
-    try:
-        return engine.traces.get(trace_id)
-    except CragError:
-        return None
-
-
-def _usage(answer: Answer) -> dict[str, int]:
-    """OpenAI's ``usage``: every LLM call of the request, as the answer carries it."""
-    u = answer.usage
-    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -20,6 +21,9 @@ from starlette.requests import Request
 from crag.atomic import write_atomic
 from crag.errors import ApiError
 from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.metadata import parse_meta
+from crag.server.body import parse_body
+from crag.server.collections import Collection, Collections, authorize
 from crag.server.schemas import IngestRequest
 
 __all__ = ["ingest_summary", "one_field", "safe_filename", "save_uploads", "write_jsonl"]
@@ -118,3 +122,30 @@ def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
 
 
 # -- parsing and errors -------------------------------------------------------------------
+
+
+def install(app: FastAPI, collections: Collections) -> None:
+    """Add ``POST /v1/ingest`` (multipart files, or JSON documents) to ``app``."""
+
+    @app.post("/v1/ingest")
+    async def ingest(request: Request) -> dict[str, Any]:
+        def writable(name: str | None) -> Collection:
+            col = collections.resolve(name)
+            authorize(request, col, write=True)
+            return col
+
+        if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+
+            def folder_for(fields: dict[str, list[str]]) -> Path:
+                parse_meta(fields.get("meta", []), option="meta")  # a bad field: 400 before any file is written
+                return writable(one_field(fields, "collection")).path / "uploads"
+
+            paths, fields = await save_uploads(request, folder_for)
+            col, meta = writable(one_field(fields, "collection")), parse_meta(fields.get("meta", []), option="meta")
+        else:
+            req = await parse_body(request, IngestRequest)
+            col, meta = writable(req.collection), req.metadata or {}
+            paths = [await run_in_threadpool(write_jsonl, col.path / "uploads", req)]
+        async with col.ingest_lock:  # one ingest at a time per knowledge base: its writer is not re-entrant
+            report = await run_in_threadpool(lambda: col.engine.ingest(paths, metadata=meta))
+        return ingest_summary(report, col.path / "uploads")

@@ -1,0 +1,117 @@
+"""The answer routes: ``/v1/ask`` (JSON or SSE) and OpenAI-compatible ``/v1/chat/completions``.
+
+Every engine call runs in the threadpool: the engine blocks (embeddings, SQLite, a local
+model behind a lock), and the event loop must stay free for health checks and keep-alives.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from crag.errors import ApiError, CragError
+from crag.pipeline.live import AnswerStream
+from crag.server.body import parse_body
+from crag.server.collections import Collections, Run, authorize, chat_model
+from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
+from crag.server.metrics import Metrics
+from crag.server.policy import check_search_choice
+from crag.server.schemas import AskRequest, ChatRequest, RedactedJSONResponse
+from crag.server.stream import SSEResponse, chat_completion, crag_error_status
+from crag.types import Answer
+
+__all__ = ["answer_question", "install"]
+
+
+def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
+    """Add ``POST /v1/ask`` and ``POST /v1/chat/completions`` to ``app``."""
+
+    @app.post("/v1/ask", response_model=None)
+    async def ask(request: Request) -> Response:
+        req = await parse_body(request, AskRequest)
+        col = collections.resolve(req.collection)
+        authorize(request, col)
+        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []])
+        if req.stream:
+            stream = await _start_stream(run, metrics, req.question)
+            events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
+            return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
+        answer = await answer_question(run, metrics, req.question)
+        return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(request: Request) -> Response:
+        req = await parse_body(request, ChatRequest)
+        question, history = req.conversation()  # the last user message, and the turns before it
+        if not question:
+            raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
+        col, mode = chat_model(collections, req.model)
+        authorize(request, col)
+        run = Run(col, mode, None, req.filters, history)
+        if req.stream:
+            # Tokens go out as the model writes them. The response starts at the first one,
+            # so an error before it (503 model unavailable, 409 no knowledge base) still
+            # reaches OpenAI clients as an HTTP status instead of a broken stream.
+            stream = await _start_stream(run, metrics, question)
+            events = live_events(stream, KEEPALIVE_SECONDS)
+            try:
+                first = await first_events(events)
+            except BaseException as exc:
+                await events.aclose()
+                if isinstance(exc, CragError):
+                    metrics.error(crag_error_status(exc)[1])
+                raise
+            include_usage = bool((req.stream_options or {}).get("include_usage"))
+            body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
+            return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
+        answer = await answer_question(run, metrics, question)
+        return RedactedJSONResponse(
+            chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
+        )
+
+
+# -- running questions ------------------------------------------------------------------
+async def answer_question(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> Answer:
+    check_search_choice(run.collection.engine.settings, run.search)  # 403 before anything is built or called
+    try:
+        answer = await run_in_threadpool(_ask_and_annotate, run, question, replay_of)
+    except CragError as exc:
+        metrics.error(crag_error_status(exc)[1])
+        raise
+    metrics.answer(answer)
+    return answer
+
+
+def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
+    engine = run.collection.engine
+    info = run.request_info(replay_of)
+    return engine.ask(
+        question, mode=run.mode, search=run.search, request=info, filters=run.filters, history=run.history
+    )
+
+
+async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStream:
+    """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
+    engine = run.collection.engine
+    check_search_choice(engine.settings, run.search)
+    try:
+        return await run_in_threadpool(
+            lambda: engine.ask_stream(
+                question,
+                mode=run.mode,
+                search=run.search,
+                request=run.request_info(),
+                filters=run.filters,
+                history=run.history,
+            )
+        )
+    except CragError as exc:
+        metrics.error(crag_error_status(exc)[1])
+        raise
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    """OpenAI's ``usage``: every LLM call of the request, as the answer carries it."""
+    u = answer.usage
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}

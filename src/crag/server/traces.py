@@ -1,0 +1,90 @@
+"""The trace routes: list (with filters), one trace, and replay of a trace's question."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from crag.engine import CRAG
+from crag.errors import ApiError, CragError
+from crag.server.answers import answer_question
+from crag.server.collections import Collections, Run, authorize
+from crag.server.metrics import Metrics
+
+__all__ = ["install"]
+
+
+def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
+    """Add ``GET /v1/traces``, ``GET /v1/traces/{id}`` and ``POST /v1/traces/{id}/replay`` to ``app``."""
+
+    def readable(request: Request, name: str | None) -> CRAG:
+        col = collections.resolve(name)
+        authorize(request, col)
+        return col.engine
+
+    @app.get("/v1/traces")
+    async def list_traces(
+        request: Request,
+        collection: str | None = Query(None, max_length=64),
+        limit: int = Query(50, ge=1, le=500),
+        action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
+        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed|retrieved)$"),
+        min_confidence: float | None = Query(None, ge=0, le=1),
+        max_confidence: float | None = Query(None, ge=0, le=1),
+        min_latency_ms: float | None = Query(None, ge=0),
+        max_latency_ms: float | None = Query(None, ge=0),
+    ) -> dict[str, Any]:
+        engine = readable(request, collection)
+        latency = min_latency_ms is not None or max_latency_ms is not None
+        # TraceStore filters by confidence in SQL; latency is filtered here on a wider page.
+        rows = await run_in_threadpool(
+            engine.traces.list,
+            limit=min(limit * 10, 2000) if latency else limit,
+            action=action,
+            min_confidence=min_confidence,
+            max_confidence=max_confidence,
+            status=status,
+        )
+        if latency:
+            lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
+            rows = [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi][:limit]
+        return {"traces": rows}
+
+    @app.get("/v1/traces/{trace_id}")
+    async def get_trace(
+        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
+    ) -> dict[str, Any]:
+        trace: dict[str, Any] = await run_in_threadpool(readable(request, collection).traces.get, trace_id)
+        return trace
+
+    @app.post("/v1/traces/{trace_id}/replay")
+    async def replay(
+        request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
+    ) -> dict[str, Any]:
+        col = collections.resolve(collection)
+        authorize(request, col)
+        original: dict[str, Any] = await run_in_threadpool(col.engine.traces.get, trace_id)
+        request_info = original.get("request")
+        if not isinstance(request_info, dict):
+            request_info = {}
+        question = original.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
+        mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
+        search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
+        filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
+        run = Run(col, str(mode), search, filters)
+        answer = await answer_question(run, metrics, question, replay_of=str(original.get("id")))
+        replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
+        return {"original": original, "replay": replayed, "answer": answer.to_dict()}
+
+
+def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:
+    if not engine.settings.trace.enabled:
+        return None
+    try:
+        return engine.traces.get(trace_id)
+    except CragError:
+        return None
