@@ -15,7 +15,7 @@ answer), the first verified sentence's arrival against the model's own first tok
 same request (the trace's ``stream`` timings), accuracy (gold contained), refusals, and
 citation precision (the sentence with the gold cites a source that holds it).
 
-    python benchmarks/stream_gate.py --kb KB --search-corpus data/hard/external [--limit N] [--lang en]
+    python benchmarks/stream_gate.py --kb KB --search-corpus data/hard/external [--limit N] [--lang en] [--per-lang N]
 
 Results append to ``benchmarks/out/stream_gate/results.jsonl`` (a rerun skips questions done);
 the summary is printed and written to ``summary.json``.
@@ -193,11 +193,15 @@ def main() -> None:
     ap.add_argument("--baseline-rev", default="b42910b", help="git revision of today's engine ('' to skip)")
     ap.add_argument("--lang", choices=("en", "zh"))
     ap.add_argument("--limit", type=int)
+    ap.add_argument("--per-lang", type=int, help="the first N questions of each language (a sample of both)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     items = [json.loads(line) for line in args.dataset.read_text("utf-8").splitlines() if line.strip()]
     items = [it for it in items if not args.lang or it.get("lang") == args.lang][: args.limit]
+    if args.per_lang:
+        by_lang = {lang: [it for it in items if it.get("lang") == lang] for lang in ("en", "zh")}
+        items = by_lang["en"][: args.per_lang] + by_lang["zh"][: args.per_lang]
     results = args.out / "results.jsonl"
     done = {json.loads(line)["id"] for line in results.read_text("utf-8").splitlines()} if results.exists() else set()
     todo = [it for it in items if it["id"] not in done]
