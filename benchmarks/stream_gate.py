@@ -127,7 +127,7 @@ def measure(item: dict[str, Any], gated: str, baseline: str | None) -> dict[str,
     answers = item.get("answers") or []
     context = [str(c.get("text") or "") for c in trace.get("context") or []]
     rec: dict[str, Any] = {
-        "id": item["id"], "lang": item.get("lang"), "answerable": bool(answers),
+        "id": item["id"], "lang": item.get("lang"), "answerable": bool(answers) and item.get("answerable", True),
         "streamed_equals_saved": run["text"] == saved,
         "withdrawn_chars": len(run["text"]) - len(common),
         "first_shown_s": run["first_content_s"], "total_s": run["total_s"], "chunks": run["chunks"],
@@ -185,6 +185,10 @@ def summarise(recs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _Nothing(Exception):
+    """Every question is done already: no server is started."""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kb", type=Path, required=True, help="a KB built with crag ingest data/hard/internal")
@@ -195,6 +199,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--per-lang", type=int, help="the first N questions of each language (a sample of both)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--summary-only", action="store_true", help="summarise the results so far; ask nothing")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     items = [json.loads(line) for line in args.dataset.read_text("utf-8").splitlines() if line.strip()]
@@ -204,9 +209,11 @@ def main() -> None:
         items = by_lang["en"][: args.per_lang] + by_lang["zh"][: args.per_lang]
     results = args.out / "results.jsonl"
     done = {json.loads(line)["id"] for line in results.read_text("utf-8").splitlines()} if results.exists() else set()
-    todo = [it for it in items if it["id"] not in done]
+    todo = [] if args.summary_only else [it for it in items if it["id"] not in done]
     servers = []
     try:
+        if not todo:
+            raise _Nothing
         gated_proc, gated = start_server(ROOT / "src", args.kb, args.search_corpus, args.out / "gated.log")
         servers.append(gated_proc)
         baseline = None
@@ -228,11 +235,17 @@ def main() -> None:
                 print(f"[{n}/{len(todo)}] {item['id']} first shown {rec['first_shown_s']}s "
                       f"(baseline {rec.get('baseline_first_token_s')}) equal={rec['streamed_equals_saved']} "
                       f"accurate={rec['accurate']}", flush=True)  # fmt: skip
+    except _Nothing:
+        pass
     finally:
         for proc in servers:
             stop(proc)
     recs = [json.loads(line) for line in results.read_text("utf-8").splitlines() if line.strip()]
-    summary = summarise([r for r in recs if r["id"] in {it["id"] for it in items}])
+    by_id = {it["id"]: it for it in items}
+    for r in recs:  # the dataset's own "answerable" (unanswerable questions carry answers too)
+        if r["id"] in by_id:
+            r["answerable"] = bool(by_id[r["id"]].get("answers")) and by_id[r["id"]].get("answerable", True)
+    summary = summarise([r for r in recs if r["id"] in by_id])
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), "utf-8")
     print(json.dumps(summary, indent=2, ensure_ascii=False))
 
