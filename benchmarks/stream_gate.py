@@ -7,7 +7,8 @@ and answer each question in turn (one at a time, so they never share the CPU):
 * **baseline**: the engine before the sentence gate (``--baseline-rev``, default b42910b),
   from a git worktree under ``benchmarks/out/``. Its stream carried the model's tokens as
   written; its first content chunk is "today's first token". The stream is closed right
-  after that chunk (the model stops), so the baseline costs only its time to first token.
+  after that chunk; that engine still finished its answer, so the next question waits until
+  its trace is saved (the two servers never share the CPU).
 
 Per question, for the gated server: the streamed text against the answer the trace saved
 (characters shown then withdrawn: the streamed text that is not a prefix of the saved
@@ -142,7 +143,25 @@ def measure(item: dict[str, Any], gated: str, baseline: str | None) -> dict[str,
     if baseline is not None:
         base = chat(baseline, item["question"], first_only=True)
         rec["baseline_first_token_s"] = base["first_content_s"]
+        rec["baseline_idle_after_s"] = wait_idle(baseline, base["trace_id"])
     return rec
+
+
+def wait_idle(url: str, trace_id: str, limit: float = 300.0) -> float:
+    """Wait until the server has saved ``trace_id`` (its run is over); seconds waited.
+
+    The engine before the gate kept writing after its reader hung up: its model would still
+    be busy when the next question reaches the gated server, and both would share the CPU.
+    """
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit:
+        try:
+            if httpx.get(f"{url}/v1/traces/{trace_id}", timeout=10).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return round(time.perf_counter() - t0, 3)
 
 
 def _common_prefix(a: str, b: str) -> str:
