@@ -281,3 +281,35 @@ def test_a_closed_lookup_stream_frees_the_model(llm: LlamaCppLLM) -> None:
     stream.close()
     assert not llm._ready().lock.locked()
     assert llm.complete(_COPYING[0], max_tokens=32).text  # the model answers the next call
+
+
+def test_a_saved_system_prompt_is_restored_after_another_call_and_changes_no_token(llm: LlamaCppLLM) -> None:
+    from crag.generate.prompts import build_messages
+    from crag.llm.prefix_cache import PrefixStates
+    from crag.types import Strip
+
+    facts = {
+        "en": ("When did the Harbour Museum open?", "The Harbour Museum opened in 1901 in a former customs house."),
+        "zh": ("海港博物馆是哪一年开放的？", "海港博物馆于1901年在旧海关大楼内开放。"),
+    }
+    other = [{"role": "user", "content": "Is the sky blue? Answer yes or no."}]
+    loaded = llm._ready()
+    keep = loaded.heads
+    try:
+        for lang, (question, fact) in facts.items():
+            messages = build_messages(question, [Strip(fact, "a", "internal")], lang)
+            loaded.heads = PrefixStates(min_tokens=10**9)  # nothing saved: the reference reply
+            llm.yes_probability(other)
+            expected = llm.complete(messages, max_tokens=32).text
+            loaded.heads = heads = PrefixStates()
+            replies = []
+            for call in ("complete", "complete", "stream"):
+                llm.yes_probability(other)  # another prompt replaces the model's cache
+                if call == "stream":
+                    replies.append("".join(llm.stream(messages, max_tokens=32)).strip())
+                else:
+                    replies.append(llm.complete(messages, max_tokens=32).text)
+            assert (heads.saved, heads.restored) == (1, 2), lang  # the head evaluated once, then restored
+            assert replies == [expected] * 3, lang
+    finally:
+        loaded.heads = keep

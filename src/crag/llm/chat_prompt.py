@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Rendered", "prompt_tokens"]
+__all__ = ["Rendered", "prompt_tokens", "prompt_with_head"]
 
 # Private-use characters: no template writes them, and each message's content is swapped
 # for one numbered slot before rendering, so no content is in the rendered text either.
@@ -49,9 +49,21 @@ class Rendered:
 
 def prompt_tokens(llama: Any, formatter: Callable[..., Any], messages: Sequence[dict[str, str]]) -> list[int]:
     """The tokens of ``messages`` in the model's chat format; contents never parse as special tokens."""
+    return prompt_with_head(llama, formatter, messages)[0]
+
+
+def prompt_with_head(
+    llama: Any, formatter: Callable[..., Any], messages: Sequence[dict[str, str]]
+) -> tuple[list[int], int]:
+    """:func:`prompt_tokens`, and how many of them come before the last message's text (the head).
+
+    The head (system prompt, the user turn's opening) is what one kind of call repeats from
+    request to request: :mod:`crag.llm.prefix_cache` keeps the model's state after it.
+    """
     slotted = [{**m, "content": _SLOT.format(i)} for i, m in enumerate(messages)]
     rendered = formatter(messages=slotted)
     tokens: list[int] = []
+    head = 0
     if not getattr(rendered, "added_special", True):
         bos = llama.token_bos() if hasattr(llama, "token_bos") else -1
         if bos >= 0:
@@ -61,7 +73,9 @@ def prompt_tokens(llama: Any, formatter: Callable[..., Any], messages: Sequence[
             if part:
                 tokens += llama.tokenize(part.encode("utf-8"), add_bos=False, special=True)
         else:  # a message's content: data, whatever it spells
+            if int(part) == len(messages) - 1:
+                head = len(tokens)
             content = messages[int(part)].get("content") or ""
             if content:
                 tokens += llama.tokenize(content.encode("utf-8"), add_bos=False, special=False)
-    return tokens
+    return tokens, head

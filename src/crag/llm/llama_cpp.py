@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
-from crag.llm.chat_prompt import prompt_tokens
+from crag.llm.chat_prompt import prompt_with_head
 from crag.llm.lookup import greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
+from crag.llm.prefix_cache import PrefixStates
 from crag.protocols import Completion, TokenStream
 from crag.redact import clip
 from crag.registry import BackendDeps, Registries
@@ -57,6 +58,7 @@ class _Loaded:
     yes_ids: np.ndarray | None = None
     no_ids: np.ndarray | None = None
     choice_ids: dict[str, np.ndarray] = field(default_factory=dict)  # by choice, for choice_probabilities
+    heads: PrefixStates = field(default_factory=PrefixStates)  # saved system-prompt states (crag.llm.prefix_cache)
 
 
 _LOADED: dict[tuple[str, int], _Loaded] = {}
@@ -158,7 +160,7 @@ class LlamaCppLLM:
 
                     kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
                 out = loaded.llama.create_completion(
-                    prompt=self._tokens(loaded, messages),
+                    prompt=self._tokens(loaded, messages, keep_head=True),
                     max_tokens=max_tokens,
                     temperature=temperature,
                     seed=self.seed,
@@ -199,7 +201,7 @@ class LlamaCppLLM:
             try:
                 chunks = iter(
                     loaded.llama.create_completion(
-                        prompt=self._tokens(loaded, messages),
+                        prompt=self._tokens(loaded, messages, keep_head=True),
                         max_tokens=max_tokens,
                         temperature=temperature,
                         seed=self.seed,
@@ -302,7 +304,7 @@ class LlamaCppLLM:
         with loaded.lock:
             llama = loaded.llama
             try:
-                tokens = self._tokens(loaded, messages)
+                tokens = self._tokens(loaded, messages, keep_head=True)
                 if len(tokens) >= llama.n_ctx():
                     raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
                 budget = min(max_tokens, llama.n_ctx() - len(tokens))
@@ -371,8 +373,13 @@ class LlamaCppLLM:
         return LLMError(f"{BACKEND_ID}: {self.model_id} failed: {detail}", backend_id=BACKEND_ID, step=step)
 
     @staticmethod
-    def _tokens(loaded: _Loaded, messages: Sequence[dict[str, str]]) -> list[int]:
-        """The prompt's tokens in the model's chat format; message text never parses as control tokens."""
+    def _tokens(loaded: _Loaded, messages: Sequence[dict[str, str]], *, keep_head: bool = False) -> list[int]:
+        """The prompt's tokens in the model's chat format; message text never parses as control tokens.
+
+        ``keep_head`` (a call that writes text, under the model's lock): the prompt's head is
+        left in the model's cache from a saved state (:mod:`crag.llm.prefix_cache`) when the
+        cache no longer holds it.
+        """
         if loaded.formatter is None:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -387,7 +394,10 @@ class LlamaCppLLM:
                 add_generation_prompt=True,
             )
             loaded.stop = [eos_text] if eos_text else []
-        return prompt_tokens(loaded.llama, loaded.formatter, [dict(m) for m in messages])
+        tokens, head = prompt_with_head(loaded.llama, loaded.formatter, [dict(m) for m in messages])
+        if keep_head and len(tokens) < loaded.llama.n_ctx():
+            loaded.heads.prepare(loaded.llama, tokens, head)
+        return tokens
 
     @staticmethod
     def _prepare_yes_no(loaded: _Loaded) -> None:
