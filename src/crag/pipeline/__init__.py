@@ -79,6 +79,7 @@ from crag.correct.condense import Condensed, condense
 from crag.deadline import Deadline
 from crag.generate import Generation
 from crag.kb import KnowledgeBase
+from crag.llm.guard import GuardedLLM
 from crag.metadata import Filters
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.events import TraceRecorder
@@ -106,7 +107,7 @@ from crag.pipeline.steps import (
 )
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.trace.spans import Tracer
-from crag.types import Action, Answer, Hit, Query, Strip
+from crag.types import Action, Answer, Evaluation, Hit, Query, Retrieval, Strip
 
 __all__ = [
     "Condensed",
@@ -144,10 +145,30 @@ History = Sequence[Mapping[str, Any]]
 """A conversation before the question: ``{"role": "user" | "assistant", "content": text}`` messages."""
 
 
-def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None,
-             on_step: OnStep | None = None) -> Answer:  # fmt: skip
-    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
-    steps = _steps(tracer, on_step)
+@dataclass
+class _Corrected:
+    """Where :func:`run_crag` and :func:`run_crag_context` part: every step up to the fused context.
+
+    ``early`` holds the degradations of the steps that never run again (condense, retrieve,
+    evaluate, verify); an escalation replaces ``correction`` and ``context``.
+    """
+
+    steps: Steps
+    query: Query
+    retrieval: Retrieval
+    grading: Evaluation
+    decision: Decision
+    corrector: Corrector
+    correction: Correction
+    context: Context
+    llm: GuardedLLM
+    search: WebSearch | None
+    deadline: Deadline
+    early: list[str]
+
+
+def _correct(steps: Steps, question: str, deps: Deps, cfg: CragSettings, history: History | None) -> _Corrected:
+    """Steps 0–4 of CRAG, the same for an answer and for a retriever's context."""
     deadline = Deadline(cfg.correction.deadline_seconds)
     # One budget and one deadline for every LLM call of the request (grading included) and every search.
     llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
@@ -187,8 +208,21 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
     context = _fuse(steps, correction, cfg, query)
     if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
         context = steps.run("compress", lambda: compress_context(query, context, llm))
+    early = condensed.degradations + retrieval.degradations + grading.degradations + checked
+    return _Corrected(
+        steps, query, retrieval, grading, decision, corrector, correction, context, llm, search, deadline, early
+    )
 
-    escalation = can_escalate(decision, search, cfg)
+
+def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, history: History | None = None,
+             on_step: OnStep | None = None) -> Answer:  # fmt: skip
+    """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
+    steps = _steps(tracer, on_step)
+    # 0.–4. Condense, retrieve, evaluate, decide, correct (and verify), fuse: :func:`_correct`.
+    c = _correct(steps, question, deps, cfg, history)
+    query, decision, correction, context, llm = c.query, c.decision, c.correction, c.context, c.llm
+
+    escalation = can_escalate(decision, c.search, cfg)
     # Abstain honestly when correction found nothing reliable (best grade still ≤ tau_low).
     if cfg.correction.abstain and decision.action is not Action.CORRECT and correction.best() <= query.lower:
         generation = steps.emit("abstain", abstain(query, context))
@@ -204,15 +238,13 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
     #    them. That refusal is evidence the grade was wrong (an on-topic passage that does
     #    not answer), so search as the Ambiguous action would, once, and answer again.
     #    The refusal was never shown (the sentence gate holds refusals back), so nothing is withdrawn.
-    if escalation and generation.refused and not deadline.expired():
+    if escalation and generation.refused and not c.deadline.expired():
         decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, escalated_from=generation))
-        correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+        correction = steps.emit("correct", c.corrector.correct(decision, c.retrieval, c.grading))
         context = _fuse(steps, correction, cfg, query)
         generation = _generate(steps, query, context, llm, cfg, _bearers(steps, query, context, cfg))
     steps.show(generation)  # a refusal is final now: the reader sees it
-    degradations = condensed.degradations + (
-        retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
-    )
+    degradations = c.early + correction.degradations + context.degradations
     # usage: every LLM call of the request, grading and verification included
     answer = compose_answer(
         query,
@@ -265,31 +297,12 @@ def run_crag_context(
     from. No answer means no refusal to escalate from (step 6). The ``context`` event ends
     the trace.
     """
-    steps = _steps(tracer, None)
-    deadline = Deadline(cfg.correction.deadline_seconds)
-    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
-    condensed = _condense(steps, question, history, llm)
-    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
-    retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
-    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
-    decision = steps.emit("decide", decide_action(query, grading))
-    corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
-    correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
-    checked: list[str] = []
-    if can_verify(decision, search, cfg):
-        check = steps.run("verify", lambda: verify(query, correction.internal, llm, cfg))
-        checked = check.degradations
-        if not check.confirmed:
-            decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, unverified=check))
-            correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
-    context = _fuse(steps, correction, cfg, query)
-    if decision.action is Action.CORRECT and cfg.correction.compress_with_llm:
-        context = steps.run("compress", lambda: compress_context(query, context, llm))
-    degradations = (
-        retrieval.degradations + grading.degradations + checked + correction.degradations + context.degradations
+    c = _correct(_steps(tracer, None), question, deps, cfg, history)
+    degradations = c.early + c.correction.degradations + c.context.degradations
+    corrected = CorrectedContext(
+        c.query, c.decision, c.context, c.correction.queries, degradations, tracer.id, c.llm.usage
     )
-    corrected = CorrectedContext(query, decision, context, correction.queries, degradations, tracer.id, llm.usage)
-    return steps.emit("context", corrected)
+    return c.steps.emit("context", corrected)
 
 
 def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query) -> Context:
