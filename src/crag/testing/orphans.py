@@ -107,20 +107,7 @@ def kill_cycles(
         result.cycles += 1
         if proc.poll() is None:
             result.killed_mid_run += 1
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        killed_at = time.monotonic()
-        result.descendants_seen += len(seen)
-        _, alive = psutil.wait_procs(list(seen.values()), timeout=grace)
-        result.seconds_to_clean.append(round(time.monotonic() - killed_at, 2))
-        if alive:
-            result.orphans += len(alive)
-            result.notes.append(f"cycle {n}: {len(alive)} survivors: {[_describe(p) for p in alive]}")
-            for p in alive:  # clean up before the next cycle
-                try:
-                    p.kill()
-                except psutil.NoSuchProcess:
-                    pass
+        _kill_and_count(proc, seen, grace, result, n)
         if embedder is not None:
             problem = check_kb(kb, embedder)
             if problem:
@@ -179,20 +166,7 @@ def serve_kill_cycles(
                 continue
             seen = _wait_for_workers(psutil.Process(proc.pid), workers)
             result.cycles += 1
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            killed_at = time.monotonic()
-            result.descendants_seen += len(seen)
-            _, alive = psutil.wait_procs(list(seen.values()), timeout=grace)
-            result.seconds_to_clean.append(round(time.monotonic() - killed_at, 2))
-            if alive:
-                result.orphans += len(alive)
-                result.notes.append(f"cycle {n}: {len(alive)} survivors: {[_describe(p) for p in alive]}")
-                for p in alive:  # clean up before the next cycle
-                    try:
-                        p.kill()
-                    except psutil.NoSuchProcess:
-                        pass
+            _kill_and_count(proc, seen, grace, result, n)
     finally:
         if not isinstance(out, int):
             out.close()
@@ -215,3 +189,25 @@ def _wait_for_workers(parent: Any, workers: int, timeout: float = 120.0) -> dict
             break
         time.sleep(0.05)
     return seen
+
+
+def _kill_and_count(
+    proc: subprocess.Popen[Any], seen: dict[int, Any], grace: float, result: KillResult, n: int
+) -> None:
+    """``kill -9`` the parent, then count which of its descendants outlive it by ``grace`` seconds."""
+    import psutil
+
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = time.monotonic()
+    result.descendants_seen += len(seen)
+    _, alive = psutil.wait_procs(list(seen.values()), timeout=grace)
+    result.seconds_to_clean.append(round(time.monotonic() - killed_at, 2))
+    if alive:
+        result.orphans += len(alive)
+        result.notes.append(f"cycle {n}: {len(alive)} survivors: {[_describe(p) for p in alive]}")
+        for p in alive:  # clean up before the next cycle
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
