@@ -27,27 +27,9 @@ function describe(name, d) {
   }
 }
 
-// Server-sent events from a fetch body: blocks separated by a blank line, "event:" and "data:" lines.
+// /v1/ask's server-sent events: [event name, parsed data].
 async function* sseEvents(response) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      let name = "message", data = "";
-      for (const line of block.split("\n")) {
-        if (line.startsWith("event: ")) name = line.slice(7);
-        else if (line.startsWith("data: ")) data += line.slice(6);
-      }
-      if (data) yield [name, JSON.parse(data)];
-    }
-    if (done) return;
-  }
+  for await (const [name, data] of sseBlocks(response)) yield [name, JSON.parse(data)];
 }
 
 async function ask(event) {

@@ -50,22 +50,9 @@ function traceHref(traceId, model) {
 
 // OpenAI-style server-sent events: "data: {json}" blocks, ending with "data: [DONE]".
 async function* chunks(response) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("");
-      if (!data) continue;  // a keep-alive comment
-      if (data === "[DONE]") return;
-      yield JSON.parse(data);
-    }
-    if (done) return;
+  for await (const [, data] of sseBlocks(response)) {
+    if (data === "[DONE]") return;
+    yield JSON.parse(data);
   }
 }
 

@@ -92,4 +92,28 @@ function keyBox() {
   box.append(state, input, save);
 }
 
+// Server-sent events from a fetch body: [event name, data] per block (blocks end with a blank
+// line; a block without data, a keep-alive comment, is skipped). The ask box and the chat page read it.
+async function* sseBlocks(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) yield [name, data];
+    }
+    if (done) return;
+  }
+}
+
 document.addEventListener("DOMContentLoaded", keyBox);
