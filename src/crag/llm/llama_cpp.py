@@ -33,7 +33,7 @@ from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import prompt_with_head
 from crag.llm.lookup import greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
-from crag.llm.prefix_cache import PrefixStates
+from crag.llm.prefix_cache import PrefixStates, common_prefix
 from crag.protocols import Completion, TokenStream
 from crag.redact import clip
 from crag.registry import BackendDeps, Registries
@@ -417,11 +417,7 @@ class LlamaCppLLM:
 
         # Reuse the KV cache for the prefix shared with the previous call (a grader asks
         # the same instructions for passage after passage), as Llama.generate does.
-        n_prev = min(llama.n_tokens, len(tokens))
-        prev = np.asarray(llama.input_ids[:n_prev])
-        differ = np.nonzero(prev != np.asarray(tokens[:n_prev], dtype=prev.dtype))[0]
-        common = int(differ[0]) if len(differ) else n_prev
-        common = min(common, len(tokens) - 1)  # evaluate at least one token to get logits
+        common = min(common_prefix(llama, tokens), len(tokens) - 1)  # evaluate at least one token for logits
         llama.n_tokens = common
         llama.eval(tokens[common:])
         ptr = llama_cpp.llama_get_logits_ith(llama.ctx, -1)

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from crag.llm.prefix_cache import common_prefix
+
 __all__ = ["DRAFT_TOKENS", "greedy_lookup", "lookup_draft"]
 
 DRAFT_TOKENS = 8  # tokens guessed per pass: a copied clause, not a paragraph
@@ -68,10 +70,7 @@ def greedy_lookup(llama: Any, prompt: Sequence[int], max_tokens: int) -> Generat
     n_vocab = llama.n_vocab()
     ctx = llama._ctx
     # Reuse the KV cache for the prefix shared with the previous call, as Llama.generate does.
-    n_prev = min(int(llama.n_tokens), len(prompt))
-    prev = np.asarray(llama.input_ids[:n_prev])
-    differ = np.nonzero(prev != np.asarray(prompt[:n_prev], dtype=prev.dtype))[0]
-    common = min(int(differ[0]) if len(differ) else n_prev, len(prompt) - 1)
+    common = min(common_prefix(llama, prompt), len(prompt) - 1)
     llama.n_tokens = common
     llama.eval(prompt[common:])  # logits of the last prompt position only
     history = list(prompt)

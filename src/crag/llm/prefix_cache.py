@@ -20,7 +20,6 @@ The tokens that follow are evaluated as before, so the reply is the same token f
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,8 +58,7 @@ class PrefixStates:
     def __init__(self, capacity: int = CAPACITY, min_tokens: int = MIN_HEAD_TOKENS) -> None:
         self.capacity = capacity
         self.min_tokens = min_tokens
-        self._states: OrderedDict[tuple[int, ...], _State] = OrderedDict()
-        self._lock = threading.Lock()
+        self._states: OrderedDict[tuple[int, ...], _State] = OrderedDict()  # guarded by the model's lock
         self.restored = 0  # counters, for tests and benchmarks
         self.saved = 0
 
@@ -76,10 +74,9 @@ class PrefixStates:
         import llama_cpp
 
         key = tuple(int(t) for t in tokens[:head])
-        with self._lock:
-            state = self._states.get(key)
-            if state is not None:
-                self._states.move_to_end(key)
+        state = self._states.get(key)
+        if state is not None:
+            self._states.move_to_end(key)
         ctx = llama._ctx.ctx
         if state is not None:
             buf = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
@@ -96,8 +93,7 @@ class PrefixStates:
         size = int(llama_cpp.llama_state_get_size(ctx))
         buf = (ctypes.c_uint8 * size)()
         written = int(llama_cpp.llama_state_get_data(ctx, buf, size))
-        with self._lock:
-            self._states[key] = _State(bytes(buf)[:written], np.asarray(tokens[:head], dtype=np.intc))
-            while len(self._states) > self.capacity:
-                self._states.popitem(last=False)
+        self._states[key] = _State(bytes(buf)[:written], np.asarray(tokens[:head], dtype=np.intc))
+        while len(self._states) > self.capacity:
+            self._states.popitem(last=False)
         self.saved += 1
