@@ -204,8 +204,34 @@ def summarise(recs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-class _Nothing(Exception):
-    """Every question is done already: no server is started."""
+def run_all(todo: list[dict[str, Any]], args: argparse.Namespace, results: Path) -> None:
+    """Start both servers, ask every question of ``todo`` in turn, append each record to ``results``."""
+    servers = []
+    try:
+        gated_proc, gated = start_server(ROOT / "src", args.kb, args.search_corpus, args.out / "gated.log")
+        servers.append(gated_proc)
+        baseline = None
+        if args.baseline_rev:
+            kb_copy = args.out / "kb-baseline"  # its own copy: the old engine writes its traces there
+            if not kb_copy.exists():
+                shutil.copytree(args.kb, kb_copy)
+            base_proc, baseline = start_server(
+                baseline_src(args.baseline_rev), kb_copy, args.search_corpus, args.out / "baseline.log"
+            )
+            servers.append(base_proc)
+        for url in [gated] + ([baseline] if baseline else []):
+            chat(url, "warm up: what is this knowledge base about?")  # models loaded, corpus indexed
+        with results.open("a", encoding="utf-8") as sink:
+            for n, item in enumerate(todo, 1):
+                rec = measure(item, gated, baseline)
+                sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                sink.flush()
+                print(f"[{n}/{len(todo)}] {item['id']} first shown {rec['first_shown_s']}s "
+                      f"(baseline {rec.get('baseline_first_token_s')}) equal={rec['streamed_equals_saved']} "
+                      f"accurate={rec['accurate']}", flush=True)  # fmt: skip
+    finally:
+        for proc in servers:
+            stop(proc)
 
 
 def main() -> None:
@@ -229,36 +255,8 @@ def main() -> None:
     results = args.out / "results.jsonl"
     done = {json.loads(line)["id"] for line in results.read_text("utf-8").splitlines()} if results.exists() else set()
     todo = [] if args.summary_only else [it for it in items if it["id"] not in done]
-    servers = []
-    try:
-        if not todo:
-            raise _Nothing
-        gated_proc, gated = start_server(ROOT / "src", args.kb, args.search_corpus, args.out / "gated.log")
-        servers.append(gated_proc)
-        baseline = None
-        if args.baseline_rev:
-            kb_copy = args.out / "kb-baseline"  # its own copy: the old engine writes its traces there
-            if not kb_copy.exists():
-                shutil.copytree(args.kb, kb_copy)
-            base_proc, baseline = start_server(
-                baseline_src(args.baseline_rev), kb_copy, args.search_corpus, args.out / "baseline.log"
-            )
-            servers.append(base_proc)
-        for url in [gated] + ([baseline] if baseline else []):
-            chat(url, "warm up: what is this knowledge base about?")  # models loaded, corpus indexed
-        with results.open("a", encoding="utf-8") as sink:
-            for n, item in enumerate(todo, 1):
-                rec = measure(item, gated, baseline)
-                sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                sink.flush()
-                print(f"[{n}/{len(todo)}] {item['id']} first shown {rec['first_shown_s']}s "
-                      f"(baseline {rec.get('baseline_first_token_s')}) equal={rec['streamed_equals_saved']} "
-                      f"accurate={rec['accurate']}", flush=True)  # fmt: skip
-    except _Nothing:
-        pass
-    finally:
-        for proc in servers:
-            stop(proc)
+    if todo:
+        run_all(todo, args, results)
     recs = [json.loads(line) for line in results.read_text("utf-8").splitlines() if line.strip()]
     by_id = {it["id"]: it for it in items}
     for r in recs:  # the dataset's own "answerable" (unanswerable questions carry answers too)
