@@ -306,9 +306,15 @@ class LLMSettings(_Section):
     n_ctx: int = Field(4096, ge=512, description="Context window of the embedded model.")
     n_threads: int = Field(0, ge=0, description="Threads for the embedded model (0 = all cores).")
     lookup_decoding: bool = Field(
-        True,
+        False,
         description="Embedded model at temperature 0: guess the next tokens from the prompt and check them in "
-        "one pass (prompt lookup). Same output, fewer passes: answers copy their sources.",
+        "one pass (prompt lookup). Pays where a batch of tokens costs little more than one (many cores, GPU); "
+        "on a 2-core CPU it was slower (benchmarks/decode.py).",
+    )
+    flash_attn: bool = Field(
+        True,
+        description="Embedded model: llama.cpp's fused attention. Prompts evaluate ~12 % faster on a 2-core CPU "
+        "(benchmarks/decode.py); sums run in another order, so a near tie can rarely go the other way.",
     )
 
 

@@ -250,10 +250,23 @@ _COPYING = [
 ]
 
 
-def test_prompt_lookup_gives_the_greedy_reply_token_for_token(llm: LlamaCppLLM) -> None:
-    plain = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX, lookup_decoding=False)
-    passes: list[int] = []
+def test_greedy_decoding_gives_llama_cpp_s_own_greedy_reply(llm: LlamaCppLLM) -> None:
+    # The reference is llama-cpp-python's own sampler at temperature 0 on the same prompt tokens.
     loaded = llm._ready()
+    for messages in _COPYING:
+        with loaded.lock:
+            tokens = llm._tokens(loaded, messages)
+            out = loaded.llama.create_completion(prompt=tokens, max_tokens=64, temperature=0.0, stop=loaded.stop)
+        expected = out["choices"][0]["text"].strip()
+        assert expected
+        assert llm.complete(messages, max_tokens=64).text == expected
+        assert "".join(llm.stream(messages, max_tokens=64)).strip() == expected
+
+
+def test_prompt_lookup_gives_the_greedy_reply_in_fewer_passes(llm: LlamaCppLLM) -> None:
+    guessing = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX, lookup_decoding=True)
+    passes: list[int] = []
+    loaded = guessing._ready()
     decode = loaded.llama._ctx.decode
 
     def counted(batch: object) -> object:
@@ -262,20 +275,20 @@ def test_prompt_lookup_gives_the_greedy_reply_token_for_token(llm: LlamaCppLLM) 
 
     written = 0
     for messages in _COPYING:
-        expected = plain.complete(messages, max_tokens=64)
+        expected = llm.complete(messages, max_tokens=64)
         written += expected.completion_tokens
         loaded.llama._ctx.decode = counted
         try:
-            got = llm.complete(messages, max_tokens=64)
+            got = guessing.complete(messages, max_tokens=64)
         finally:
             loaded.llama._ctx.decode = decode
         assert got.text == expected.text and got.completion_tokens == expected.completion_tokens
-        streamed = "".join(llm.stream(messages, max_tokens=64))
+        streamed = "".join(guessing.stream(messages, max_tokens=64))
         assert streamed.strip() == expected.text
     assert len(passes) < written  # fewer forward passes (prompts included) than tokens written
 
 
-def test_a_closed_lookup_stream_frees_the_model(llm: LlamaCppLLM) -> None:
+def test_a_closed_greedy_stream_frees_the_model(llm: LlamaCppLLM) -> None:
     stream = llm.stream(_COPYING[2], max_tokens=64)
     next(stream)
     stream.close()

@@ -31,7 +31,7 @@ import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import prompt_with_head
-from crag.llm.lookup import greedy_lookup
+from crag.llm.lookup import DRAFT_TOKENS, greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.llm.prefix_cache import PrefixStates, common_prefix
 from crag.protocols import Completion, TokenStream
@@ -96,7 +96,14 @@ class LlamaCppLLM:
     """
 
     def __init__(
-        self, model: str, *, n_ctx: int = 4096, n_threads: int = 0, seed: int = 0, lookup_decoding: bool = True
+        self,
+        model: str,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int = 0,
+        seed: int = 0,
+        lookup_decoding: bool = False,
+        flash_attn: bool = False,
     ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
@@ -106,7 +113,8 @@ class LlamaCppLLM:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.seed = seed
-        self.lookup_decoding = lookup_decoding  # greedy replies by prompt lookup (crag.llm.lookup)
+        self.lookup_decoding = lookup_decoding  # greedy replies guess from the prompt (crag.llm.lookup)
+        self.flash_attn = flash_attn  # llama.cpp's fused attention: faster prompts, slightly other sums
         # A bundled name is its own id; a path is shown by file stem (no directories in traces).
         self.model_id = model if model in BUNDLED_MODELS else Path(model).stem
         self._loaded: _Loaded | None = None
@@ -144,8 +152,8 @@ class LlamaCppLLM:
     ) -> Completion:
         """Answer a chat; with ``json_schema`` the output is grammar-constrained JSON."""
         loaded = self._ready()
-        if self._lookup(temperature, json_schema):
-            reply = self._stream_lookup(loaded, messages, max_tokens)
+        if self._greedy(temperature, json_schema):
+            reply = self._stream_greedy(loaded, messages, max_tokens)
             while True:
                 try:
                     next(reply)
@@ -194,8 +202,8 @@ class LlamaCppLLM:
         so does a ``for`` loop that ends) to stop generating and free the model.
         """
         loaded = self._ready()
-        if self._lookup(temperature, None):
-            return (yield from self._stream_lookup(loaded, messages, max_tokens))
+        if self._greedy(temperature, None):
+            return (yield from self._stream_greedy(loaded, messages, max_tokens))
         pieces: list[str] = []
         with loaded.lock:
             try:
@@ -290,11 +298,12 @@ class LlamaCppLLM:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _lookup(self, temperature: float, json_schema: dict[str, Any] | None) -> bool:
-        """Greedy and free-form: prompt lookup gives the same reply in fewer passes."""
-        return self.lookup_decoding and temperature == 0 and json_schema is None
+    @staticmethod
+    def _greedy(temperature: float, json_schema: dict[str, Any] | None) -> bool:
+        """Greedy and free-form: our own decoder (logits only where read; prompt lookup if enabled)."""
+        return temperature == 0 and json_schema is None
 
-    def _stream_lookup(self, loaded: _Loaded, messages: Sequence[dict[str, str]], max_tokens: int) -> TokenStream:
+    def _stream_greedy(self, loaded: _Loaded, messages: Sequence[dict[str, str]], max_tokens: int) -> TokenStream:
         """:meth:`stream` by :func:`crag.llm.lookup.greedy_lookup`: text as UTF-8 completes."""
         import codecs
 
@@ -308,7 +317,7 @@ class LlamaCppLLM:
                 if len(tokens) >= llama.n_ctx():
                     raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
                 budget = min(max_tokens, llama.n_ctx() - len(tokens))
-                decoding = greedy_lookup(llama, tokens, budget)
+                decoding = greedy_lookup(llama, tokens, budget, DRAFT_TOKENS if self.lookup_decoding else 0)
                 try:
                     for token in decoding:
                         written += 1
@@ -350,6 +359,7 @@ class LlamaCppLLM:
                 n_ctx=self.n_ctx,
                 n_threads=threads,
                 n_threads_batch=threads,
+                flash_attn=self.flash_attn,
                 verbose=False,
             )
         except Exception as exc:
@@ -458,7 +468,13 @@ def _logsumexp(x: np.ndarray) -> float:
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:
     llm = settings.llm
-    return LlamaCppLLM(llm.model, n_ctx=llm.n_ctx, n_threads=llm.n_threads, lookup_decoding=llm.lookup_decoding)
+    return LlamaCppLLM(
+        llm.model,
+        n_ctx=llm.n_ctx,
+        n_threads=llm.n_threads,
+        lookup_decoding=llm.lookup_decoding,
+        flash_attn=llm.flash_attn,
+    )
 
 
 def register(registries: Registries) -> None:

@@ -1,16 +1,24 @@
-"""Greedy decoding with prompt lookup: the answer's words copied from its sources, verified in batches.
+"""Greedy decoding for the embedded model, optionally with prompt lookup.
 
-A grounded answer repeats its sources ("The museum opened in 1901 in a former customs
-house"): most of its tokens already stand in the prompt. On a CPU, one forward pass over
-ten tokens costs little more than over one (the weights are read once), so instead of
-writing a token per pass the decoder *guesses* the next few by looking up the last tokens
-in the prompt (prompt-lookup decoding, Saxena 2023) and checks the guess in one batch: the
-model's own greedy choice at each position either confirms a guessed token or replaces
-it, and decoding resumes from the first disagreement. The output is the greedy output;
-only the number of forward passes changes (a batched pass computes in another order than a
-single one, so a near tie between two tokens can rarely go the other way).
+:func:`greedy_lookup` writes the greedy reply token by token on the model's own KV cache (the
+prefix shared with the previous call is reused, and only the positions that are read ask for
+logits). With ``draft_tokens`` > 0 it also *guesses* the next tokens by looking up the output's
+last tokens in the prompt (prompt-lookup decoding, Saxena 2023: a grounded answer repeats its
+sources) and checks the guess in one batch: the model's greedy choice at each position
+confirms a guessed token or replaces it, and decoding resumes from the first disagreement.
 
-llama-cpp-python offers this (``LlamaPromptLookupDecoding``) only by computing logits for
+Whether guessing pays depends on the machine. It pays where a batch of tokens costs little
+more than one (a GPU, a CPU with many cores: the weights are read once). On the 2-core CPU we
+measure on, a pass is compute-bound: 1 token 64 ms, 4 tokens 134 ms, 9 tokens 281 ms (1.5B
+model, ~700-token context), so a wrong guess of 8 costs four passes, and answers copied from
+the sources still miss often enough (names, numbers, reworded clauses) that guessing was
+slower than plain greedy decoding on real answer prompts (``benchmarks/decode.py``). Hence
+``llm.lookup_decoding`` is off by default and, when on, guesses :data:`DRAFT_TOKENS`.
+
+A batched pass computes in another order than a single one, so a near tie between two tokens
+can rarely go the other way: with guessing on, the reply is the greedy reply up to such ties.
+
+llama-cpp-python offers lookup (``LlamaPromptLookupDecoding``) only by computing logits for
 every prompt token (``logits_all``): hundreds of MB copied per prompt, which a 2-core
 machine pays for in prompt time. Here only the checked positions ask for logits.
 
@@ -29,7 +37,7 @@ from crag.llm.prefix_cache import common_prefix
 
 __all__ = ["DRAFT_TOKENS", "greedy_lookup", "lookup_draft"]
 
-DRAFT_TOKENS = 8  # tokens guessed per pass: a copied clause, not a paragraph
+DRAFT_TOKENS = 3  # tokens guessed per pass: on a 2-core CPU a longer guess costs more than it saves
 NGRAM = (3, 2, 1)  # the longest suffix of the output found in the prompt decides the guess
 
 
@@ -56,8 +64,12 @@ def lookup_draft(history: Sequence[int], prompt_len: int, limit: int = DRAFT_TOK
     return []
 
 
-def greedy_lookup(llama: Any, prompt: Sequence[int], max_tokens: int) -> Generator[int, None, None]:
+def greedy_lookup(
+    llama: Any, prompt: Sequence[int], max_tokens: int, draft_tokens: int = 0
+) -> Generator[int, None, None]:
     """Yield the greedy continuation of ``prompt`` token by token (end-of-generation excluded).
+
+    ``draft_tokens``: tokens guessed from the prompt per pass (0: none, one token per pass).
 
     ``llama`` is a loaded ``llama_cpp.Llama``; its KV cache is reused for the prefix this
     prompt shares with the last call, and left holding prompt + output (so the next call
@@ -89,8 +101,8 @@ def greedy_lookup(llama: Any, prompt: Sequence[int], max_tokens: int) -> Generat
         history.append(token)
         if written >= max_tokens or llama.n_tokens + 1 >= llama.n_ctx():
             return
-        room = min(DRAFT_TOKENS, max_tokens - written, llama.n_ctx() - llama.n_tokens - 2)
-        draft = lookup_draft(history, len(prompt), max(0, room))
+        room = min(draft_tokens, max_tokens - written, llama.n_ctx() - llama.n_tokens - 2)
+        draft = lookup_draft(history, len(prompt), room) if room > 0 else []
         batch = [token, *draft]
         n_past = int(llama.n_tokens)
         llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)

@@ -1,0 +1,147 @@
+"""How fast the embedded model writes an answer: plain greedy decoding against prompt lookup.
+
+The sentence gate shows a sentence once the model has finished it, so the time the model takes
+to write its first sentence is what a streaming reader waits for after the first token. This
+script builds the answer prompt the engine builds (``crag.generate.prompts.build_messages``) for
+``data/hard`` questions, from the gold passage and the two passages after it in the knowledge
+base, and lets the bundled model answer each prompt once per decoding setting:
+
+* ``plain``: one token per forward pass (``llm.lookup_decoding = false``, the default);
+* ``lookupN``: prompt lookup guessing up to N tokens per pass (``llm.lookup_decoding = true``
+  uses ``crag.llm.lookup.DRAFT_TOKENS``).
+
+It reports the time to the first token, the time from the first token to the end of the first
+sentence and to the end of the reply, forward passes, and how many replies equal the plain
+ones (a batched pass can break a near tie the other way). Run it on a quiet machine::
+
+    python benchmarks/decode.py [--per-lang 15] [--settings plain,lookup3,lookup8] [--flash-attn]
+
+Output: ``benchmarks/out/decode/results.jsonl`` and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from crag.generate.prompts import build_messages  # noqa: E402
+from crag.llm import lookup  # noqa: E402
+from crag.llm.llama_cpp import LlamaCppLLM  # noqa: E402
+from crag.text import split_sentences  # noqa: E402
+from crag.types import Strip  # noqa: E402
+
+DATA = ROOT / "data" / "hard"
+
+
+def prompts(per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
+    """(id, language, messages) for the first answerable questions of each language."""
+    passages: dict[str, list[dict[str, Any]]] = {}
+    for lang in ("en", "zh"):
+        passages[lang] = [json.loads(line) for line in (DATA / "internal" / f"{lang}.jsonl").open(encoding="utf-8")]
+    out: list[tuple[str, str, list[dict[str, str]]]] = []
+    counts = {"en": 0, "zh": 0}
+    for line in (DATA / "questions.jsonl").open(encoding="utf-8"):
+        q = json.loads(line)
+        lang = q["lang"]
+        if counts[lang] >= per_lang or q.get("gold_location") != "internal":
+            continue
+        docs = passages[lang]
+        at = next((i for i, d in enumerate(docs) if d["id"] == q["gold_passage_id"]), None)
+        if at is None:
+            continue
+        strips = [Strip(d["text"], d["id"], "internal", d.get("title", "")) for d in docs[at : at + 3]]
+        out.append((q["id"], lang, build_messages(q["question"], strips, lang)))
+        counts[lang] += 1
+    return out
+
+
+def first_sentence_end(pieces: list[tuple[float, str]]) -> float:
+    """Seconds at which the reply's first sentence was complete (the whole reply if it is one)."""
+    text = ""
+    for at, piece in pieces:
+        text += piece
+        if len(split_sentences(text)) > 1:
+            return at
+    return pieces[-1][0] if pieces else 0.0
+
+
+def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], draft: int) -> dict[str, Any]:
+    loaded = llm._ready()
+    decode = loaded.llama._ctx.decode
+    passes = [0]
+
+    def counted(batch: object) -> object:
+        passes[0] += 1
+        return decode(batch)
+
+    original = lookup.DRAFT_TOKENS
+    llm.lookup_decoding = draft > 0
+    sys.modules["crag.llm.llama_cpp"].DRAFT_TOKENS = draft or original
+    loaded.llama._ctx.decode = counted
+    try:
+        start = time.perf_counter()
+        pieces = [(time.perf_counter() - start, p) for p in llm.stream(messages, max_tokens=160)]
+    finally:
+        loaded.llama._ctx.decode = decode
+        sys.modules["crag.llm.llama_cpp"].DRAFT_TOKENS = original
+    first = pieces[0][0] if pieces else 0.0
+    return {
+        "first_token_s": round(first, 3),
+        "first_sentence_s": round(first_sentence_end(pieces) - first, 3),
+        "reply_s": round((pieces[-1][0] if pieces else 0.0) - first, 3),
+        "passes": passes[0],
+        "text": "".join(p for _, p in pieces).strip(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--per-lang", type=int, default=15)
+    ap.add_argument("--settings", default="plain,lookup3,lookup8")
+    ap.add_argument("--flash-attn", action="store_true", help="load the model with flash attention")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "decode")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    llm = LlamaCppLLM("qwen2.5-coder-1.5b", flash_attn=args.flash_attn)
+    llm.warm_up()
+    settings = args.settings.split(",")
+    items = prompts(args.per_lang)
+    rows: list[dict[str, Any]] = []
+    with (args.out / "results.jsonl").open("w", encoding="utf-8") as f:
+        for qid, lang, messages in items:
+            for name in settings:
+                draft = 0 if name == "plain" else int(name.removeprefix("lookup"))
+                row = {"id": qid, "lang": lang, "setting": name, **run_one(llm, messages, draft)}
+                rows.append(row)
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                print(f"{qid} {name}: first sentence {row['first_sentence_s']} s, reply {row['reply_s']} s",
+                      flush=True)  # fmt: skip
+    plain = {r["id"]: r["text"] for r in rows if r["setting"] == "plain"}
+    summary: dict[str, Any] = {}
+    for name in settings:
+        for lang in ("en", "zh", "all"):
+            mine = [r for r in rows if r["setting"] == name and lang in (r["lang"], "all")]
+            if not mine:
+                continue
+            summary.setdefault(name, {})[lang] = {
+                "prompts": len(mine),
+                "first_token_s_p50": round(statistics.median(r["first_token_s"] for r in mine), 3),
+                "first_sentence_s_p50": round(statistics.median(r["first_sentence_s"] for r in mine), 3),
+                "reply_s_mean": round(statistics.fmean(r["reply_s"] for r in mine), 3),
+                "passes_mean": round(statistics.fmean(r["passes"] for r in mine), 1),
+                "same_as_plain": sum(plain.get(r["id"]) == r["text"] for r in mine),
+            }
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
