@@ -103,7 +103,7 @@ class LlamaCppLLM:
         n_threads: int = 0,
         seed: int = 0,
         lookup_decoding: bool = False,
-        flash_attn: bool = False,
+        flash_attn: bool = True,
     ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
