@@ -8,7 +8,7 @@ base, and lets the bundled model answer each prompt once per decoding setting:
 
 * ``plain``: one token per forward pass (``llm.lookup_decoding = false``, the default);
 * ``lookupN``: prompt lookup guessing up to N tokens per pass (``llm.lookup_decoding = true``
-  uses ``crag.llm.lookup.DRAFT_TOKENS``).
+  guesses ``crag.llm.lookup.DRAFT_TOKENS``).
 
 It reports the time to the first token, the time from the first token to the end of the first
 sentence and to the end of the reply, forward passes, and how many replies equal the plain
@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from crag.generate.prompts import build_messages  # noqa: E402
-from crag.llm import lookup  # noqa: E402
 from crag.llm.llama_cpp import LlamaCppLLM  # noqa: E402
 from crag.text import split_sentences  # noqa: E402
 from crag.types import Strip  # noqa: E402
@@ -82,16 +81,13 @@ def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], draft: int) -> dic
         passes[0] += 1
         return decode(batch)
 
-    original = lookup.DRAFT_TOKENS
-    llm.lookup_decoding = draft > 0
-    sys.modules["crag.llm.llama_cpp"].DRAFT_TOKENS = draft or original
+    llm.lookup_decoding, llm.draft_tokens = draft > 0, draft
     loaded.llama._ctx.decode = counted
     try:
         start = time.perf_counter()
         pieces = [(time.perf_counter() - start, p) for p in llm.stream(messages, max_tokens=160)]
     finally:
         loaded.llama._ctx.decode = decode
-        sys.modules["crag.llm.llama_cpp"].DRAFT_TOKENS = original
     first = pieces[0][0] if pieces else 0.0
     return {
         "first_token_s": round(first, 3),

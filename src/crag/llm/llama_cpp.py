@@ -114,6 +114,7 @@ class LlamaCppLLM:
         self.n_threads = n_threads
         self.seed = seed
         self.lookup_decoding = lookup_decoding  # greedy replies guess from the prompt (crag.llm.lookup)
+        self.draft_tokens = DRAFT_TOKENS  # tokens guessed per pass when lookup_decoding is on
         self.flash_attn = flash_attn  # llama.cpp's fused attention: faster prompts, slightly other sums
         # A bundled name is its own id; a path is shown by file stem (no directories in traces).
         self.model_id = model if model in BUNDLED_MODELS else Path(model).stem
@@ -317,7 +318,7 @@ class LlamaCppLLM:
                 if len(tokens) >= llama.n_ctx():
                     raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
                 budget = min(max_tokens, llama.n_ctx() - len(tokens))
-                decoding = greedy_lookup(llama, tokens, budget, DRAFT_TOKENS if self.lookup_decoding else 0)
+                decoding = greedy_lookup(llama, tokens, budget, self.draft_tokens if self.lookup_decoding else 0)
                 try:
                     for token in decoding:
                         written += 1
