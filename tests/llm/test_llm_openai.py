@@ -157,7 +157,7 @@ def test_real_server_yes_probability_matches_the_embedded_model(server_url: str)
     answers = verify_messages(q, ["The Lumen Bridge in Varda was opened in 1987."], "en")
     other = verify_messages(q, ["The Lumen Tower in Varda is 120 metres tall."], "en")
     served = OpenAIChatLLM(server_url, "qwen2.5-coder-0.5b", retries=0)
-    embedded = LlamaCppLLM(str(small_gguf()), n_ctx=2048)
+    embedded = LlamaCppLLM(str(small_gguf()), n_ctx=2048, flash_attn=False)  # as llama_cpp.server loads it
     try:
         hosted = [served.yes_probability(answers), served.yes_probability(other)]
         local = [embedded.yes_probability(answers), embedded.yes_probability(other)]
