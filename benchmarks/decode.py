@@ -41,7 +41,7 @@ DATA = ROOT / "data" / "hard"
 
 
 def prompts(per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
-    """(id, language, messages) for the first answerable questions of each language."""
+    """(id, language, messages) for the first questions of each language whose gold is in the knowledge base."""
     passages: dict[str, list[dict[str, Any]]] = {}
     for lang in ("en", "zh"):
         passages[lang] = [json.loads(line) for line in (DATA / "internal" / f"{lang}.jsonl").open(encoding="utf-8")]
