@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.redact",
             "crag.text",
             "crag.normalize",
+            "crag.collection_names",
             "crag.config",
             "crag.paths",
             "crag._sqlite",

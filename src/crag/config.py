@@ -12,7 +12,6 @@ Secrets (API keys) are read from the environment only and never written to trace
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from crag.collection_names import SINGLE_COLLECTION, check_collection_name
 from crag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "crag.toml"
@@ -343,24 +343,6 @@ class IngestSettings(_Section):
     max_elements: int = Field(
         500_000, ge=1, description="Most XML elements in a .docx or tags in an HTML file; more is refused (see Limits)."
     )
-
-
-# A collection's name is a model id (OpenAI chat) and part of URLs: letters (any script),
-# digits, _ . - ; "rag" is the chat endpoint's name for the plain baseline.
-COLLECTION_NAME = re.compile(r"[^\W_][\w.\-]{0,63}")
-RESERVED_NAMES = ("rag",)
-SINGLE_COLLECTION = "crag"  # the name of kb.path when a server holds no named collections
-
-
-def check_collection_name(name: str) -> str:
-    """``name`` when it can name a collection, else ``ValueError`` saying why."""
-    if not COLLECTION_NAME.fullmatch(name):
-        raise ValueError(
-            f"collection name {name!r}: use letters, digits, _ . - (a letter or digit first, at most 64 characters)"
-        )
-    if name.lower() in RESERVED_NAMES:
-        raise ValueError(f"collection name {name!r} is reserved (model 'rag' runs the plain baseline)")
-    return name
 
 
 class ApiKeySettings(_Section):

@@ -147,6 +147,10 @@ def test_model_is_loaded_once_and_shared(llm: LlamaCppLLM) -> None:
     other = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX)
     other.warm_up()
     assert other._loaded is llm._loaded
+    # flash attention changes the logits a little: asking for it off never gets the shared "on" model.
+    plain = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX, flash_attn=False)
+    plain.warm_up()
+    assert plain._loaded is not llm._loaded
 
 
 def test_concurrent_calls_are_serialised(llm: LlamaCppLLM) -> None:
@@ -311,18 +315,18 @@ def test_a_saved_system_prompt_is_restored_after_another_call_and_changes_no_tok
     try:
         for lang, (question, fact) in facts.items():
             messages = build_messages(question, [Strip(fact, "a", "internal")], lang)
-            loaded.heads = PrefixStates(min_tokens=10**9)  # nothing saved: the reference reply
-            llm.yes_probability(other)
-            expected = llm.complete(messages, max_tokens=32).text
+            # The reference evaluates the head and saves its state; the later calls restore it.
+            # (Evaluating the head as its own batch is what a saved state reproduces: with flash
+            # attention a prompt evaluated in one batch can differ in its last decimals.)
             loaded.heads = heads = PrefixStates()
             replies = []
-            for call in ("complete", "complete", "stream"):
+            for call in ("complete", "complete", "complete", "stream"):
                 llm.yes_probability(other)  # another prompt replaces the model's cache
                 if call == "stream":
                     replies.append("".join(llm.stream(messages, max_tokens=32)).strip())
                 else:
                     replies.append(llm.complete(messages, max_tokens=32).text)
-            assert (heads.saved, heads.restored) == (1, 2), lang  # the head evaluated once, then restored
-            assert replies == [expected] * 3, lang
+            assert (heads.saved, heads.restored) == (1, 3), lang  # the head evaluated once, then restored
+            assert "1901" in replies[0] and replies == [replies[0]] * 4, lang
     finally:
         loaded.heads = keep

@@ -52,7 +52,7 @@ def parse_kb_options(values: list[str]) -> tuple[Path | None, dict[str, Any]]:
     >>> parse_kb_options(["kb", "手册=kb/z"])
     (PosixPath('kb'), {'server': {'collections': {'手册': 'kb/z', 'crag': 'kb'}, 'default_collection': 'crag'}})
     """
-    from crag.config import COLLECTION_NAME, SINGLE_COLLECTION, check_collection_name
+    from crag.collection_names import COLLECTION_NAME, SINGLE_COLLECTION, check_collection_name
 
     named: dict[str, str] = {}
     bare: list[str] = []

@@ -1,7 +1,7 @@
 """The embedded LLM: a GGUF model run in-process by llama-cpp-python.
 
 Loading a model takes seconds and hundreds of MB, so loaded models live in a
-process-wide cache keyed by ``(path, n_ctx)`` and are shared by every ``LlamaCppLLM``
+process-wide cache keyed by ``(path, n_ctx, flash_attn)`` and are shared by every ``LlamaCppLLM``
 that asks for them. A llama.cpp context is not thread-safe: each cached model carries a
 lock that serialises calls on it.
 
@@ -61,7 +61,7 @@ class _Loaded:
     heads: PrefixStates = field(default_factory=PrefixStates)  # saved system-prompt states (crag.llm.prefix_cache)
 
 
-_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, bool], _Loaded] = {}
 _LOADED_LOCK = threading.Lock()
 
 
@@ -124,7 +124,7 @@ class LlamaCppLLM:
         return f"LlamaCppLLM(model={self.model!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
 
     def warm_up(self) -> None:
-        """Resolve and load the model (shared with other instances using the same file and n_ctx).
+        """Resolve and load the model (shared with instances using the same file, n_ctx, flash_attn).
 
         Raises ``ConfigError`` / ``ModelIntegrityError`` for a bad ``model`` setting and
         ``LLMUnavailableError`` when llama-cpp-python is missing or the file cannot load.
@@ -132,7 +132,9 @@ class LlamaCppLLM:
         if self._loaded is not None:
             return
         path = resolve_gguf(self.model)
-        key = (str(path.resolve()), self.n_ctx)
+        # flash_attn is part of the key: it changes the logits slightly, so a caller that asks
+        # for it off (as llama_cpp.server loads a model) must not get an instance with it on.
+        key = (str(path.resolve()), self.n_ctx, self.flash_attn)
         with _LOADED_LOCK:
             loaded = _LOADED.get(key)
             if loaded is None:

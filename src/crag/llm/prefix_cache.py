@@ -9,8 +9,10 @@ replaces it, and the next answer evaluates its head again. Here the state after 
 (KV cache cells, about 2 MB for 100 tokens; no logits) is kept, a few heads at most, and
 restored when the model's cache no longer holds the head: restoring takes ~50 ms.
 
-The tokens that follow are evaluated as before, so the reply is the same token for token
-(tests/llm/test_llm_llama_cpp.py compares them).
+The tokens that follow are evaluated as before, so a reply after a restore is the reply
+after the head was evaluated and saved, token for token (tests/llm/test_llm_llama_cpp.py
+compares them). With flash attention, a prompt evaluated in one batch instead of head then
+tail can differ in its last decimals, as any change of batch split does.
 
 >>> cache = PrefixStates(capacity=2, min_tokens=4)
 >>> cache.head_to_keep([1, 2, 3, 4, 5, 6], head=5), cache.head_to_keep([1, 2, 3], head=2)

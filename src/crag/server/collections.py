@@ -28,7 +28,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
-from crag.config import SINGLE_COLLECTION, CragSettings
+from crag.collection_names import SINGLE_COLLECTION
+from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import ApiError
 from crag.server.auth import ApiKey
