@@ -305,3 +305,25 @@ def test_a_reply_that_opens_with_its_marker_cites_at_the_sentence_end(reply: str
     g = generate("Who?", ctx, ScriptedLLM([reply]))
     assert g.text == shown and not g.refused
     assert [c.id for c in g.citations] == [int(shown.split("[")[1][0])]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("question", "reply", "shown"),
+    [
+        ("沃夫424距离太阳多远？", "沃夫424距离太阳大约14.2光年。[1]", "沃夫424距离太阳大约14.2光年[2]。"),
+        ("How far is Wolf 424 from the Sun?", "Wolf 424 is about 14.2 light years away [1].", None),
+    ],
+)
+def test_a_decimal_figure_moves_the_citation_to_the_source_that_has_it(
+    question: str, reply: str, shown: str | None
+) -> None:
+    """A cited source with the words but not the figure (1 light year, not 14.2) does not hold the sentence."""
+    ctx = [
+        Strip("它将接近太阳至离太阳最近的1光年距离上。Wolf 424 will come within 1 light years of the Sun.", "a", "web"),
+        Strip("沃夫424距离太阳大约14.2光年。Wolf 424 lies about 14.2 light years from the Sun.", "b", "web"),
+    ]
+    g = generate(question, ctx, ScriptedLLM([reply]))
+    assert not g.refused and [c.id for c in g.citations] == [2], g.text
+    if shown is not None:
+        assert g.text == shown

@@ -55,6 +55,8 @@ _BRITISH_RE = re.compile(r"(?<=[a-z]{2})([tb])re(s?)$")  # centre(s), metre, fib
 _BRITISH_OUR = re.compile(r"(?<=[a-z]{3})our$")  # colour, harbour, labour
 _BRITISH_IZE = re.compile(r"(?<=[a-z]{3})is(?=(?:e|ed|es|ing|ation|ations)$)")  # organise(d), realisation
 _CODE = re.compile(r"^(?:[a-z]\d|\d[a-z])$")  # "L2", "F1", "3G": a two-character code is an answer too
+# A figure: digits, with a decimal part ("14.2"); thousands separators are removed before.
+_FIGURE = re.compile(r"\d+(?:\.\d+)?")
 # Questions answered by choosing: yes/no, either-or (是否…, …吗, …还是…).
 _CLOSED = re.compile(
     r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|must)\b"
@@ -99,7 +101,7 @@ def supports(terms: Sequence[str], found: SourceTerms, *, min_support: float = M
     if not terms:
         return True
     missing = [t for t in terms if not found.has(t)]
-    if any(t.isdigit() for t in missing):
+    if any(_FIGURE.fullmatch(t) for t in missing):
         return False
     return 1.0 - len(missing) / len(terms) >= min_support
 
@@ -115,6 +117,8 @@ def grounded(answer: str, question: str, sources: Sequence[str], *, min_support:
     >>> grounded("About 260 kilometers [1].", "How far is Warsaw from the sea?", src)
     True
     >>> grounded("About 350 kilometers [1].", "How far is Warsaw from the sea?", src)
+    False
+    >>> grounded("沃夫424距离太阳大约14.2光年。", "沃夫424距离太阳多远？", ["它将接近太阳至1光年距离上。"])
     False
     """
     return supports(_new_terms(answer, question), SourceTerms(" ".join(sources)), min_support=min_support)
@@ -161,8 +165,10 @@ def _new_terms(answer: str, question: str) -> list[str]:
 def _found(term: str, corpus: str, words: set[str]) -> bool:
     if _CJK.search(term):
         return term in corpus
-    if term.isdigit():
+    if term.isdigit():  # "14" is found in "14.2" (rounded), not in "140"
         return re.search(rf"(?<!\d){term}(?!\d)", corpus) is not None
+    if _FIGURE.fullmatch(term):  # "14.2" is not in "14.25" or "114.2"
+        return re.search(rf"(?<![\d.]){re.escape(term)}(?!\d)", corpus) is not None
     return _stem(term) in words
 
 
