@@ -327,3 +327,17 @@ def test_a_decimal_figure_moves_the_citation_to_the_source_that_has_it(
     assert not g.refused and [c.id for c in g.citations] == [2], g.text
     if shown is not None:
         assert g.text == shown
+
+
+@pytest.mark.unit
+def test_a_citation_moves_from_a_source_with_part_of_the_claim_to_one_with_all_of_it() -> None:
+    ctx = [
+        Strip("E23P线途经街道：彩虹道，天桥，太子道东，机场路，东辉路。只在星期一至五提供服务", "a", "internal"),
+        Strip("城巴E23P线是一条已取消的香港路线，往来彩虹与机场之间，是城巴E23线的辅助路线。", "b", "internal"),
+    ]
+    g = generate("城巴E23P线往来于哪两个地方？", ctx, ScriptedLLM(["城巴E23P线往来于彩虹与机场之间。[1]"]))
+    assert g.text == "城巴E23P线往来于彩虹与机场之间[2]。" and [c.id for c in g.citations] == [2]
+    assert g.claims[0].how == "repaired" and "往来彩虹与机场之间" in g.claims[0].quotes[0]
+    # A source that holds all of it keeps its citation.
+    kept = generate("城巴E23P线往来于哪两个地方？", ctx, ScriptedLLM(["城巴E23P线往来于彩虹与机场之间。[2]"]))
+    assert [c.id for c in kept.citations] == [2] and kept.claims[0].how == "kept"
