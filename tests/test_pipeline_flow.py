@@ -408,3 +408,36 @@ def test_answer_is_built_from_step_values_not_the_trace(kb: KnowledgeBase) -> No
     assert blind.queries and blind.queries == seen.queries
     assert any("simulated outage" in d for d in blind.degradations)
     assert blind.degradations == seen.degradations == tracer.to_dict()["degradations"]
+
+
+def test_the_answer_prompt_holds_max_sources_and_namesakes_are_sought_in_more(kb: KnowledgeBase) -> None:
+    """An internal strip and four web strips: the answer prompt reads three, and a name the last
+    two share is still found (in namesake_sources) and answered for each bearer."""
+    web = [
+        WebResult(f"Market note {i}", f"https://example.org/m{i}", f"Stock market gold note {i}: shares closed higher.")
+        for i in range(1, 3)
+    ] + [
+        WebResult(
+            "John Carter (painter)",
+            "https://example.org/jc1",
+            "John Carter (1884–1951) was a Welsh painter and gold medallist.",
+        ),
+        WebResult(
+            "John Carter (engineer)",
+            "https://example.org/jc2",
+            "John Carter (born 1902) was a Scottish civil engineer and gold medallist.",
+        ),
+    ]
+    cfg = CragSettings(retrieval={"top_k": 1}, correction={"diversity": False})
+    llm = ScriptedLLM(["Shares closed higher [1]."])
+    answer = run_crag(
+        "How did the stock market close?", Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(web)), cfg, Tracer()
+    )
+    prompt = llm.prompts[0][-1]["content"]
+    assert cfg.generation.max_sources == 3 and prompt.count("<source ") == 3
+    assert len(answer.context) == 3 and not answer.bearers
+    named = ScriptedLLM(["He was a painter [1].", "He was an engineer [1]."])
+    who = run_crag(
+        "What was John Carter's job?", Deps(kb, KeywordEvaluator(), named, StaticWebSearch(web)), cfg, Tracer()
+    )
+    assert len(who.bearers) == 2, who.answer

@@ -68,7 +68,7 @@ each value is written in one place, :mod:`crag.pipeline.events`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -299,9 +299,8 @@ def run_crag_context(
     """
     c = _correct(_steps(tracer, None), question, deps, cfg, history)
     degradations = c.early + c.correction.degradations + c.context.degradations
-    corrected = CorrectedContext(
-        c.query, c.decision, c.context, c.correction.queries, degradations, tracer.id, c.llm.usage
-    )
+    read = replace(c.context, strips=c.context.strips[: cfg.generation.max_sources])  # what an answer prompt holds
+    corrected = CorrectedContext(c.query, c.decision, read, c.correction.queries, degradations, tracer.id, c.llm.usage)
     return c.steps.emit("context", corrected)
 
 

@@ -218,8 +218,11 @@ def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Con
         mmr_lambda=fix.mmr_lambda,
         detect_contradictions=False,
     )
-    strips = fused.context[: cfg.generation.max_sources]
-    conflicts = detect_conflicts(strips)
+    # The answer prompt reads max_sources strips; a few more are kept to find the several people
+    # a shared name may mean (name_bearers), each then answered from its own strips.
+    gen = cfg.generation
+    strips = fused.context[: max(gen.max_sources, gen.namesake_sources)]
+    conflicts = detect_conflicts(strips[: gen.max_sources])  # numbered as the answer prompt shows them
     instruction = conflict_instruction(conflicts, lang)
     return Context(strips, fused.duplicates, fused.support, conflicts, instruction, suspicious, budget_tokens)
 
@@ -232,7 +235,7 @@ def compress_context(query: Query, context: Context, llm: LLM) -> Context:
 
 def name_bearers(query: Query, context: Context, cfg: CragSettings) -> Bearers:
     """5a. The people the sources the generator will read describe under the question's name."""
-    return find_bearers(query, context.strips[: cfg.generation.max_sources])
+    return find_bearers(query, context.strips[: cfg.generation.namesake_sources])
 
 
 def generate_answer(
@@ -256,7 +259,7 @@ def generate_answer(
     if bearers is not None and bearers.several:
         return answer_bearers(
             query.text,
-            context.strips[: cfg.generation.max_sources],
+            context.strips[: cfg.generation.namesake_sources],
             bearers.bearers,
             llm,
             lang=query.language,
@@ -292,13 +295,15 @@ def _answer_chosen(
     reask: bool,
 ) -> Generation:
     """The one bearer the question names, answered from the sources that are not about the others."""
-    shown = context.strips[: cfg.generation.max_sources]
+    shown = context.strips[: cfg.generation.namesake_sources]  # the positions the bearers cite
     others = bearers.others()
     kept = [s for n, s in enumerate(shown, 1) if n not in others]
     renumber = {n: i for i, n in enumerate((n for n in range(1, len(shown) + 1) if n not in others), 1)}
     gen = generate_answer(query, replace(context, strips=kept), llm, cfg, streaming, reask=reask)
     if bearers.chosen is not None and not gen.refused:
-        gen.bearers = [replace(bearers.chosen, cites=[renumber[n] for n in bearers.chosen.cites])]
+        seen = len(gen.sources)  # the answer prompt held the first max_sources of the kept strips
+        cites = [renumber[n] for n in bearers.chosen.cites if renumber[n] <= seen]
+        gen.bearers = [replace(bearers.chosen, cites=cites)]
     return gen
 
 
