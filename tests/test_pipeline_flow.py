@@ -115,7 +115,7 @@ def test_rag_baseline_passes_chunks_unchanged(kb: KnowledgeBase) -> None:
     answer = run_rag(
         "Do zebras have stripes?",
         Deps(kb, KeywordEvaluator(), ScriptedLLM(["x [1]"]), None),
-        CragSettings(),
+        CragSettings(generation={"max_sources": 1}),  # CRAG's answer-prompt cap: plain RAG reads all top-k
         tracer,
     )
     assert answer.action is Action.RAG and answer.confidence is None

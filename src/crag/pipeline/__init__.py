@@ -268,7 +268,9 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, his
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
-    generation = steps.show(_generate(steps, query, context, llm, cfg))
+    # Plain RAG reads its top-k chunks as retrieved, however few strips a CRAG answer prompt holds.
+    reads_all = cfg.generation.model_copy(update={"max_sources": max(1, len(context.strips))})
+    generation = steps.show(_generate(steps, query, context, llm, cfg.model_copy(update={"generation": reads_all})))
     degradations = condensed.degradations + retrieval.degradations
     answer = compose_answer(
         query, decision, generation, degradations=degradations, queries=[], tracer=tracer, usage=llm.usage
