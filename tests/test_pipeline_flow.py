@@ -410,34 +410,32 @@ def test_answer_is_built_from_step_values_not_the_trace(kb: KnowledgeBase) -> No
     assert blind.degradations == seen.degradations == tracer.to_dict()["degradations"]
 
 
-def test_the_answer_prompt_holds_max_sources_and_namesakes_are_sought_in_more(kb: KnowledgeBase) -> None:
-    """An internal strip and four web strips: the answer prompt reads three, and a name the last
-    two share is still found (in namesake_sources) and answered for each bearer."""
+GOLD = ("painter and gold medallist", "Scottish civil engineer and gold medallist")  # graded 0.9 by KeywordEvaluator
+
+
+def test_strips_after_the_third_join_the_prompt_while_they_fit_and_namesakes_are_sought_in_all(
+    kb: KnowledgeBase,
+) -> None:
+    """Four web strips (the Incorrect path): a tight source budget keeps the answer prompt at
+    three, none takes all four; a name two of them share is found either way."""
     web = [
         WebResult(f"Market note {i}", f"https://example.org/m{i}", f"Stock market gold note {i}: shares closed higher.")
         for i in range(1, 3)
     ] + [
         WebResult(
-            "John Carter (painter)",
-            "https://example.org/jc1",
-            "John Carter (1884–1951) was a Welsh painter and gold medallist.",
+            "John Carter (painter)", "https://example.org/jc1", f"John Carter (1884–1951) was a Welsh {GOLD[0]}."
         ),
-        WebResult(
-            "John Carter (engineer)",
-            "https://example.org/jc2",
-            "John Carter (born 1902) was a Scottish civil engineer and gold medallist.",
-        ),
+        WebResult("John Carter (engineer)", "https://example.org/jc2", f"John Carter (born 1902) was a {GOLD[1]}."),
     ]
-    cfg = CragSettings(retrieval={"top_k": 1}, correction={"diversity": False})
-    llm = ScriptedLLM(["Shares closed higher [1]."])
-    answer = run_crag(
-        "How did the stock market close?", Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(web)), cfg, Tracer()
-    )
-    prompt = llm.prompts[0][-1]["content"]
-    assert cfg.generation.max_sources == 3 and prompt.count("<source ") == 3
-    assert len(answer.context) == 3 and not answer.bearers
-    named = ScriptedLLM(["He was a painter [1].", "He was an engineer [1]."])
-    who = run_crag(
-        "What was John Carter's job?", Deps(kb, KeywordEvaluator(), named, StaticWebSearch(web)), cfg, Tracer()
-    )
-    assert len(who.bearers) == 2, who.answer
+    for budget, held in ((1, 3), (None, 4)):
+        cfg = CragSettings(
+            retrieval={"top_k": 1}, correction={"diversity": False}, generation={"source_tokens": budget}
+        )
+        llm = ScriptedLLM(["Shares closed higher [1]."])
+        deps = Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(web))
+        answer = run_crag("How did the stock market close?", deps, cfg, Tracer())
+        assert llm.prompts[0][-1]["content"].count("<source ") == held, budget
+        assert len(answer.context) == held and not answer.bearers
+        named = ScriptedLLM(["He was a painter [1].", "He was an engineer [1]."])
+        deps = Deps(kb, KeywordEvaluator(), named, StaticWebSearch(web))
+        assert len(run_crag("What was John Carter's job?", deps, cfg, Tracer()).bearers) == 2, budget

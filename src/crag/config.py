@@ -321,19 +321,18 @@ class LLMSettings(_Section):
 class GenerationSettings(_Section):
     max_context_chars: int = Field(3000, ge=200, description="Budget for the context handed to the generator.")
     max_sources: int = Field(
-        3,
-        ge=1,
-        le=20,
-        description="Most context strips an answer prompt holds, best-ranked first. Each costs its tokens "
-        "before the first word (~10 ms a token for the bundled model on 2 cores, benchmarks/prompt_eval.py), "
-        "and small models lose an answer buried further down (raise it for large hosted models).",
-    )
-    namesake_sources: int = Field(
         5,
         ge=1,
         le=20,
-        description="Strips searched for several people of the asked name; when they describe more than one, "
-        "each is answered from its own strips (crag.correct.bearers).",
+        description="Most context strips the generator sees, best-graded first: small models read the first "
+        "few sources and lose an answer buried further down (raise it for large hosted models).",
+    )
+    source_tokens: int | None = Field(
+        250,
+        ge=1,
+        description="Strips after the first three join the answer prompt only while all its sources fit this "
+        "many tokens (crag.text.approx_tokens): each token is read before the first word, ~10 ms on 2 cores "
+        "(benchmarks/prompt_eval.py). None: max_sources alone decides.",
     )
 
 

@@ -301,7 +301,7 @@ def run_crag_context(
     """
     c = _correct(_steps(tracer, None), question, deps, cfg, history)
     degradations = c.early + c.correction.degradations + c.context.degradations
-    read = replace(c.context, strips=c.context.strips[: cfg.generation.max_sources])  # what an answer prompt holds
+    read = replace(c.context, strips=c.context.prompt_strips())  # what an answer prompt holds
     corrected = CorrectedContext(c.query, c.decision, read, c.correction.queries, degradations, tracer.id, c.llm.usage)
     return c.steps.emit("context", corrected)
 

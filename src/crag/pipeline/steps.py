@@ -35,11 +35,13 @@ from crag.grade.classify import query_thresholds
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.protocols import LLM, Evaluator, WebSearch
-from crag.text import detect_language
+from crag.text import approx_tokens, detect_language
 from crag.trace.spans import Tracer
 from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip, Usage
 
 T = TypeVar("T")
+
+ALWAYS_SHOWN = 3  # strips an answer prompt holds whatever their length (sources_shown)
 OnStep = Callable[[Any, Any], None]
 """An observer: called with a step's name (an ``EventName``) and its value as soon as the step finishes."""
 
@@ -149,6 +151,11 @@ class Context:
     suspicious: list[dict[str, object]] = field(default_factory=list)  # instruction-like strips, ranked lower
     budget_tokens: int = 0
     degradations: list[str] = field(default_factory=list)
+    source_tokens: int | None = None  # the answer prompt's source budget (generation.source_tokens)
+
+    def prompt_strips(self) -> list[Strip]:
+        """The strips an answer prompt holds (:func:`sources_shown`); all of them are seen for namesakes."""
+        return self.strips[: sources_shown(self.strips, self.source_tokens)]
 
 
 # -- steps ------------------------------------------------------------------------------
@@ -218,13 +225,27 @@ def fuse(groups: Sequence[Sequence[Strip]], cfg: CragSettings, lang: str) -> Con
         mmr_lambda=fix.mmr_lambda,
         detect_contradictions=False,
     )
-    # The answer prompt reads max_sources strips; a few more are kept to find the several people
-    # a shared name may mean (name_bearers), each then answered from its own strips.
     gen = cfg.generation
-    strips = fused.context[: max(gen.max_sources, gen.namesake_sources)]
-    conflicts = detect_conflicts(strips[: gen.max_sources])  # numbered as the answer prompt shows them
+    strips = fused.context[: gen.max_sources]
+    conflicts = detect_conflicts(strips[: sources_shown(strips, gen.source_tokens)])  # as the prompt numbers them
     instruction = conflict_instruction(conflicts, lang)
-    return Context(strips, fused.duplicates, fused.support, conflicts, instruction, suspicious, budget_tokens)
+    return Context(
+        strips, fused.duplicates, fused.support, conflicts, instruction, suspicious, budget_tokens,
+        source_tokens=gen.source_tokens,
+    )  # fmt: skip
+
+
+def sources_shown(strips: Sequence[Strip], max_tokens: int | None) -> int:
+    """How many of ``strips`` an answer prompt holds: the first ``ALWAYS_SHOWN``, then the next
+    while all fit ``max_tokens``. Every source token is read before the first word; measured on
+    data/hard, the answer sits in the first three for nearly every question, and English strips
+    are short enough that four or five still fit (Chinese ones, ~3x the tokens, rarely)."""
+    used = 0
+    for n, strip in enumerate(strips):
+        used += approx_tokens(strip.text)
+        if n >= ALWAYS_SHOWN and max_tokens is not None and used > max_tokens:
+            return n
+    return len(strips)
 
 
 def compress_context(query: Query, context: Context, llm: LLM) -> Context:
@@ -235,7 +256,7 @@ def compress_context(query: Query, context: Context, llm: LLM) -> Context:
 
 def name_bearers(query: Query, context: Context, cfg: CragSettings) -> Bearers:
     """5a. The people the sources the generator will read describe under the question's name."""
-    return find_bearers(query, context.strips[: cfg.generation.namesake_sources])
+    return find_bearers(query, context.strips[: cfg.generation.max_sources])
 
 
 def generate_answer(
@@ -259,7 +280,7 @@ def generate_answer(
     if bearers is not None and bearers.several:
         return answer_bearers(
             query.text,
-            context.strips[: cfg.generation.namesake_sources],
+            context.strips[: cfg.generation.max_sources],
             bearers.bearers,
             llm,
             lang=query.language,
@@ -272,7 +293,7 @@ def generate_answer(
         return _answer_chosen(query, context, llm, cfg, streaming, bearers, reask=reask)
     return generate(
         query.text,
-        context.strips,
+        context.prompt_strips(),
         llm,
         lang=query.language,
         max_tokens=cfg.llm.max_tokens,
@@ -295,15 +316,16 @@ def _answer_chosen(
     reask: bool,
 ) -> Generation:
     """The one bearer the question names, answered from the sources that are not about the others."""
-    shown = context.strips[: cfg.generation.namesake_sources]  # the positions the bearers cite
+    shown = context.strips[: cfg.generation.max_sources]
     others = bearers.others()
     kept = [s for n, s in enumerate(shown, 1) if n not in others]
     renumber = {n: i for i, n in enumerate((n for n in range(1, len(shown) + 1) if n not in others), 1)}
     gen = generate_answer(query, replace(context, strips=kept), llm, cfg, streaming, reask=reask)
     if bearers.chosen is not None and not gen.refused:
-        seen = len(gen.sources)  # the answer prompt held the first max_sources of the kept strips
-        cites = [renumber[n] for n in bearers.chosen.cites if renumber[n] <= seen]
-        gen.bearers = [replace(bearers.chosen, cites=cites)]
+        seen = len(gen.sources)  # the strips the answer prompt held (Context.prompt_strips)
+        gen.bearers = [
+            replace(bearers.chosen, cites=[renumber[n] for n in bearers.chosen.cites if renumber[n] <= seen])
+        ]
     return gen
 
 
