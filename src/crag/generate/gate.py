@@ -168,13 +168,13 @@ class SentenceGate:
             useful = [m for m in marks if any(self._union((m - 1,)).has(t) for t in terms)]
             cited = self._union(tuple(m - 1 for m in useful))
             if useful and supports(terms, cited):
-                if all(cited.has(t) for t in terms):
-                    return useful, "kept" if useful == marks else "repaired"
-                # The cited source holds part of the claim; one that holds all of it is the citation
-                # a reader should check (a route list names the stops, the route's summary its ends).
-                whole = [i for i in range(len(self.texts)) if all(self._union((i,)).has(t) for t in terms)]
-                if whole:
-                    return [whole[0] + 1], "repaired"
+                # Cited sources that hold only part of the claim give way to one that holds all of it:
+                # that is the citation a reader should check (a route list names the stops, the
+                # route's summary its ends).
+                partial = not all(cited.has(t) for t in terms)
+                whole = next((i for i in range(len(self.texts)) if partial and self._share(terms, i) == 1), None)
+                if whole is not None:
+                    return [whole + 1], "repaired"
                 return useful, "kept" if useful == marks else "repaired"
         how = "repaired" if marks else "inferred"
         ranked = sorted(range(len(self.texts)), key=lambda i: (-self._share(terms, i), -self.sources[i].score, i))
