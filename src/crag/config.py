@@ -193,6 +193,12 @@ class CorrectionSettings(_Section):
         "logprobs), a threshold for the model and a search provider; "
         "otherwise Correct stands.",
     )
+    search_shared_names: bool = Field(
+        True,
+        description="On the Correct path, when the kept internal strips describe several people of the name the "
+        "question asks about and the question does not say which, search the external source too (the Ambiguous "
+        "action): the one it means may be described only there.",
+    )
     verify_threshold: float | None = Field(
         None,
         ge=0,

@@ -22,6 +22,9 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Sentence ends: CJK terminators (no space needed) or Latin terminators followed by space/end.
 _SENT_END = re.compile(r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“‘(\[\u4e00-\u9fff])|\n{2,}|\n(?=\s*[-*#\d])")
+_ENTITY_END = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,9}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});$")
+# An initial or a title before a name: "Richard E.", "Dr.", "St." (not "Jr.", which ends sentences).
+_INITIAL_END = re.compile(r"(?:^|[\s(“\"'])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Rev|Gen|Lt|Col|Capt|Sgt|Mt|Gov|Sen|Rep)\.$")
 # Full-width ASCII forms (ＩＢＭ, １８８７, １２．５), common in Chinese text, read as ASCII: the
 # token pattern below only knows ASCII, so without this "１８８７年" lost its year.
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
@@ -50,9 +53,29 @@ def detect_language(text: str) -> str:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split into sentences for Chinese and English; keeps terminators, drops blanks."""
-    parts = _SENT_END.split(text.strip())
-    return [p.strip() for p in parts if p and p.strip()]
+    """Split into sentences for Chinese and English; keeps terminators, drops blanks.
+
+    Neither the semicolon of an HTML entity (scraped text keeps ``&ndash;`` as written) nor
+    the dot of an initial or a title ("Richard E. Myers", "Dr. Li") ends a sentence: a cut
+    there parted a person's name from what they were.
+
+    >>> split_sentences("Ray Burton (1939 &ndash; 2013) was a politician. He served; he won.")
+    ['Ray Burton (1939 &ndash; 2013) was a politician.', 'He served;', 'he won.']
+    >>> split_sentences("Richard E. Myers is a judge. Dr. Li agrees.")
+    ['Richard E. Myers is a judge.', 'Dr. Li agrees.']
+    """
+    out: list[str] = []
+    glue = False
+    for part in _SENT_END.split(text.strip()):
+        part = part.strip() if part else ""
+        if not part:
+            continue
+        if glue:
+            out[-1] = f"{out[-1]} {part}"
+        else:
+            out.append(part)
+        glue = bool(_ENTITY_END.search(part) or _INITIAL_END.search(part))
+    return out
 
 
 @lru_cache(maxsize=1)

@@ -41,6 +41,8 @@ from crag.correct.names import (
     define,
     descriptor,
     fold,
+    listed,
+    listed_names,
     personal,
     split_title,
     subject,
@@ -132,6 +134,8 @@ def find_bearers(query: Query, strips: Sequence[Strip], *, limit: int = MAX_BEAR
         return Bearers(name.text, people)
     asked = descriptor(query.text, at)
     chosen = _choose(asked, people) if asked else None
+    if not asked:  # "Raymond S. Burton" singles out the one bearer of all three names
+        asked, chosen = _fullest(query.text[at[0] : at[1]], people)
     return Bearers(name.text, people, asked, chosen, asks_who=asks_who(query.text, at))
 
 
@@ -154,7 +158,7 @@ def _asked_name(question: str, strips: Sequence[Strip]) -> Name | None:
     counts: Counter[Name] = Counter()
     written: dict[Name, str] = {}
     for s in strips:
-        for candidate in (Name.of(split_title(s.title)[0]), subject(s.text)):
+        for candidate in (Name.of(split_title(s.title)[0]), subject(s.text), *listed_names(s.text)):
             if candidate is not None and candidate.find(question) is not None:
                 counts[candidate] += 1
                 written.setdefault(candidate, candidate.text)
@@ -173,14 +177,23 @@ def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
     for i, s in enumerate(strips):
         base, disamb = split_title(s.title)
         defined = define(s.text, name)
-        if Name.of(base) == name:
+        titled = Name.of(base)
+        # a title may write the name with fewer middle names than the question, never more
+        if titled is not None and name.compatible(titled) and len(titled.key) <= len(name.key):
             key: tuple[str, ...] = ("title", fold(s.title))
             doc = docs.setdefault(key, _Doc(fold(s.title), disamb, base, [], None, False, 0.0))
         elif defined is not None:
             key = ("doc", s.source, s.title)
             doc = docs.setdefault(key, _Doc("", "", name.text, [], None, False, 0.0))
         else:
-            pending.append(i)
+            items = listed(s.text, name)
+            if not items:
+                pending.append(i)
+            for entry, definition in items:  # a list of people: each item is one bearer
+                title = fold(f"{name.text} ({entry})") if entry else ""
+                key = ("title", title) if title else ("item", s.source, definition.sentence)
+                doc = docs.setdefault(key, _Doc(title, entry, name.text, [], None, False, 0.0))
+                _add(doc, i, Strip(definition.sentence, s.source, s.origin, s.title, score=s.score), definition)
             continue
         owner[(s.source, s.title)] = key
         _add(doc, i, s, defined)
@@ -224,6 +237,16 @@ def _bearer(group: list[_Doc], strips: Sequence[Strip]) -> Bearer:
         score=max(d.score for d in group),
         quote=defined.sentence if defined else "",
     )
+
+
+def _fullest(written: str, people: Sequence[Bearer]) -> tuple[str, Bearer | None]:
+    """``(written, bearer)`` when the question writes the name more fully than the sources write
+    all but one of its bearers ("Raymond S. Burton"; another is "Raymond Burton"), else ``("", None)``."""
+    asked = Name.of(written)
+    if asked is None:
+        return "", None
+    full = [b for b in people if (n := Name.of(b.name)) is not None and n.key == asked.key]
+    return (written, full[0]) if len(full) == 1 and len(people) > 1 else ("", None)
 
 
 def _choose(asked: str, people: Sequence[Bearer]) -> Bearer | None:

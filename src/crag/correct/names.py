@@ -37,6 +37,8 @@ __all__ = [
     "descriptor",
     "dotted_names",
     "fold",
+    "listed",
+    "listed_names",
     "personal",
     "split_title",
     "subject",
@@ -58,6 +60,15 @@ _EN_DEF = re.compile(
 _ZH_DEF = re.compile(
     r"^(?P<subj>[\u4e00-\u9fff·・A-Za-z\s]{2,20}?)\s*(?:[（(](?P<paren>[^（）()]{0,160})[）)])?\s*"
     r"(?:[，,]\s*|是(?:一[位名个])?)(?P<desc>[^。；;]{2,200})"
+)
+# One item of a list of people: "X (priest), Irish Anglican priest", "X (b. 1955), Cypriot minister".
+_EN_ITEM = re.compile(
+    r"^(?:[-*•]\s*)?(?P<subj>[A-Z][^(),;:]{2,60}?)\s*(?:\((?P<paren>[^()]{1,60})\))?\s*,\s*"
+    r"(?P<desc>(?!(?:and|or|but|who|which|he|she|it|they)\b)[^;]{2,200})$"
+)
+_ZH_ITEM = re.compile(
+    r"^(?:[-*•]\s*)?(?P<subj>[\u4e00-\u9fff·・]{2,12}?)\s*(?:[（(](?P<paren>[^（）()]{1,60})[）)])\s*[，,：:]?\s*"
+    r"(?P<desc>[^；;。]{2,100})"
 )
 # Where an English description stops being about who the person is.
 _EN_CUT = re.compile(
@@ -155,6 +166,24 @@ class Name:
         if len(tokens) < 2 or len(tokens) > 6 or tokens[0] in EN_STOP or not all(t.isalpha() for t in tokens):
             return None
         return cls(text.strip(), tuple(tokens))
+
+    def compatible(self, other: Name) -> bool:
+        """Whether ``other`` can be the same person's name written more or less fully: the same
+        first and last word, one's words in the other's order with at most two middle names
+        more ("Raymond Burton", "Raymond S. Burton"); Chinese names are equal.
+
+        >>> Name.of("Raymond S. Burton").compatible(Name.of("Raymond Burton"))
+        True
+        >>> Name.of("John Barnes").compatible(Name.of("John Barnes Chance"))
+        False
+        """
+        if self.cjk or other.cjk:
+            return self == other
+        short, long = sorted((self.key, other.key), key=len)
+        if short[0] != long[0] or short[-1] != long[-1] or len(long) - len(short) > 2:
+            return False
+        words = [(w, 0, 0) for w in long[1:]]
+        return _match_rest(short[1:], words) is not None and len(short) > 1
 
     def find(self, text: str) -> tuple[int, int] | None:
         """Where the name is written in ``text`` (character offsets), or None.
@@ -286,8 +315,67 @@ def subject(text: str) -> Name | None:
 
 
 def _same(name: Name, subj: str) -> bool:
-    """``subj`` is ``name``: the same Chinese name, or the Latin name with middle names in between."""
-    return Name.of(subj) == name if name.cjk else name.find(subj) is not None
+    """``subj`` is ``name``: the same Chinese name, or the Latin name with middle names in
+    between, or written with fewer of them ("Raymond Burton" for "Raymond S. Burton")."""
+    if name.cjk:
+        return Name.of(subj) == name
+    if name.find(subj) is not None:
+        return True
+    other = Name.of(subj)
+    return other is not None and name.compatible(other)
+
+
+def listed(text: str, name: Name) -> list[tuple[str, Definition]]:
+    """The entries of a list of people (``"X (priest), Irish Anglican priest ;"``,
+    ``"李明（1950年—），中国画家；"``) that are about ``name``: ``(disambiguator, definition)`` each.
+
+    Surname and given-name pages list the bearers of a name one per item, with no "is"/"was"
+    to define them; each item is one bearer.
+
+    >>> items = "Christopher Butson, Church of Ireland bishop ; Christopher Butson (priest), Irish Anglican priest ;"
+    >>> [(d, x.description) for d, x in listed(items, Name.of("Christopher Butson"))]
+    [('', 'Church of Ireland bishop'), ('priest', 'Irish Anglican priest')]
+    >>> ghisleri = "Arcangelo Ghisleri (1855–1938), geographer who made maps ;"
+    >>> [(d, x.life) for d, x in listed(ghisleri, Name.of("Arcangelo Ghisleri"))]
+    [('', '1855–1938')]
+    """
+    out: list[tuple[str, Definition]] = []
+    for item, m in _items(text, zh=name.cjk):
+        if not _same(name, m.group("subj")):
+            continue
+        paren = m.group("paren") or ""
+        years = tuple(_YEAR.findall(paren))
+        desc = _zh_description(m.group("desc")) if name.cjk else _en_description(m.group("desc"))
+        if desc:
+            # "(priest)" tells bearers apart; "(b. 1955)" and "(那谷屋 正義)" (a native spelling) do not
+            plain = paren.strip() and not years and not _CJK.search(paren) and not re.search(r"\d|\bb\.", paren)
+            disamb = paren.strip() if plain else ""
+            out.append((disamb, Definition(years, desc, _life(paren, years, zh=name.cjk), item)))
+    return out
+
+
+def listed_names(text: str) -> list[Name]:
+    """The names a list of people holds, one per item (see :func:`listed`).
+
+    >>> [n.text for n in listed_names("Alexander Gadolin, Finnish jurist ; Johan Gadolin, Finnish chemist")]
+    ['Alexander Gadolin', 'Johan Gadolin']
+    """
+    found = (Name.of(m.group("subj")) for zh in (False, True) for _, m in _items(text, zh=zh))
+    return [n for n in found if n is not None]
+
+
+def _items(text: str, *, zh: bool) -> list[tuple[str, re.Match[str]]]:
+    """The items of ``text`` written as a list of people, each with its match; none for prose."""
+    text = html.unescape(text)
+    if not re.search(r"[;；\n]", text):  # one sentence with a comma is no list
+        return []
+    out = []
+    for item in re.split(r"\s*[;；]\s*|\n+", text):
+        item = item.strip()
+        m = (_ZH_ITEM if zh else _EN_ITEM).match(item) if len(item.split()) <= 30 else None
+        if m is not None:
+            out.append((item, m))
+    return out
 
 
 def _en_description(desc: str) -> str:
@@ -332,6 +420,9 @@ def personal(text: str, definition: Definition | None) -> bool:
     desc = definition.description if definition else ""
     core = re.split(r"\s(?:of|in|for|at|with|from|on|to|near)\s", desc.lower())[0]
     head = (re.findall(r"[a-z]+", core) or [""])[-1]
+    last = (re.findall(r"[a-z]+", desc.lower()) or [""])[-1]
+    if last not in _THINGS and _PERSON_NOUN.search(last) and not re.search(r"\s(?:in|at|on|near)\s", desc):
+        return True  # "Church of Ireland bishop": the head comes last
     if head in _THINGS:
         return False
     if _EN_PERSON.search(text) or _ZH_PERSON.search(text) or _EN_DEMONYM.match(desc):
@@ -352,7 +443,10 @@ def words(text: str, *, occupations: bool = False) -> frozenset[str]:
         pairs = _zh_pos(text)
         return frozenset(w for w, flag in pairs if len(w) >= 2 and w not in ZH_STOP and _zh_keep(flag, occupations))
     out = set()
-    for m in re.finditer(r"[A-Za-z]+", text):
+    found = list(re.finditer(r"[A-Za-z]+", text))
+    if occupations and found and _PERSON_NOUN.search(found[-1].group(0).lower()):
+        out.add(_stem(found[-1].group(0).lower()))  # "the Chief District Judge": the head, capitalised
+    for m in found:
         w = m.group(0)
         if w.lower() in EN_STOP or w.lower() in _ARTICLES or len(w) < 3:
             continue

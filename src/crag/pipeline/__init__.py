@@ -102,6 +102,7 @@ from crag.pipeline.steps import (
     make_query,
     name_bearers,
     retrieve,
+    shared_name,
     usage,
     verify,
 )
@@ -191,6 +192,14 @@ def _correct(steps: Steps, question: str, deps: Deps, cfg: CragSettings, history
     #    external source with rewritten queries, in rounds until confident (Ambiguous, Incorrect).
     corrector = Corrector(query, evaluator, llm, search, cfg, deadline, steps, http=deps.http)
     correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
+
+    # 4a. A shared name: the kept strips describe several people of the asked name and the
+    #     question does not say which. The one it means may be described only outside, so
+    #     search as the Ambiguous action does (no model call: the names are read from the strips).
+    shared = shared_name(query, decision, correction.internal, search, cfg)
+    if shared is not None:
+        decision = steps.emit("escalate", Decision(Action.AMBIGUOUS, decision.confidence, shared=shared))
+        correction = steps.emit("correct", corrector.correct(decision, retrieval, grading))
 
     # 4b. Verify: Correct skips the search on the evaluator's word, and its costliest mistake
     #     is an on-topic passage that does not answer. One yes/no token from the LLM checks

@@ -198,6 +198,8 @@ def _escalate(d: Decision) -> dict[str, Any]:
     out = _decide(d) | {"rejected": first.rejected if first else ""}
     if check is not None:
         out |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+    if d.shared is not None:
+        out |= {"rejected": "shared name", "name": d.shared.name, "bearers": len(d.shared.bearers)}
     return out
 
 
@@ -213,6 +215,8 @@ def _record_escalate(t: Tracer, d: Decision) -> None:
     }
     if check is not None:  # before generation: the model did not read the answer in the strips
         record |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+    if d.shared is not None:  # before generation: several people of the asked name, the question says not which
+        record |= {"rejected": "shared name", "name": d.shared.name, "bearers": len(d.shared.bearers)}
     t.record("escalated", record)
     t.record("action", d.action.value)
 

@@ -130,13 +130,15 @@ class Decision:
 
     ``escalated_from`` is the refused generation that turned Correct into Ambiguous
     (:func:`can_escalate`), ``unverified`` the verification that did so before generation
-    (:func:`can_verify`); both ``None`` for the first decision.
+    (:func:`can_verify`), ``shared`` the bearers of a shared name that did so
+    (:func:`shared_name`); all ``None`` for the first decision.
     """
 
     action: Action
     confidence: float | None
     escalated_from: Generation | None = None
     unverified: Verification | None = None  # the failed check that turned Correct into Ambiguous
+    shared: Bearers | None = None  # the people of the asked name the internal strips describe
 
 
 @dataclass
@@ -338,6 +340,16 @@ def can_escalate(decision: Decision, search: WebSearch | None, cfg: CragSettings
     the same internal strips turned none of the Correct path's refusals into an answer).
     """
     return cfg.correction.escalate_on_refusal and decision.action is Action.CORRECT and search is not None
+
+
+def shared_name(query: Query, decision: Decision, strips: Sequence[Strip], search: WebSearch | None,
+                cfg: CragSettings) -> Bearers | None:  # fmt: skip
+    """4a. The bearers of the asked name the Correct path's strips describe, when there are
+    several and the question does not say which: the one it means may be only outside."""
+    if not cfg.correction.search_shared_names or decision.action is not Action.CORRECT or search is None:
+        return None
+    found = find_bearers(query, strips)
+    return found if found.several else None
 
 
 def can_verify(decision: Decision, search: WebSearch | None, cfg: CragSettings) -> bool:

@@ -90,6 +90,9 @@ def _header(data: Mapping[str, Any]) -> Panel:
             why = (f"from {escalated.get('from')}: not verified (P(yes) {escalated.get('probability')} < "
                    f"{escalated.get('threshold')}): the model did not read the answer in the documents graded "
                    "relevant")  # fmt: skip
+        if escalated.get("rejected") == "shared name":  # before generation (correction.search_shared_names)
+            why = (f"from {escalated.get('from')}: {escalated.get('bearers')} people named {escalated.get('name')} "
+                   "in the documents and the question does not say which: searched outside too")  # fmt: skip
         reply = _clip(escalated.get("reply"), SNIPPET)
         grid.add_row("escalated", Text.assemble(why, (f" ({reply})" if reply else "", "dim")))
     check = data.get("verification")

@@ -36,6 +36,11 @@ function escalated(e) {
       `escalated from ${e.from || "?"}: not verified (P(yes) ${e.probability} < ${e.threshold}): ` +
       "the model did not read the answer in the documents graded relevant");
   }
+  if (e.rejected === "shared name") {  // before generation: correction.search_shared_names
+    return el("div", { class: "meta" },
+      `escalated from ${e.from || "?"}: ${e.bearers} people named ${e.name} in the documents ` +
+      "and the question does not say which: searched outside too");
+  }
   return el("div", { class: "meta" },
     `escalated from ${e.from || "?"}: the first reply was ${e.rejected || "refused"}`,
     e.reply ? ` (“${String(e.reply).slice(0, 160)}”)` : "");
