@@ -439,3 +439,42 @@ def test_strips_after_the_third_join_the_prompt_while_they_fit_and_namesakes_are
         named = ScriptedLLM(["He was a painter [1].", "He was an engineer [1]."])
         deps = Deps(kb, KeywordEvaluator(), named, StaticWebSearch(web))
         assert len(run_crag("What was John Carter's job?", deps, cfg, Tracer()).bearers) == 2, budget
+
+
+def test_a_shared_name_on_the_correct_path_searches_outside_too(tmp_path: Path) -> None:
+    # The knowledge base lists two John Carters and the question does not say which: the one it
+    # means may be described only outside, so Correct searches as Ambiguous (no model call to decide).
+    docs = tmp_path / "people"
+    docs.mkdir()
+    (docs / "carter.txt").write_text(
+        "John Carter (painter), Welsh painter and gold medallist ;\n"
+        "John Carter (engineer), Scottish civil engineer and gold medallist ;\n",
+        "utf-8",
+    )
+    base = KnowledgeBase(tmp_path / "kb", HashEmbedder(), retrieval=RetrievalSettings(top_k=1))
+    base.ingest([docs])
+    web = [WebResult("John Carter (poet)", "https://example.org/carter", "John Carter (born 1950) is an English poet.")]
+
+    def ask(question: str, search: StaticWebSearch | None, **correction: bool) -> tuple:
+        cfg = CragSettings(retrieval={"top_k": 1}, correction=correction)
+        tracer = Tracer()
+        llm = ScriptedLLM(["John Carter is a Welsh painter and gold medallist [1].", "He built bridges [1].", "x"])
+        answer = run_crag(question, Deps(base, KeywordEvaluator(), llm, search), cfg, tracer)
+        return answer, tracer.to_dict()
+
+    search = StaticWebSearch(web)
+    answer, trace = ask("What is John Carter's occupation?", search)
+    assert answer.action is Action.AMBIGUOUS and len(search.queries) == 1
+    assert trace["escalated"] == {
+        "from": "correct", "reply": "", "rejected": "shared name", "llm_calls": 0, "name": "John Carter", "bearers": 2
+    }  # fmt: skip
+    assert {s.origin for s in answer.context} == {"internal", "web"}
+    # the question names one of them, there is nowhere to search, or the user turned it off: Correct stands
+    for question, s, flags in (
+        ("What is the Welsh painter John Carter's occupation?", StaticWebSearch(web), {}),
+        ("What is John Carter's occupation?", None, {}),
+        ("What is John Carter's occupation?", StaticWebSearch(web), {"search_shared_names": False}),
+    ):
+        answer, trace = ask(question, s, **flags)
+        assert answer.action is Action.CORRECT and "escalated" not in trace, question
+        assert s is None or s.queries == []

@@ -160,3 +160,78 @@ def test_the_qualifier_and_who_questions() -> None:
     assert descriptor("Who taught the son of Richard Hadley?", (26, 40)) == ""  # "son of": not a qualifier
     assert descriptor("律师赵国栋毕业于哪所大学？", (2, 5)) == "律师"
     assert descriptor("哪位画家教过赵国栋？", (6, 9)) == ""  # the qualifier must touch the name
+
+
+def test_a_list_of_people_names_each_bearer_in_both_languages() -> None:
+    # a surname page: no "is"/"was", one bearer per item; the native spelling in brackets is no disambiguator
+    items = [
+        strip(
+            "Christopher Butson, Church of Ireland bishop ; Christopher Butson (priest), Irish Anglican priest ;",
+            "Butson",
+        ),
+        strip("Masayoshi Okada (岡田 正義), Japanese footballer ; Matthew Butson, New Zealand skier", "Butson", "b"),
+    ]
+    found = find_bearers(Query.of("What is Christopher Butson's occupation?"), items)
+    assert found.several and found.asks_who
+    assert [(b.disambiguator, b.description, b.cites) for b in found.bearers] == [
+        ("", "Church of Ireland bishop", [1]),
+        ("priest", "Irish Anglican priest", [1]),
+    ]
+    zh = [
+        strip("张伟（1958年—），中国作家；张伟（1977年—），中国篮球运动员；张伟华（1960年—），演员。", "张伟 (消歧义)")
+    ]
+    found = find_bearers(Query.of("张伟是做什么的？"), zh)
+    assert found.several and [(b.description, b.life) for b in found.bearers] == [
+        ("中国作家", "1958年出生"),
+        ("中国篮球运动员", "1977年出生"),
+    ]
+
+
+def test_a_list_item_and_the_article_of_one_person_are_one_bearer() -> None:
+    texts = [
+        strip("Kyriakos Mavronikolas (born 25 January 1955) is a Cypriot politician.", "Kyriakos Mavronikolas", "a"),
+        strip("Kyriakos Mavronikolas (b. 1955), Cypriot Minister of Defence (2003–2006) ;", "List of alumni", "b"),
+    ]
+    found = find_bearers(Query.of("What is Kyriakos Mavronikolas's occupation?"), texts)
+    assert not found.several and len(found.bearers) == 1
+
+
+def test_prose_with_a_comma_is_no_list() -> None:
+    texts = [
+        strip("John Carter, a painter from Cardiff, exhibited in 1920.", "Exhibitions", "a"),
+        strip("John Carter (born 1902) was a Scottish civil engineer.", "John Carter (engineer)", "b"),
+    ]
+    assert len(find_bearers(Query.of("What is John Carter's occupation?"), texts).bearers) == 1
+
+
+def test_the_fuller_name_in_the_question_singles_out_its_bearer() -> None:
+    texts = [
+        strip(
+            'Raymond S. "Ray" Burton (August 13, 1939 &ndash; November 12, 2013) was a New Hampshire politician.',
+            "Raymond S. Burton",
+        ),
+        strip("Raymond Burton is a former professional rugby league footballer.", "Raymond Burton (rugby league)"),
+    ]
+    found = find_bearers(Query.of("What is Raymond S. Burton's occupation?"), texts)
+    assert not found.several and found.asked == "Raymond S. Burton"
+    assert found.chosen is not None and found.chosen.description == "a New Hampshire politician"
+    assert found.others() == {2}
+    # the shorter name is both people's: listed, not chosen
+    both = find_bearers(Query.of("What is Raymond Burton's occupation?"), texts)
+    assert both.several and both.chosen is None
+    # a longer name in a title is another person's ("John Barnes Chance" is not John Barnes)
+    assert not Name.of("Kyaw Swe").compatible(Name.of("Kyaw Swe Win"))  # type: ignore[arg-type]
+
+
+def test_sentences_do_not_end_at_an_entity_or_an_initial() -> None:
+    from crag.text import split_sentences
+
+    assert split_sentences("Richard E. Myers (born 1934) is a politician. He lives in Iowa.") == [
+        "Richard E. Myers (born 1934) is a politician.",
+        "He lives in Iowa.",
+    ]
+    assert split_sentences("Burton (1939 &ndash; 2013) served; he won.") == [
+        "Burton (1939 &ndash; 2013) served;",
+        "he won.",
+    ]
+    assert split_sentences("他生于1939年；2013年去世。") == ["他生于1939年；", "2013年去世。"]

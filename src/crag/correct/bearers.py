@@ -178,15 +178,16 @@ def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
         base, disamb = split_title(s.title)
         defined = define(s.text, name)
         titled = Name.of(base)
-        # a title may write the name with fewer middle names than the question, never more
-        if titled is not None and name.compatible(titled) and len(titled.key) <= len(name.key):
+        items = listed(s.text, name)
+        # a title may write the name with fewer middle names than the question, never more;
+        # a page listing two of its bearers ("张伟 (消歧义)") is a list whatever its title
+        if titled is not None and name.compatible(titled) and len(titled.key) <= len(name.key) and len(items) < 2:
             key: tuple[str, ...] = ("title", fold(s.title))
             doc = docs.setdefault(key, _Doc(fold(s.title), disamb, base, [], None, False, 0.0))
-        elif defined is not None:
+        elif defined is not None and len(items) < 2:
             key = ("doc", s.source, s.title)
             doc = docs.setdefault(key, _Doc("", "", name.text, [], None, False, 0.0))
         else:
-            items = listed(s.text, name)
             if not items:
                 pending.append(i)
             for entry, definition in items:  # a list of people: each item is one bearer
