@@ -64,18 +64,21 @@ def split_sentences(text: str) -> list[str]:
     >>> split_sentences("Richard E. Myers is a judge. Dr. Li agrees.")
     ['Richard E. Myers is a judge.', 'Dr. Li agrees.']
     """
-    out: list[str] = []
-    glue = False
-    for part in _SENT_END.split(text.strip()):
+    text = text.strip()
+    spans: list[tuple[int, int]] = []  # each sentence's place in ``text``: a glued one keeps its own spacing
+    at, glue = 0, False
+    for part in _SENT_END.split(text):
         part = part.strip() if part else ""
         if not part:
             continue
+        start = text.find(part, at)
+        end = at = start + len(part)
         if glue:
-            out[-1] = f"{out[-1]} {part}"
+            spans[-1] = (spans[-1][0], end)
         else:
-            out.append(part)
+            spans.append((start, end))
         glue = bool(_ENTITY_END.search(part) or _INITIAL_END.search(part))
-    return out
+    return [text[a:b] for a, b in spans]
 
 
 @lru_cache(maxsize=1)

@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from crag.correct.name_lists import listed, listed_names
 from crag.correct.names import (
     Definition,
     Name,
@@ -41,8 +42,6 @@ from crag.correct.names import (
     define,
     descriptor,
     fold,
-    listed,
-    listed_names,
     personal,
     split_title,
     subject,

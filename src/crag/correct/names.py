@@ -36,21 +36,23 @@ __all__ = [
     "define",
     "descriptor",
     "dotted_names",
+    "en_description",
     "fold",
-    "listed",
-    "listed_names",
+    "life_years",
     "personal",
+    "same_name",
     "split_title",
     "subject",
     "words",
+    "zh_description",
 ]
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DOTS = re.compile(r"[·・‧•．∙⋅]")
 _TITLE = re.compile(r"^\s*(.+?)\s*[(（]\s*([^()（）]{1,60}?)\s*[)）]\s*$")
 _SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
 _PARTICLES = frozenset("de del della di da du la le van von der den ter bin al y".split())
-_YEAR = re.compile(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)")
+YEAR = re.compile(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)")
 # "X (…) is/was a …": the defining sentence of an English biography.
 _EN_DEF = re.compile(
     r"^(?P<subj>[^\s(),;:.][^(),;:]{1,80}?)\s*(?:\((?P<paren>[^()]{0,160})\)\s*)?,?\s*"
@@ -60,15 +62,6 @@ _EN_DEF = re.compile(
 _ZH_DEF = re.compile(
     r"^(?P<subj>[\u4e00-\u9fff·・A-Za-z\s]{2,20}?)\s*(?:[（(](?P<paren>[^（）()]{0,160})[）)])?\s*"
     r"(?:[，,]\s*|是(?:一[位名个])?)(?P<desc>[^。；;]{2,200})"
-)
-# One item of a list of people: "X (priest), Irish Anglican priest", "X (b. 1955), Cypriot minister".
-_EN_ITEM = re.compile(
-    r"^(?:[-*•]\s*)?(?P<subj>[A-Z][^(),;:]{2,60}?)\s*(?:\((?P<paren>[^()]{1,60})\))?\s*,\s*"
-    r"(?P<desc>(?!(?:and|or|but|who|which|he|she|it|they)\b)[^;]{2,200})$"
-)
-_ZH_ITEM = re.compile(
-    r"^(?:[-*•]\s*)?(?P<subj>[\u4e00-\u9fff·・]{2,12}?)\s*(?:[（(](?P<paren>[^（）()]{1,60})[）)])\s*[，,：:]?\s*"
-    r"(?P<desc>[^；;。]{2,100})"
 )
 # Where an English description stops being about who the person is.
 _EN_CUT = re.compile(
@@ -153,12 +146,12 @@ class Name:
 
     @property
     def cjk(self) -> bool:
-        return bool(_CJK.search(self.key[0]))
+        return bool(CJK.search(self.key[0]))
 
     @classmethod
     def of(cls, text: str) -> Name | None:
         folded = fold(text)
-        if _CJK.search(folded):
+        if CJK.search(folded):
             key = folded.replace("·", "").replace(" ", "")
             ok = 2 <= len(key) <= 12 and not _ZH_FUNCTION.search(key)
             return cls(text.strip(), (key,)) if ok else None
@@ -289,13 +282,13 @@ def define(text: str, name: Name) -> Definition | None:
     """
     for sentence in split_sentences(html.unescape(text))[:3]:
         m = (_ZH_DEF if name.cjk else _EN_DEF).match(sentence.strip())
-        if m is None or not _same(name, m.group("subj")):
+        if m is None or not same_name(name, m.group("subj")):
             continue
-        desc = _zh_description(m.group("desc")) if name.cjk else _en_description(m.group("desc"))
+        desc = zh_description(m.group("desc")) if name.cjk else en_description(m.group("desc"))
         paren = m.group("paren") or ""
-        years = tuple(_YEAR.findall(paren))
+        years = tuple(YEAR.findall(paren))
         if desc or years:
-            return Definition(years, desc, _life(paren, years, zh=name.cjk), sentence.strip())
+            return Definition(years, desc, life_years(paren, years, zh=name.cjk), sentence.strip())
     return None
 
 
@@ -314,7 +307,7 @@ def subject(text: str) -> Name | None:
     return None
 
 
-def _same(name: Name, subj: str) -> bool:
+def same_name(name: Name, subj: str) -> bool:
     """``subj`` is ``name``: the same Chinese name, or the Latin name with middle names in
     between, or written with fewer of them ("Raymond Burton" for "Raymond S. Burton")."""
     if name.cjk:
@@ -325,60 +318,8 @@ def _same(name: Name, subj: str) -> bool:
     return other is not None and name.compatible(other)
 
 
-def listed(text: str, name: Name) -> list[tuple[str, Definition]]:
-    """The entries of a list of people (``"X (priest), Irish Anglican priest ;"``,
-    ``"李明（1950年—），中国画家；"``) that are about ``name``: ``(disambiguator, definition)`` each.
-
-    Surname and given-name pages list the bearers of a name one per item, with no "is"/"was"
-    to define them; each item is one bearer.
-
-    >>> items = "Christopher Butson, Church of Ireland bishop ; Christopher Butson (priest), Irish Anglican priest ;"
-    >>> [(d, x.description) for d, x in listed(items, Name.of("Christopher Butson"))]
-    [('', 'Church of Ireland bishop'), ('priest', 'Irish Anglican priest')]
-    >>> ghisleri = "Arcangelo Ghisleri (1855–1938), geographer who made maps ;"
-    >>> [(d, x.life) for d, x in listed(ghisleri, Name.of("Arcangelo Ghisleri"))]
-    [('', '1855–1938')]
-    """
-    out: list[tuple[str, Definition]] = []
-    for item, m in _items(text, zh=name.cjk):
-        if not _same(name, m.group("subj")):
-            continue
-        paren = m.group("paren") or ""
-        years = tuple(_YEAR.findall(paren))
-        desc = _zh_description(m.group("desc")) if name.cjk else _en_description(m.group("desc"))
-        if desc:
-            # "(priest)" tells bearers apart; "(b. 1955)" and "(那谷屋 正義)" (a native spelling) do not
-            plain = paren.strip() and not years and not _CJK.search(paren) and not re.search(r"\d|\bb\.", paren)
-            disamb = paren.strip() if plain else ""
-            out.append((disamb, Definition(years, desc, _life(paren, years, zh=name.cjk), item)))
-    return out
-
-
-def listed_names(text: str) -> list[Name]:
-    """The names a list of people holds, one per item (see :func:`listed`).
-
-    >>> [n.text for n in listed_names("Alexander Gadolin, Finnish jurist ; Johan Gadolin, Finnish chemist")]
-    ['Alexander Gadolin', 'Johan Gadolin']
-    """
-    found = (Name.of(m.group("subj")) for zh in (False, True) for _, m in _items(text, zh=zh))
-    return [n for n in found if n is not None]
-
-
-def _items(text: str, *, zh: bool) -> list[tuple[str, re.Match[str]]]:
-    """The items of ``text`` written as a list of people, each with its match; none for prose."""
-    text = html.unescape(text)
-    if not re.search(r"[;；\n]", text):  # one sentence with a comma is no list
-        return []
-    out = []
-    for item in re.split(r"\s*[;；]\s*|\n+", text):
-        item = item.strip()
-        m = (_ZH_ITEM if zh else _EN_ITEM).match(item) if len(item.split()) <= 30 else None
-        if m is not None:
-            out.append((item, m))
-    return out
-
-
-def _en_description(desc: str) -> str:
+def en_description(desc: str) -> str:
+    """Who an English defining clause says the person is, cut where it stops saying so."""
     cut = _EN_CUT.search(desc)
     desc = desc[: cut.start()] if cut else desc
     desc = desc.strip().rstrip(".,")
@@ -391,13 +332,15 @@ def _en_description(desc: str) -> str:
     return desc.strip().rstrip(",")
 
 
-def _zh_description(desc: str) -> str:
+def zh_description(desc: str) -> str:
+    """Who a Chinese defining clause says the person is (its first phrase, 2–30 characters)."""
     cut = _ZH_CUT.search(desc)
     desc = _ZH_ARTICLE.sub("", desc[: cut.start()] if cut else desc).strip()
     return desc if 2 <= len(desc) <= 30 else ""
 
 
-def _life(paren: str, years: tuple[str, ...], *, zh: bool) -> str:
+def life_years(paren: str, years: tuple[str, ...], *, zh: bool) -> str:
+    """The life years as shown beside a name: "1884–1951", "born 1949", "1930年出生"."""
     if not years:
         return ""
     if len(years) >= 2:
@@ -427,7 +370,7 @@ def personal(text: str, definition: Definition | None) -> bool:
         return False
     if _EN_PERSON.search(text) or _ZH_PERSON.search(text) or _EN_DEMONYM.match(desc):
         return True
-    return bool(_PERSON_NOUN.search(head) or (_CJK.search(desc) and _ZH_PERSON_END.search(desc)))
+    return bool(_PERSON_NOUN.search(head) or (CJK.search(desc) and _ZH_PERSON_END.search(desc)))
 
 
 def words(text: str, *, occupations: bool = False) -> frozenset[str]:
@@ -439,7 +382,7 @@ def words(text: str, *, occupations: bool = False) -> frozenset[str]:
     >>> sorted(words("英国作曲家", occupations=True))
     ['作曲家']
     """
-    if _CJK.search(text):
+    if CJK.search(text):
         pairs = _zh_pos(text)
         return frozenset(w for w, flag in pairs if len(w) >= 2 and w not in ZH_STOP and _zh_keep(flag, occupations))
     out = set()
@@ -487,7 +430,7 @@ def asks_who(question: str, at: tuple[int, int]) -> bool:
     [True, True, False]
     """
     rest = question[: at[0]] + " " + question[at[1] :]
-    if _CJK.search(rest):
+    if CJK.search(rest):
         return all(w in _WHO_ZH for w, _ in _zh_pos(re.sub(r"[\W_]+", "", rest)))
     return all(w in _WHO_EN for w in re.findall(r"[a-z]+", rest.lower()))
 
@@ -507,7 +450,7 @@ def descriptor(question: str, at: tuple[int, int]) -> str:
     """
     start, end = at
     before, after = question[:start], question[end:]
-    if _CJK.search(question[start:end]):
+    if CJK.search(question[start:end]):
         bracket = re.match(r"\s*[（(]([^（）()]{1,20})[）)]", after)
         if bracket:
             return bracket.group(1)

@@ -7,8 +7,10 @@ complete and has passed the checks a finished answer gets:
   (:mod:`~crag.generate.grounding`), looked up in the sources it cites;
 * **its citation holds it**: a marker whose source does not support the sentence is moved to
   the source that does (``repaired``); a sentence without one gets one (``inferred``);
-  markers out of range are removed. Each citation carries the source sentence that
-  supports it (a quote a reader can check);
+  markers out of range are removed. A sentence about a person the question names is never
+  held by a source about someone else (:mod:`~crag.generate.subjects`: "Christopher Butson
+  is a professor [3]" where [3] is about Christopher R. Johnson). Each citation carries the
+  source sentence that supports it (a quote a reader can check);
 * **it is not a refusal**: "the sources do not say…" is held back, because a re-ask or an
   escalation may still replace it; the caller decides when a refusal is final.
 
@@ -44,6 +46,7 @@ from collections.abc import Callable, Sequence
 from crag.generate.citations import CITE, cite_at_end, fence_markers, trail_lead_markers
 from crag.generate.grounding import SourceTerms, is_closed, new_terms, supports
 from crag.generate.refusal import is_refusal
+from crag.generate.subjects import about_another, opens_with, question_names
 from crag.text import split_sentences
 from crag.types import Claim, Strip
 
@@ -78,6 +81,7 @@ class SentenceGate:
         self.on_text = on_text
         self.texts = [s.text for s in self.sources]
         self.closed = is_closed(question)
+        self.names = question_names(question)
         self.raw = ""  # the reply as the model wrote it
         self.text = ""  # what has been handed on: the answer so far
         self.claims: list[Claim] = []
@@ -144,8 +148,9 @@ class SentenceGate:
         if not terms and not self.closed:
             self.pending.append((sentence, lead))  # says nothing yet: shown with the next claim
             return
+        foreign = self._foreign(sentence)
         marks = [m for m in dict.fromkeys(int(n) for n in CITE.findall(sentence)) if 1 <= m <= len(self.texts)]
-        settled = self._cite(terms, marks)
+        settled = self._cite(terms, [m for m in marks if m - 1 not in foreign], foreign, marks)
         if settled is None:
             self.dropped.append(sentence)
             every = self._union(tuple(range(len(self.texts))))
@@ -160,10 +165,21 @@ class SentenceGate:
         quotes = [self._quote(n - 1, terms, sentence) for n in cites]
         self._release(sentence, lead, Claim(sentence, 0, 0, cites, quotes, how if cites else "none"))
 
-    def _cite(self, terms: list[str], marks: list[int]) -> tuple[list[int], str] | None:
-        """The sources that hold ``terms`` and how the markers were settled; None when none do."""
+    def _foreign(self, sentence: str) -> set[int]:
+        """Sources (0-based) about another person than the one the sentence opens with."""
+        name = opens_with(sentence, self.names)
+        if name is None:
+            return set()
+        return {i for i, s in enumerate(self.sources) if about_another(name, s)}
+
+    def _cite(
+        self, terms: list[str], marks: list[int], foreign: set[int], written: list[int]
+    ) -> tuple[list[int], str] | None:
+        """The sources that hold ``terms`` and how the markers were settled; None when none do.
+        ``foreign`` sources cannot hold the sentence; ``written`` are the markers as the model wrote them."""
         if not terms:  # a yes/no answer's own words: nothing to look up, keep what the model cited
-            return marks, "kept"
+            return marks, "kept" if marks == written else "repaired"
+        own = [i for i in range(len(self.texts)) if i not in foreign]
         if marks:
             useful = [m for m in marks if any(self._union((m - 1,)).has(t) for t in terms)]
             cited = self._union(tuple(m - 1 for m in useful))
@@ -172,12 +188,12 @@ class SentenceGate:
                 # that is the citation a reader should check (a route list names the stops, the
                 # route's summary its ends).
                 partial = not all(cited.has(t) for t in terms)
-                whole = next((i for i in range(len(self.texts)) if partial and self._share(terms, i) == 1), None)
+                whole = next((i for i in own if partial and self._share(terms, i) == 1), None)
                 if whole is not None:
                     return [whole + 1], "repaired"
-                return useful, "kept" if useful == marks else "repaired"
-        how = "repaired" if marks else "inferred"
-        ranked = sorted(range(len(self.texts)), key=lambda i: (-self._share(terms, i), -self.sources[i].score, i))
+                return useful, "kept" if useful == written else "repaired"
+        how = "repaired" if written else "inferred"
+        ranked = sorted(own, key=lambda i: (-self._share(terms, i), -self.sources[i].score, i))
         for i in ranked:
             if supports(terms, self._union((i,))):
                 return [i + 1], how

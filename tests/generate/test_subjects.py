@@ -1,0 +1,71 @@
+"""A sentence about the asked person is never held by a source about someone else (both languages)."""
+
+from __future__ import annotations
+
+import pytest
+
+from crag.generate.gate import SentenceGate
+from crag.generate.subjects import about_another, question_names
+from crag.types import Strip
+
+pytestmark = pytest.mark.unit
+
+
+def gate(question: str, sources: list[Strip], reply: str) -> SentenceGate:
+    g = SentenceGate(question, sources)
+    g.feed(reply)
+    g.finish()
+    return g
+
+
+BUTSON = [
+    Strip(
+        "Christopher Butson, Church of Ireland bishop ; Christopher Butson (priest), Irish Anglican priest ;",
+        "k65",
+        "internal",
+        "Butson",
+    ),
+    Strip(
+        "He is a Distinguished Professor of Computer Science at the University of Utah.",
+        "w66",
+        "web",
+        "Christopher R. Johnson",
+    ),
+]
+
+
+def test_a_claim_about_the_asked_person_from_another_persons_source_is_not_shown() -> None:
+    g = gate("What is Christopher Butson's occupation?", BUTSON,
+             "Christopher Butson is a Distinguished Professor of Computer Science [2].")  # fmt: skip
+    assert g.text == "" and g.verdict() == "not in the sources"
+    # the same words about the person the source is about stand
+    g = gate("What is Christopher Johnson's occupation?", BUTSON,
+             "Christopher Johnson is a Distinguished Professor of Computer Science [2].")  # fmt: skip
+    assert g.claims and g.claims[0].cites == [2]
+
+
+def test_the_citation_moves_to_the_source_about_the_person() -> None:
+    g = gate("What is Christopher Butson's occupation?", BUTSON, "Christopher Butson was an Irish Anglican priest [2].")
+    assert g.claims and g.claims[0].cites == [1] and g.claims[0].how == "repaired"
+
+
+def test_chinese_a_namesake_source_cannot_hold_the_claim() -> None:
+    sources = [
+        Strip("李明华（1960年—），中国演员，他主演过多部电视剧。", "a", "internal", "李明华"),
+        Strip("李明（1921年—1993年），中国画家，他擅长山水画。", "b", "internal", "李明"),
+    ]
+    assert question_names("李明华是做什么的？")[0].text == "李明华"
+    g = gate("李明华是做什么的？", sources, "李明华是中国画家，擅长山水画。[2]")
+    assert g.text == ""
+    g = gate("李明华是做什么的？", sources, "李明华是中国演员。[2]")
+    assert g.claims and g.claims[0].cites == [1]
+
+
+def test_sources_that_are_not_about_another_person_still_hold_a_claim() -> None:
+    name = question_names("When did Gustave Eiffel build the tower?")[0]
+    # the surname alone, no person at all, a fuller or shorter spelling of the name: not another person
+    assert not about_another(name, Strip("Eiffel's firm built it in 1889.", "a", "web", "Eiffel Tower"))
+    assert not about_another(name, Strip("The tower opened in 1889.", "a", "web", "Paris landmarks"))
+    assert not about_another(name, Strip("Construction began in 1887.", "a", "web", "List of towers"))
+    raymond = question_names("What is Raymond S. Burton's occupation?")[0]
+    assert not about_another(raymond, Strip("He played rugby league.", "a", "web", "Raymond Burton (rugby league)"))
