@@ -11,11 +11,15 @@ and without a model, which distinct people the strips describe under the questio
    do not matter);
 2. **who each strip is about**: strips with the same title are one document; a strip without
    a title of the name joins the document (source and title) whose defining sentence is about it;
+   each item of a list of people ("X (priest), Irish Anglican priest ;",
+   :mod:`crag.correct.name_lists`) is a document of its own;
 3. **distinct bearers**: two documents are two people when their titles differ by a
    disambiguator, their life years differ, or what they do shares no word ("a Welsh painter",
    "a Scottish civil engineer"); places and things of the same name are left out;
 4. **singled out**: when the question qualifies the name ("the Welsh painter John Carter",
-   "作曲家理查德·哈里斯"), the bearer whose disambiguator or description matches is ``chosen``.
+   "作曲家理查德·哈里斯"), the bearer whose disambiguator or description matches is ``chosen``;
+   so is the one bearer written as fully as the question writes it ("Raymond S. Burton", when
+   the other is "Raymond Burton").
 
 >>> from crag.types import Query, Strip
 >>> ctx = [Strip("John Carter (1884–1951) was a Welsh painter.", "a", "web", "John Carter (painter)", score=0.9),
