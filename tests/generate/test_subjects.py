@@ -69,3 +69,11 @@ def test_sources_that_are_not_about_another_person_still_hold_a_claim() -> None:
     assert not about_another(name, Strip("Construction began in 1887.", "a", "web", "List of towers"))
     raymond = question_names("What is Raymond S. Burton's occupation?")[0]
     assert not about_another(raymond, Strip("He played rugby league.", "a", "web", "Raymond Burton (rugby league)"))
+
+
+def test_a_source_about_another_bearer_of_the_surname_is_about_another_person() -> None:
+    name = question_names("What is Bridie O'Flaherty's occupation?")[0]
+    mayor = Strip("Terry O'Flaherty is a former Mayor of Galway.", "w180", "web", "Terry O'Flaherty")
+    assert about_another(name, mayor)
+    g = gate("What is Bridie O'Flaherty's occupation?", [mayor], "Bridie O'Flaherty is a former Mayor of Galway [1].")
+    assert g.text == ""

@@ -53,9 +53,10 @@ _TITLE = re.compile(r"^\s*(.+?)\s*[(（]\s*([^()（）]{1,60}?)\s*[)）]\s*$")
 _SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
 _PARTICLES = frozenset("de del della di da du la le van von der den ter bin al y".split())
 YEAR = re.compile(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)")
-# "X (…) is/was a …": the defining sentence of an English biography.
+# "X (…) is/was a …": the defining sentence of an English biography (one bracket may nest:
+# "(21 February 1841 in Nieder-Zedlitz (today Siedlnica) – 1923)").
 _EN_DEF = re.compile(
-    r"^(?P<subj>[^\s(),;:.][^(),;:]{1,80}?)\s*(?:\((?P<paren>[^()]{0,160})\)\s*)?,?\s*"
+    r"^(?P<subj>[^\s(),;:.][^(),;:]{1,80}?)\s*(?:\((?P<paren>(?:[^()]|\([^()]{0,60}\)){0,160})\)\s*)?,?\s*"
     r"(?:is|was|has\s+been)\s+(?P<desc>(?:a|an|the)\s+[^;]{2,300})"
 )
 # "X（…），…" or "X是一位…": the defining sentence of a Chinese biography.

@@ -8,8 +8,8 @@ about another man. The sentence gate (:mod:`crag.generate.gate`) asks this modul
 sentence that opens with a name the question asks about, which sources are about someone
 else; those cannot support it.
 
-A source is about someone else when it names neither the person nor their surname and its
-own subject is a person of another name: the title ("Christopher R. Johnson"), or the
+A source is about someone else when it does not name the person and its own subject is a
+person of another name, even one of the same surname: the title ("Christopher R. Johnson"), or the
 subject of its defining sentence ("James Webb (born 1948) is a South African artist").
 A source that writes the name more or less fully ("Raymond Burton" for "Raymond S. Burton")
 is left to :mod:`crag.correct.bearers`; a source about no person in particular is no
@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.correct.names import CJK, Name, dotted_names, fold, personal, split_title, subject
+from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject
 from crag.types import Strip
 
 __all__ = ["about_another", "opens_with", "question_names"]
@@ -85,10 +85,7 @@ def opens_with(sentence: str, names: Sequence[Name]) -> Name | None:
 
 def about_another(name: Name, source: Strip) -> bool:
     """Whether ``source`` is about another person than ``name`` (see the module docstring)."""
-    text = f"{source.title} {source.text}"
-    if name.find(text) is not None:
-        return False
-    if not name.cjk and name.key[-1] in fold(text).split():  # "Butson was the son of …"
+    if name.find(f"{source.title} {source.text}") is not None:
         return False
     other = subject(source.text) or _person_title(source)
     return other is not None and not name.compatible(other)
