@@ -77,3 +77,11 @@ def test_a_source_about_another_bearer_of_the_surname_is_about_another_person() 
     assert about_another(name, mayor)
     g = gate("What is Bridie O'Flaherty's occupation?", [mayor], "Bridie O'Flaherty is a former Mayor of Galway [1].")
     assert g.text == ""
+
+
+def test_a_given_name_that_is_also_a_stop_word_is_still_a_name() -> None:
+    name = question_names("What is Alan Mauritz Swanson's occupation?")[0]
+    don = Strip(
+        "Don R. Swanson (1924 – 2012) was an American information scientist.", "k", "internal", "Don R. Swanson"
+    )
+    assert about_another(name, don)

@@ -51,6 +51,7 @@ CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DOTS = re.compile(r"[·・‧•．∙⋅]")
 _TITLE = re.compile(r"^\s*(.+?)\s*[(（]\s*([^()（）]{1,60}?)\s*[)）]\s*$")
 _SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
+_GIVEN = frozenset({"don", "will", "may", "june", "april", "august"})  # given names that are also stop words
 _PARTICLES = frozenset("de del della di da du la le van von der den ter bin al y".split())
 YEAR = re.compile(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)")
 # "X (…) is/was a …": the defining sentence of an English biography (one bracket may nest:
@@ -138,8 +139,8 @@ class Name:
     interpuncts (Chinese). Build one with :meth:`of`; ``None`` for what cannot be a person's
     name (one Latin word, one Chinese character, a phrase).
 
-    >>> Name.of("John Blake, Jr.") == Name.of("john blake jr"), Name.of("Timme")
-    (True, None)
+    >>> Name.of("John Blake, Jr.") == Name.of("john blake jr"), Name.of("Timme"), Name.of("Don R. Swanson").key
+    (True, None, ('don', 'r', 'swanson'))
     """
 
     text: str = field(compare=False)  # as first written
@@ -157,7 +158,9 @@ class Name:
             ok = 2 <= len(key) <= 12 and not _ZH_FUNCTION.search(key)
             return cls(text.strip(), (key,)) if ok else None
         tokens = folded.split()
-        if len(tokens) < 2 or len(tokens) > 6 or tokens[0] in EN_STOP or not all(t.isalpha() for t in tokens):
+        # "The Tower" is no name, "Don Swanson" is
+        function = bool(tokens) and tokens[0] in EN_STOP and tokens[0] not in _GIVEN
+        if len(tokens) < 2 or len(tokens) > 6 or function or not all(t.isalpha() for t in tokens):
             return None
         return cls(text.strip(), tuple(tokens))
 
