@@ -45,6 +45,7 @@ __all__ = [
     "subject",
     "words",
     "zh_description",
+    "zh_pos",
 ]
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -387,7 +388,7 @@ def words(text: str, *, occupations: bool = False) -> frozenset[str]:
     ['作曲家']
     """
     if CJK.search(text):
-        pairs = _zh_pos(text)
+        pairs = zh_pos(text)
         return frozenset(w for w, flag in pairs if len(w) >= 2 and w not in ZH_STOP and _zh_keep(flag, occupations))
     out = set()
     found = list(re.finditer(r"[A-Za-z]+", text))
@@ -408,7 +409,8 @@ def _zh_keep(flag: str, occupations: bool) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _zh_pos(text: str) -> tuple[tuple[str, str], ...]:
+def zh_pos(text: str) -> tuple[tuple[str, str], ...]:
+    """Chinese words with their jieba part-of-speech tags (``nr``: a person's name), cached."""
     from crag.text import _jieba
 
     _jieba()  # the shared dictionary, initialised once and quietly
@@ -435,7 +437,7 @@ def asks_who(question: str, at: tuple[int, int]) -> bool:
     """
     rest = question[: at[0]] + " " + question[at[1] :]
     if CJK.search(rest):
-        return all(w in _WHO_ZH for w, _ in _zh_pos(re.sub(r"[\W_]+", "", rest)))
+        return all(w in _WHO_ZH for w, _ in zh_pos(re.sub(r"[\W_]+", "", rest)))
     return all(w in _WHO_EN for w in re.findall(r"[a-z]+", rest.lower()))
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject
+from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject, zh_pos
 from crag.types import Strip
 
 __all__ = ["about_another", "opens_with", "question_names"]
@@ -54,9 +54,7 @@ def question_names(question: str) -> list[Name]:
     transliterated names with an interpunct in Chinese)."""
     found: list[Name] = []
     if CJK.search(question):
-        from crag.correct.names import _zh_pos
-
-        written = dotted_names(question) + [w for w, flag in _zh_pos(question) if flag == "nr" and len(w) >= 2]
+        written = dotted_names(question) + [w for w, flag in zh_pos(question) if flag == "nr" and len(w) >= 2]
     else:
         written = []
         for m in _EN_RUN.finditer(question):
