@@ -25,6 +25,9 @@ _SENT_END = re.compile(r"(?<=[。！？!?；;])\s*|(?<=[.])\s+(?=[A-Z0-9\"'“�
 _ENTITY_END = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,9}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});$")
 # An initial or a title before a name: "Richard E.", "Dr.", "St." (not "Jr.", which ends sentences).
 _INITIAL_END = re.compile(r"(?:^|[\s(“\"'])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Rev|Gen|Lt|Col|Capt|Sgt|Mt|Gov|Sen|Rep)\.$")
+# A bracket left open is closed within this many characters, or it was a stray one: gluing
+# on to a far or missing ")" would make one sentence of a whole page.
+_BRACKET_REACH = 160
 # Full-width ASCII forms (ＩＢＭ, １８８７, １２．５), common in Chinese text, read as ASCII: the
 # token pattern below only knows ASCII, so without this "１８８７年" lost its year.
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
@@ -55,14 +58,17 @@ def detect_language(text: str) -> str:
 def split_sentences(text: str) -> list[str]:
     """Split into sentences for Chinese and English; keeps terminators, drops blanks.
 
-    Neither the semicolon of an HTML entity (scraped text keeps ``&ndash;`` as written) nor
-    the dot of an initial or a title ("Richard E. Myers", "Dr. Li") ends a sentence: a cut
-    there parted a person's name from what they were.
+    Neither the semicolon of an HTML entity (scraped text keeps ``&ndash;`` as written), the
+    dot of an initial or a title ("Richard E. Myers", "Dr. Li"), nor a terminator inside a
+    bracket that closes soon after ("Kyaw Swe (, ; 10 February 1924 – 1982) was an actor")
+    ends a sentence: a cut there parted a person's name from what they were.
 
     >>> split_sentences("Ray Burton (1939 &ndash; 2013) was a politician. He served; he won.")
     ['Ray Burton (1939 &ndash; 2013) was a politician.', 'He served;', 'he won.']
     >>> split_sentences("Richard E. Myers is a judge. Dr. Li agrees.")
     ['Richard E. Myers is a judge.', 'Dr. Li agrees.']
+    >>> split_sentences("Kyaw Swe (, ; born c. 1924) was an actor. 张伟（笔名；1958年—）是作家。")
+    ['Kyaw Swe (, ; born c. 1924) was an actor.', '张伟（笔名；1958年—）是作家。']
     """
     text = text.strip()
     spans: list[tuple[int, int]] = []  # each sentence's place in ``text``: a glued one keeps its own spacing
@@ -77,8 +83,24 @@ def split_sentences(text: str) -> list[str]:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
-        glue = bool(_ENTITY_END.search(part) or _INITIAL_END.search(part))
+        glue = bool(
+            _ENTITY_END.search(part) or _INITIAL_END.search(part) or _open_bracket(text, *spans[-1])
+        )
     return [text[a:b] for a, b in spans]
+
+
+def _open_bracket(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` leaves a bracket open that closes within ``_BRACKET_REACH``."""
+    depth = 0
+    for ch in text[start:end]:
+        if ch in "(（":
+            depth += 1
+        elif ch in ")）" and depth:
+            depth -= 1
+    if not depth:
+        return False
+    ahead = text[end : end + _BRACKET_REACH]
+    return any(c in ahead for c in ")）")
 
 
 @lru_cache(maxsize=1)

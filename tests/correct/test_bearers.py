@@ -235,3 +235,30 @@ def test_sentences_do_not_end_at_an_entity_or_an_initial() -> None:
         "he won.",
     ]
     assert split_sentences("他生于1939年；2013年去世。") == ["他生于1939年；", "2013年去世。"]
+
+
+def test_a_terminator_inside_life_years_does_not_hide_the_bearer() -> None:
+    # "(, ; 10 February 1924 – 1982)": the ";" of a dropped native spelling cut the defining
+    # sentence in two, and the actor was not seen as a bearer at all
+    class Flat:
+        name = "flat"
+
+        def grade(self, query: Query, passages: list[Passage]) -> Evaluation:
+            return Evaluation([Grade(p.id, 0.8) for p in passages], 0.8, "", self.name)
+
+    pages = [
+        ("Kyaw Swe (politician)", "Kyaw Swe (; born 1 December 1979) is a Burmese politician. He is an MP."),
+        ("Kyaw Swe (actor)", "Kyaw Swe (, ; 10 February 1924 – 15 August 1982) was a Burmese actor and film director."),
+    ]
+    docs = [Doc(str(i), text, f"w{i}", "external", title) for i, (title, text) in enumerate(pages)]
+    _, strips = refine(Query.of("What is Kyaw Swe's occupation?"), docs, Flat(), sentences_per_strip=1)
+    found = find_bearers(Query.of("What is Kyaw Swe's occupation?"), strips)
+    assert found.several and [b.disambiguator for b in found.bearers] == ["politician", "actor"]
+    zh_pages = [
+        ("王刚 (演员)", "王刚（本名王刚；1948年—），中国演员，主持人。"),
+        ("王刚 (画家)", "王刚（字子坚；1960年—），中国画家。"),
+    ]
+    docs = [Doc(str(i), text, f"z{i}", "external", title) for i, (title, text) in enumerate(zh_pages)]
+    _, strips = refine(Query.of("王刚是做什么的？"), docs, Flat(), sentences_per_strip=1)
+    found = find_bearers(Query.of("王刚是做什么的？"), strips)
+    assert found.several and [b.life for b in found.bearers] == ["1948年出生", "1960年出生"]
