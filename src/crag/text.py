@@ -83,9 +83,7 @@ def split_sentences(text: str) -> list[str]:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
-        glue = bool(
-            _ENTITY_END.search(part) or _INITIAL_END.search(part) or _open_bracket(text, *spans[-1])
-        )
+        glue = bool(_ENTITY_END.search(part) or _INITIAL_END.search(part) or _open_bracket(text, *spans[-1]))
     return [text[a:b] for a, b in spans]
 
 
