@@ -85,3 +85,24 @@ def test_a_given_name_that_is_also_a_stop_word_is_still_a_name() -> None:
         "Don R. Swanson (1924 – 2012) was an American information scientist.", "k", "internal", "Don R. Swanson"
     )
     assert about_another(name, don)
+
+
+def test_a_page_that_calls_its_person_by_one_name_is_about_that_person() -> None:
+    # no defining sentence: the page calls Alexander Mikhailovich Kozulin "Alexander"
+    kozulin = Strip(
+        "Alexander acts as a producer, concept creator and director. ; Alexander founded a festival in Berlin.",
+        "k153",
+        "internal",
+        "Alexander Mikhailovich Kozulin",
+    )
+    johan = Strip("Gadolin discovered a new earth containing yttrium.", "k154", "internal", "Johan Gadolin")
+    gadolin = question_names("What is Alexander Gadolin's occupation?")[0]
+    assert about_another(gadolin, kozulin) and about_another(gadolin, johan)
+    g = gate("What is Alexander Gadolin's occupation?", [kozulin, johan], "Alexander Gadolin is a producer [1].")
+    assert g.text == ""
+    # the page's own person, written with or without the middle name, is held by it
+    assert not about_another(question_names("What is Alexander Kozulin's occupation?")[0], kozulin)
+    assert not about_another(question_names("What did Johan Gadolin discover?")[0], johan)
+    # a place or a thing that opens a sentence is no name of the title's person
+    tower = Strip("Paris hosts the tower; it opened in 1889.", "t", "web", "Gustave Eiffel")
+    assert not about_another(question_names("When did Alexander Gadolin visit Paris?")[0], tower)

@@ -35,6 +35,7 @@ import re
 from collections.abc import Sequence
 
 from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject, zh_pos
+from crag.text import split_sentences
 from crag.types import Strip
 
 __all__ = ["about_another", "opens_with", "question_names"]
@@ -43,6 +44,7 @@ __all__ = ["about_another", "opens_with", "question_names"]
 _EN_RUN = re.compile(
     r"\b(?:[A-Z]\.|[A-Z][\w'’-]*)(?:\s+(?:[A-Z]\.|[A-Z][\w'’-]*|(?:de|da|di|del|della|van|von|der|den|la|le|bin)(?=\s+[A-Z])))+"
 )
+_OPENING = re.compile(r"[\s;:,]*([A-Z][\w'’-]+)\s+[a-z]")
 _POSSESSIVE = re.compile(r"['’]s?$")
 _QUESTION_WORDS = frozenset(
     "what who whom whose when where which why how is was are were did does do can could in on the a an".split()
@@ -90,12 +92,28 @@ def about_another(name: Name, source: Strip) -> bool:
 
 
 def _person_title(source: Strip) -> Name | None:
-    """The source's title when it is a person's name: its text is about a person, and a Latin
-    title has every word capitalised ("Christopher R. Johnson", not "List of alumni")."""
+    """The source's title when it is a person's name: its text is about a person (a defining
+    sentence, or a sentence whose subject is the title's first or last name: "Alexander acts as
+    a producer" under "Alexander Mikhailovich Kozulin"), and a Latin title has every word
+    capitalised ("Christopher R. Johnson", not "List of alumni")."""
     base = split_title(source.title)[0]
     title = Name.of(base)
-    if title is None or not personal(source.text, None):
+    if title is None:
         return None
     if not CJK.search(base) and not all(w[:1].isupper() for w in base.split()):
         return None
+    if not personal(source.text, None) and not _called_by_part(source.text, base):
+        return None
     return title
+
+
+def _called_by_part(text: str, title: str) -> bool:
+    """A sentence of ``text`` opens with the first or last word of the Latin name ``title``,
+    followed by a lower-case word (its verb): the page calls its person by one name."""
+    words = title.split()
+    if len(words) < 2 or CJK.search(title):
+        return False
+    parts = {words[0], words[-1]}
+    return any(
+        (m := _OPENING.match(sentence)) is not None and m.group(1) in parts for sentence in split_sentences(text)
+    )
