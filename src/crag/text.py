@@ -110,6 +110,27 @@ def _jieba() -> Any:
     return jieba
 
 
+def zh_cut(text: str, *, hmm: bool = True) -> list[str]:
+    """``text`` cut into Chinese words by the shared, quietly initialised jieba dictionary.
+
+    ``hmm=False`` keeps to dictionary words (no guessed new words), for reading names.
+    """
+    return list(_jieba().cut(text, HMM=hmm))
+
+
+@lru_cache(maxsize=1024)
+def zh_pos(text: str) -> tuple[tuple[str, str], ...]:
+    """Chinese words with their jieba part-of-speech tags (``nr``: a person's name), cached.
+
+    >>> ("北京", "ns") in zh_pos("他住在北京")
+    True
+    """
+    _jieba()  # the shared dictionary, initialised once and quietly
+    import jieba.posseg
+
+    return tuple((p.word, p.flag) for p in jieba.posseg.cut(text))
+
+
 def tokenize(text: str, *, keep_stopwords: bool = False, search_mode: bool = True) -> list[str]:
     """Lower-cased word tokens; Chinese runs are segmented with jieba.
 

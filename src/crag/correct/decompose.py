@@ -28,6 +28,7 @@ from crag.deadline import Deadline
 from crag.errors import CragError, LLMReplyError
 from crag.protocols import LLM, WebSearch
 from crag.redact import clip
+from crag.text import zh_pos
 from crag.types import Query, WebResult
 
 MAX_WORKERS = 8  # sub-queries beyond this wait for a free thread; providers rate-limit anyway
@@ -210,12 +211,7 @@ def _zh_enumeration(q: str) -> list[str]:
 
 
 def _posseg(text: str) -> list[tuple[str, str]]:
-    from crag.text import _jieba
-
-    _jieba()  # the shared, quietly initialised dictionary
-    import jieba.posseg
-
-    return [(p.word, p.flag) for p in jieba.posseg.cut(text)]
+    return list(zh_pos(text))
 
 
 def _llm_decompose(q: str, llm: LLM, n: int, lang: str) -> list[str]:

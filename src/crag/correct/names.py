@@ -25,9 +25,8 @@ import html
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-from crag.text import EN_STOP, ZH_STOP, split_sentences
+from crag.text import EN_STOP, ZH_STOP, split_sentences, zh_cut, zh_pos
 
 __all__ = [
     "Definition",
@@ -232,14 +231,11 @@ def dotted_names(text: str) -> list[str]:
     >>> dotted_names("画家安·史密斯是谁？")
     ['安·史密斯']
     """
-    from crag.text import _jieba
-
     out: list[str] = []
     for m in re.finditer(r"[\u4e00-\u9fff]+(?:[·・‧•．][\u4e00-\u9fff]+)+", text):
         parts = _DOTS.split(m.group(0))
-        cut = _jieba().cut
-        first = _piece(list(cut(parts[0], HMM=False)), backward=True)
-        last = _piece(list(cut(parts[-1], HMM=False)))
+        first = _piece(zh_cut(parts[0], hmm=False), backward=True)
+        last = _piece(zh_cut(parts[-1], hmm=False))
         if first and last:
             out.append("·".join([first, *parts[1:-1], last]))
     return out
@@ -406,17 +402,6 @@ def words(text: str, *, occupations: bool = False) -> frozenset[str]:
 
 def _zh_keep(flag: str, occupations: bool) -> bool:
     return not occupations or not flag.startswith(("ns", "nr", "nt", "a", "d", "m", "t"))
-
-
-@lru_cache(maxsize=1024)
-def zh_pos(text: str) -> tuple[tuple[str, str], ...]:
-    """Chinese words with their jieba part-of-speech tags (``nr``: a person's name), cached."""
-    from crag.text import _jieba
-
-    _jieba()  # the shared dictionary, initialised once and quietly
-    import jieba.posseg
-
-    return tuple((p.word, p.flag) for p in jieba.posseg.cut(text))
 
 
 def _stem(word: str) -> str:

@@ -29,7 +29,7 @@ from crag.correct.names import dotted_names
 from crag.errors import LLMReplyError
 from crag.protocols import LLM
 from crag.redact import clip
-from crag.text import keywords
+from crag.text import keywords, zh_pos
 from crag.types import Query
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -170,7 +170,7 @@ def _zh_names(question: str) -> list[str]:
     """
     names: list[str] = []
     run: list[str] = []
-    for word, flag in [*_zh_pos_pairs(question), ("", "x")]:  # the empty word ends the last run
+    for word, flag in [*zh_pos(question), ("", "x")]:  # the empty word ends the last run
         if len(word) == 1 and "\u4e00" <= word <= "\u9fff" and word not in _ZH_FUNCTION_CHARS:
             run.append(word)
             continue
@@ -244,17 +244,7 @@ def _sentence_initial(word: str, question: str) -> bool:
 
 @lru_cache(maxsize=256)
 def _zh_pos(question: str) -> dict[str, str]:
-    return dict(_zh_pos_pairs(question))
-
-
-@lru_cache(maxsize=256)
-def _zh_pos_pairs(question: str) -> tuple[tuple[str, str], ...]:
-    from crag.text import _jieba
-
-    _jieba()  # initialises the shared dictionary once, quietly
-    import jieba.posseg
-
-    return tuple((p.word, p.flag) for p in jieba.posseg.cut(question))
+    return dict(zh_pos(question))
 
 
 def llm_queries(query: Query, docs: Sequence[str], llm: LLM, *, max_queries: int = 2) -> list[str]:
