@@ -100,3 +100,17 @@ def test_strips_are_graded_with_their_document_title(marker_evaluator: MarkerEva
 def test_nothing_to_refine() -> None:
     assert refine(Query.of("q"), [], MarkerEvaluator()) == ([], [])
     assert refine(Query.of("q"), [Doc("e", "   ", "e.txt", "internal")], MarkerEvaluator()) == ([], [])
+
+
+def test_a_heading_that_repeats_the_title_is_no_strip_in_either_language() -> None:
+    # web pages open with their title; joined to the next sentence it hid whom that sentence defines
+    actor = "Kyaw Swe (actor)"
+    en = Doc("w1", f"{actor}\n\nKyaw Swe (, ; 1924 – 1982) was a Burmese actor.", "w", "web", actor)
+    zh = Doc("w2", "王刚 (演员)\n\n王刚（1948年—），中国演员、主持人。", "w", "web", "王刚 (演员)")
+    assert [s.text for s in make_strips(en, 2)] == ["Kyaw Swe (, ; 1924 – 1982) was a Burmese actor."]
+    assert [s.text for s in make_strips(zh, 2)] == ["王刚（1948年—），中国演员、主持人。"]
+    assert make_strips(en, 2)[0].title == "Kyaw Swe (actor)"
+    # a text that is only its title, or opens with the title inside a sentence, keeps it
+    assert [s.text for s in make_strips(Doc("w3", "Paris", "w", "web", "Paris"), 2)] == ["Paris"]
+    opening = Doc("w4", "Paris is the capital of France. It is large.", "w", "web", "Paris")
+    assert make_strips(opening, 2)[0].text.startswith("Paris is the capital")

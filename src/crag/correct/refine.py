@@ -30,8 +30,19 @@ class Doc:
 
 
 def make_strips(doc: Doc, sentences_per_strip: int) -> list[Strip]:
-    """Group consecutive sentences into strips; very short sentences join their neighbour."""
+    r"""Group consecutive sentences into strips; very short sentences join their neighbour.
+
+    A first line that repeats the title is a heading, not a sentence: web pages often open with
+    their title ("Kyaw Swe (actor)\n\nKyaw Swe (1924 – 1982) was an actor."), and joined to the
+    next sentence it hid whom that sentence defines. The strip keeps the title in ``title``.
+
+    >>> page = Doc("1", "Kyaw Swe (actor)\n\nKyaw Swe was an actor.", "w", "web", "Kyaw Swe (actor)")
+    >>> [s.text for s in make_strips(page, 2)]
+    ['Kyaw Swe was an actor.']
+    """
     sents = split_sentences(doc.text)
+    if len(sents) > 1 and doc.title and sents[0].strip() == doc.title.strip():
+        sents = sents[1:]
     strips: list[Strip] = []
     buf: list[str] = []
     for s in sents:
