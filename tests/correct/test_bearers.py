@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crag.correct.bearers import find_bearers, namesakes_of
+from crag.correct.bearers import Bearers, find_bearers, namesakes_of
 from crag.correct.names import Name, asks_who, define, descriptor, dotted_names, split_title
 from crag.correct.refine import Doc, refine
 from crag.types import Evaluation, Grade, Passage, Query, Strip
@@ -28,6 +28,22 @@ LI_MING = [
     strip("李明（1975年—），中国足球运动员，司职后卫。", "李明 (足球运动员)", score=0.7),
     strip("李明华（1960年—），中国演员。", "李明华", score=0.9),
 ]
+
+
+class Flat:
+    """Grades every passage 0.8: the tests choose what refine keeps by the question alone."""
+
+    name = "flat"
+
+    def grade(self, query: Query, passages: list[Passage]) -> Evaluation:
+        return Evaluation([Grade(p.id, 0.8) for p in passages], 0.8, "", self.name)
+
+
+def bearers_of(question: str, pages: list[tuple[str, str]]) -> Bearers:
+    """The bearers in ``pages`` (title, text), each refined into one-sentence strips."""
+    docs = [Doc(str(i), text, f"w{i}", "external", title) for i, (title, text) in enumerate(pages)]
+    _, strips = refine(Query.of(question), docs, Flat(), sentences_per_strip=1)
+    return find_bearers(Query.of(question), strips)
 
 
 def test_english_titles_tell_the_bearers_apart_best_supported_first() -> None:
@@ -114,12 +130,6 @@ def test_a_qualifier_that_fits_no_bearer_chooses_none() -> None:
 
 
 def test_refine_grades_the_other_bearers_strips_at_most_tau_low() -> None:
-    class Flat:
-        name = "flat"
-
-        def grade(self, query: Query, passages: list[Passage]) -> Evaluation:
-            return Evaluation([Grade(p.id, 0.8) for p in passages], 0.8, "", self.name)
-
     docs = [Doc(str(i), s.text, s.source, "internal", s.title) for i, s in enumerate(HARRIS[:3])]
     query = Query("When was the British composer Richard Harris born?", "en", lower=0.2)
     _, graded = refine(query, docs, Flat(), sentences_per_strip=1)
@@ -240,25 +250,15 @@ def test_sentences_do_not_end_at_an_entity_or_an_initial() -> None:
 def test_a_terminator_inside_life_years_does_not_hide_the_bearer() -> None:
     # "(, ; 10 February 1924 – 1982)": the ";" of a dropped native spelling cut the defining
     # sentence in two, and the actor was not seen as a bearer at all
-    class Flat:
-        name = "flat"
-
-        def grade(self, query: Query, passages: list[Passage]) -> Evaluation:
-            return Evaluation([Grade(p.id, 0.8) for p in passages], 0.8, "", self.name)
-
     pages = [
         ("Kyaw Swe (politician)", "Kyaw Swe (; born 1 December 1979) is a Burmese politician. He is an MP."),
         ("Kyaw Swe (actor)", "Kyaw Swe (, ; 10 February 1924 – 15 August 1982) was a Burmese actor and film director."),
     ]
-    docs = [Doc(str(i), text, f"w{i}", "external", title) for i, (title, text) in enumerate(pages)]
-    _, strips = refine(Query.of("What is Kyaw Swe's occupation?"), docs, Flat(), sentences_per_strip=1)
-    found = find_bearers(Query.of("What is Kyaw Swe's occupation?"), strips)
+    found = bearers_of("What is Kyaw Swe's occupation?", pages)
     assert found.several and [b.disambiguator for b in found.bearers] == ["politician", "actor"]
     zh_pages = [
         ("王刚 (演员)", "王刚（本名王刚；1948年—），中国演员，主持人。"),
         ("王刚 (画家)", "王刚（字子坚；1960年—），中国画家。"),
     ]
-    docs = [Doc(str(i), text, f"z{i}", "external", title) for i, (title, text) in enumerate(zh_pages)]
-    _, strips = refine(Query.of("王刚是做什么的？"), docs, Flat(), sentences_per_strip=1)
-    found = find_bearers(Query.of("王刚是做什么的？"), strips)
+    found = bearers_of("王刚是做什么的？", zh_pages)
     assert found.several and [b.life for b in found.bearers] == ["1948年出生", "1960年出生"]

@@ -146,7 +146,7 @@ def _second_question(q: str, zh: bool) -> list[str]:
 
 def _subject(text: str, zh: bool) -> str:
     if zh:
-        for word, flag in _posseg(text):
+        for word, flag in zh_pos(text):
             if flag.startswith(("nr", "ns", "nt", "nz", "eng")) or (flag == "n" and len(word) >= 2):
                 return word
         return ""
@@ -189,7 +189,7 @@ def _enumeration(q: str, zh: bool) -> list[str]:
 
 def _zh_enumeration(q: str) -> list[str]:
     # Items are the noun runs joined by 和/与/、…; the words around them are shared context.
-    tokens = _posseg(q)
+    tokens = zh_pos(q)
     conj = [i for i, (w, _) in enumerate(tokens) if w in _ZH_CONJ]
     if not conj:
         return []
@@ -208,10 +208,6 @@ def _zh_enumeration(q: str) -> list[str]:
     head = "".join(w for w, _ in tokens[:start])
     tail = "".join(w for w, _ in tokens[end + 1 :])
     return [f"{head}{item}{tail}" for item in items]
-
-
-def _posseg(text: str) -> list[tuple[str, str]]:
-    return list(zh_pos(text))
 
 
 def _llm_decompose(q: str, llm: LLM, n: int, lang: str) -> list[str]:

@@ -44,7 +44,6 @@ __all__ = [
     "subject",
     "words",
     "zh_description",
-    "zh_pos",
 ]
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

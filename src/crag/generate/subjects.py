@@ -34,8 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject, zh_pos
-from crag.text import split_sentences
+from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject
+from crag.text import split_sentences, zh_pos
 from crag.types import Strip
 
 __all__ = ["about_another", "opens_with", "question_names"]
