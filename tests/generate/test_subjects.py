@@ -106,3 +106,54 @@ def test_a_page_that_calls_its_person_by_one_name_is_about_that_person() -> None
     # a place or a thing that opens a sentence is no name of the title's person
     tower = Strip("Paris hosts the tower; it opened in 1889.", "t", "web", "Gustave Eiffel")
     assert not about_another(question_names("When did Alexander Gadolin visit Paris?")[0], tower)
+
+
+CHALLIS = [
+    Strip(
+        "John Challis (1907–1974) was an American builder of harpsichords and clavichords.",
+        "k60",
+        "internal",
+        "John Challis (harpsichord)",
+    ),
+    Strip("Roger Challis (born 1943) is an English former footballer.", "k61", "internal", "Roger Challis"),
+]
+
+
+def test_another_bearer_of_the_surname_does_not_answer_for_the_asked_person() -> None:
+    g = gate("What is Thomas Challis's occupation?", CHALLIS,
+             "John Challis was an American builder of harpsichords and clavichords [1].")  # fmt: skip
+    assert g.text == "" and g.verdict() == "not in the sources"
+    # asked about him, the same sentence stands
+    g = gate("What is John Challis's occupation?", CHALLIS,
+             "John Challis was an American builder of harpsichords and clavichords [1].")  # fmt: skip
+    assert g.claims and g.claims[0].cites == [1]
+
+
+def test_a_relative_named_with_the_asked_person_in_a_source_answers() -> None:
+    sources = [
+        Strip("Pierre Curie married Marie Curie in 1895.", "k1", "internal", "Curie family"),
+        Strip("Pierre Curie was a French physicist.", "k2", "internal", "Pierre Curie"),
+    ]
+    g = gate("Who was Marie Curie's husband?", sources, "Pierre Curie was a French physicist [2].")
+    assert g.claims and g.text.startswith("Pierre Curie was a French physicist")
+
+
+def test_chinese_another_bearer_of_a_transliterated_surname_is_dropped() -> None:
+    sources = [
+        Strip("约翰·查利斯（1907年—1974年），美国大键琴制造者。", "a", "internal", "约翰·查利斯"),
+        Strip("罗杰·查利斯（1943年—），英国足球运动员。", "b", "internal", "罗杰·查利斯"),
+    ]
+    g = gate("托马斯·查利斯的职业是什么？", sources, "约翰·查利斯是美国大键琴制造者。[1]")
+    assert g.text == "" and g.verdict() == "not in the sources"
+    g = gate("约翰·查利斯的职业是什么？", sources, "约翰·查利斯是美国大键琴制造者。[1]")
+    assert g.claims and g.claims[0].cites == [1]
+    # a source that names both ties them: the father of the asked person
+    tied = [Strip("托马斯·查利斯是约翰·查利斯的儿子。", "c", "internal", "托马斯·查利斯"), *sources]
+    g = gate("托马斯·查利斯的父亲是做什么的？", tied, "约翰·查利斯是美国大键琴制造者。[2]")
+    assert g.claims
+
+
+def test_an_initial_may_stand_for_the_given_name() -> None:
+    sources = [Strip("John Smith (born 1950) is a Welsh painter.", "a", "internal", "John Smith")]
+    g = gate("What is J. Smith's occupation?", sources, "John Smith is a Welsh painter [1].")
+    assert g.claims

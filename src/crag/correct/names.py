@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_DOTS = re.compile(r"[·・‧•．∙⋅]")
+DOTS = re.compile(r"[·・‧•．∙⋅]")
 _TITLE = re.compile(r"^\s*(.+?)\s*[(（]\s*([^()（）]{1,60}?)\s*[)）]\s*$")
 _SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
 _GIVEN = frozenset({"don", "will", "may", "june", "april", "august"})  # given names that are also stop words
@@ -116,7 +116,7 @@ def fold(text: str) -> str:
     >>> fold("Nándor  Balázs's"), fold("理查德・哈里斯")
     ('nandor balazs s', '理查德·哈里斯')
     """
-    norm = unicodedata.normalize("NFKD", _DOTS.sub("·", text))
+    norm = unicodedata.normalize("NFKD", DOTS.sub("·", text))
     plain = "".join(c for c in norm if not unicodedata.combining(c)).lower()
     return " ".join(re.sub(r"[^\w·]+|_", " ", plain).split())
 
@@ -232,7 +232,7 @@ def dotted_names(text: str) -> list[str]:
     """
     out: list[str] = []
     for m in re.finditer(r"[\u4e00-\u9fff]+(?:[·・‧•．][\u4e00-\u9fff]+)+", text):
-        parts = _DOTS.split(m.group(0))
+        parts = DOTS.split(m.group(0))
         first = _piece(zh_cut(parts[0], hmm=False), backward=True)
         last = _piece(zh_cut(parts[-1], hmm=False))
         if first and last:
@@ -256,7 +256,7 @@ def _piece(words: list[str], *, backward: bool = False) -> str:
 
 def _find_cjk(key: str, text: str) -> tuple[int, int] | None:
     """``key`` in ``text`` with interpuncts and spaces ignored."""
-    kept = [(i, c) for i, c in enumerate(text) if not _DOTS.match(c) and c != "·" and not c.isspace()]
+    kept = [(i, c) for i, c in enumerate(text) if not DOTS.match(c) and c != "·" and not c.isspace()]
     plain = "".join(c for _, c in kept)
     at = plain.find(key)
     if at < 0:

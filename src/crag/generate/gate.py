@@ -9,8 +9,10 @@ complete and has passed the checks a finished answer gets:
   the source that does (``repaired``); a sentence without one gets one (``inferred``);
   markers out of range are removed. A sentence about a person the question names is never
   held by a source about someone else (:mod:`~crag.generate.subjects`: "Christopher Butson
-  is a professor [3]" where [3] is about Christopher R. Johnson). Each citation carries the
-  source sentence that supports it (a quote a reader can check);
+  is a professor [3]" where [3] is about Christopher R. Johnson), and a sentence that puts
+  another bearer of the surname in the asked person's place ("John Challis was…" asked about
+  Thomas Challis) is dropped. Each citation carries the source sentence that supports it (a
+  quote a reader can check);
 * **it is not a refusal**: "the sources do not say…" is held back, because a re-ask or an
   escalation may still replace it; the caller decides when a refusal is final.
 
@@ -46,7 +48,7 @@ from collections.abc import Callable, Sequence
 from crag.generate.citations import CITE, cite_at_end, fence_markers, trail_lead_markers
 from crag.generate.grounding import SourceTerms, is_closed, new_terms, supports
 from crag.generate.refusal import is_refusal
-from crag.generate.subjects import about_another, opens_with, question_names
+from crag.generate.subjects import about_another, opens_with, question_names, stand_in
 from crag.text import split_sentences
 from crag.types import Claim, Strip
 
@@ -143,6 +145,9 @@ class SentenceGate:
             return
         if is_refusal(sentence, self.texts):
             self.refusals.append(sentence)
+            return
+        if stand_in(sentence, self.names, self.sources) is not None:
+            self.dropped.append(sentence)  # about another bearer of the surname, not the one asked
             return
         terms = new_terms(sentence, self.question)
         if not terms and not self.closed:

@@ -27,6 +27,18 @@ evidence against the claim.
 (True, False)
 >>> [n.text for n in question_names("迈克尔·哈钦斯的职业是什么？")]
 ['迈克尔·哈钦斯']
+
+A sentence can also put another bearer of the surname in the asked person's place: asked
+about Thomas Challis, a small model reads "John Challis was an American builder of
+harpsichords" off John Challis's page. :func:`stand_in` names that other person unless a
+source names both (a relative, an alias), which is what lets "Who was Marie Curie's
+husband?" be answered "Pierre Curie was a physicist [1]".
+
+>>> stand_in("John Challis was a harpsichord maker [1].", names_of("Thomas Challis"), [other])
+'John Challis'
+>>> wife = Strip("Pierre Curie married Marie Curie in 1895.", "k1", "internal", "Pierre Curie")
+>>> stand_in("Pierre Curie was a physicist [1].", names_of("Marie Curie"), [wife]) is None
+True
 """
 
 from __future__ import annotations
@@ -34,11 +46,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.correct.names import CJK, Name, dotted_names, personal, split_title, subject
+from crag.correct.names import CJK, DOTS, Name, dotted_names, personal, split_title, subject
 from crag.text import split_sentences, zh_pos
 from crag.types import Strip
 
-__all__ = ["about_another", "opens_with", "question_names"]
+__all__ = ["about_another", "opens_with", "question_names", "stand_in"]
 
 # Capitalised words in a row, with initials ("S.") and name particles between them.
 _EN_RUN = re.compile(
@@ -81,6 +93,49 @@ def opens_with(sentence: str, names: Sequence[Name]) -> Name | None:
         if at is not None and at[0] <= (0 if name.cjk else 4):  # "The ", nothing before a Chinese name
             return name
     return None
+
+
+def stand_in(sentence: str, names: Sequence[Name], sources: Sequence[Strip]) -> str | None:
+    """The other person ``sentence`` opens with in place of an asked name, or None.
+
+    Another person is one whose name has the asked name's surname (its last part) but another
+    given name (not an initial of it), and whom no source names together with the asked person: then nothing in the
+    sources says the sentence's person is the one asked about, or is related to them.
+    """
+    head = _opening_name(sentence)
+    if head is None or any(n.compatible(head) or n.find(head.text) is not None for n in names):
+        return None
+    for asked in names:
+        given, other = _parts(asked)[0], _parts(head)[0]
+        initial = min(len(given), len(other)) == 1 and given[0] == other[0]
+        if _parts(asked)[-1] != _parts(head)[-1] or given == other or initial:
+            continue  # another surname, the same given name, or an initial that may stand for it ("J.")
+        texts = (f"{s.title} {s.text}" for s in sources)
+        if not any(asked.find(t) is not None and head.find(t) is not None for t in texts):
+            return head.text
+    return None
+
+
+def names_of(*written: str) -> list[Name]:
+    """``written`` as names (those that are names): asked names given directly."""
+    return [n for n in map(Name.of, written) if n is not None]
+
+
+def _opening_name(sentence: str) -> Name | None:
+    """The person's name ``sentence`` opens with: a run of capitalised words, or a Chinese name
+    written with an interpunct (only those: a two-character Chinese name shares its surname with
+    millions)."""
+    head = sentence.lstrip()
+    if CJK.search(head[:1]):
+        dotted = dotted_names(head[:20])
+        return Name.of(dotted[0]) if dotted and head.startswith(dotted[0]) else None
+    m = _EN_RUN.match(head)
+    return Name.of(m.group(0)) if m else None
+
+
+def _parts(name: Name) -> tuple[str, ...]:
+    """A name's parts: its words, or a Chinese name's parts between interpuncts."""
+    return tuple(DOTS.split(name.text)) if name.cjk else name.key
 
 
 def about_another(name: Name, source: Strip) -> bool:
