@@ -145,6 +145,10 @@ def test_names_compare_as_people_write_them() -> None:
     assert Name.of("理查德哈里斯").find("理查德・哈里斯是谁？") == (0, 7)
     assert Name.of("李明是") is None and Name.of("Timme") is None
     assert dotted_names("英国作曲家理查德·哈里斯创作了什么作品？") == ["理查德·哈里斯"]
+    # a long part the segmenter cuts in pieces stays whole; a title before the name is no part of it
+    assert dotted_names("彼得·吕姆克尔夫在什么杂志上发表了文章？") == ["彼得·吕姆克尔夫"]
+    assert dotted_names("中国中兽是由菲利浦·金格里奇在哪里发现的？") == ["菲利浦·金格里奇"]
+    assert dotted_names("队内有另一位巨星威尔特·张伯伦。") == ["威尔特·张伯伦"]
 
 
 def test_defining_sentences_in_both_languages() -> None:

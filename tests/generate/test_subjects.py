@@ -157,3 +157,40 @@ def test_an_initial_may_stand_for_the_given_name() -> None:
     sources = [Strip("John Smith (born 1950) is a Welsh painter.", "a", "internal", "John Smith")]
     g = gate("What is J. Smith's occupation?", sources, "John Smith is a Welsh painter [1].")
     assert g.claims
+
+
+def test_a_page_about_another_person_holds_a_claim_only_where_it_names_the_asked_one() -> None:
+    terry = Strip(
+        "Terry O'Flaherty is a former Mayor of Galway. A daughter of a previous Mayor, Bridie O'Flaherty, "
+        "she was a guest at the 2004 parade in Seattle. She was first elected to Galway City Council in 1999 "
+        "as a member of the Progressive Democrats.",
+        "w180",
+        "web",
+        "Terry O'Flaherty",
+    )
+    # the daughter's election is not the mother's
+    g = gate("What is Bridie O'Flaherty's occupation?", [terry],
+             "Bridie O'Flaherty is a former Mayor of Galway City Council in 1999 [1].")  # fmt: skip
+    assert g.text == "" and g.verdict() == "not in the sources"
+    g = gate("What is Bridie O'Flaherty's occupation?", [terry], "Bridie O'Flaherty was a previous Mayor [1].")
+    assert g.claims and g.claims[0].quotes == [
+        "A daughter of a previous Mayor, Bridie O'Flaherty, she was a guest at the 2004 parade in Seattle."
+    ]
+    # asked about the page's own person, all of it counts
+    g = gate("What is Terry O'Flaherty's occupation?", [terry],
+             "Terry O'Flaherty was elected to Galway City Council in 1999 [1].")  # fmt: skip
+    assert g.claims
+
+
+def test_chinese_a_page_about_another_person_holds_a_claim_only_where_it_names_the_asked_one() -> None:
+    terry = Strip(
+        "特里·奥弗莱厄蒂（1960年—），爱尔兰政治人物，曾任戈尔韦市长。她的母亲布里迪·奥弗莱厄蒂也曾任市长。"
+        "她于1999年当选戈尔韦市议员，为进步民主党成员。",
+        "w1",
+        "web",
+        "特里·奥弗莱厄蒂",
+    )
+    g = gate("布里迪·奥弗莱厄蒂的职业是什么？", [terry], "布里迪·奥弗莱厄蒂于1999年当选戈尔韦市议员。[1]")
+    assert g.text == "" and g.verdict() == "not in the sources"
+    g = gate("布里迪·奥弗莱厄蒂的职业是什么？", [terry], "布里迪·奥弗莱厄蒂曾任市长。[1]")
+    assert g.claims and g.claims[0].quotes == ["她的母亲布里迪·奥弗莱厄蒂也曾任市长。"]

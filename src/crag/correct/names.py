@@ -222,13 +222,14 @@ def dotted_names(text: str) -> list[str]:
     """Transliterated names written with an interpunct (理查德·哈里斯), whole.
 
     A segmenter cuts them at the dot and often joins the last part to the next word
-    ("哈里斯出 生于"); each part is the word beside the dot, or the run of single characters
-    that are not function words.
+    ("哈里斯出 生于"), or cuts a long part in pieces ("奥 弗莱 厄 蒂"); each part is the word
+    beside the dot, or the run of single characters that are not function words, and the
+    pieces of a name that follow it.
 
     >>> dotted_names("作曲家理查德·哈里斯出生于哪一年？"), dotted_names("迈克尔·哈钦斯的职业是什么？")
     (['理查德·哈里斯'], ['迈克尔·哈钦斯'])
-    >>> dotted_names("画家安·史密斯是谁？")
-    ['安·史密斯']
+    >>> dotted_names("画家安·史密斯是谁？"), dotted_names("布里迪·奥弗莱厄蒂的职业是什么？")
+    (['安·史密斯'], ['布里迪·奥弗莱厄蒂'])
     """
     out: list[str] = []
     for m in re.finditer(r"[\u4e00-\u9fff]+(?:[·・‧•．][\u4e00-\u9fff]+)+", text):
@@ -242,16 +243,24 @@ def dotted_names(text: str) -> list[str]:
 
 def _piece(words: list[str], *, backward: bool = False) -> str:
     """The name part at the start of ``words`` (at their end when ``backward``): one word of two
-    or more characters, or a run of single characters that are not function words."""
+    or more characters, or a run of single characters that are not function words; then the
+    words after it that are pieces of a name ("弗莱", "厄" of 奥弗莱厄蒂)."""
     order = words[::-1] if backward else words
-    if order and len(order[0]) > 1:
-        return order[0]
-    run = []
-    for w in order:
-        if len(w) != 1 or _ZH_FUNCTION.match(w) or w in "出生于为和与在被把从向对":
+    run: list[str] = []
+    for i, w in enumerate(order):
+        single = len(w) == 1 and not _ZH_FUNCTION.match(w) and w not in "出生于为和与在被把从向对"
+        opening = (i == 0 and len(w) > 1) or (single and (not run or len(run[-1]) == 1))
+        if not (opening or (run and _name_piece(w))):
             break
         run.append(w)
     return "".join(run[::-1] if backward else run)
+
+
+def _name_piece(word: str) -> bool:
+    """A transliterated name's piece: a word the segmenter tags as one ("nrt"), or one noun
+    character ("夫" of 吕姆克尔夫). Not every "nr" word: it tags 巨星 and 沙皇 so too."""
+    flag = zh_pos(word)[0][1] if word else ""
+    return flag == "nrt" or (len(word) == 1 and flag in ("nr", "ns", "n", "nz") and not _ZH_FUNCTION.match(word))
 
 
 def _find_cjk(key: str, text: str) -> tuple[int, int] | None:

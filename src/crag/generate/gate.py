@@ -48,7 +48,7 @@ from collections.abc import Callable, Sequence
 from crag.generate.citations import CITE, cite_at_end, fence_markers, trail_lead_markers
 from crag.generate.grounding import SourceTerms, is_closed, new_terms, supports
 from crag.generate.refusal import is_refusal
-from crag.generate.subjects import about_another, opens_with, question_names, stand_in
+from crag.generate.subjects import opens_with, question_names, said_of, stand_in
 from crag.text import split_sentences
 from crag.types import Claim, Strip
 
@@ -92,8 +92,11 @@ class SentenceGate:
         self.unsupported: list[str] = []  # their words no source has
         self.pending: list[tuple[str, str]] = []  # claimless sentences (with their lead) awaiting a claim
         self._judged = 0  # units of the reply already judged
-        self._terms: dict[tuple[int, ...], SourceTerms] = {}
-        self._sentences: dict[int, list[tuple[str, SourceTerms]]] = {}
+        self._terms: dict[tuple[str, ...], SourceTerms] = {}
+        self._sentences: dict[str, list[tuple[str, SourceTerms]]] = {}
+        # For the sentence being judged: what each source about someone else says of the person
+        # it opens with (only its sentences that name them; "" when none do).
+        self._said: dict[int, str] = {}
 
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, piece: str) -> None:
@@ -132,7 +135,7 @@ class SentenceGate:
     def declined_text(self) -> str:
         """The model's own refusal, when its words claim nothing the sources lack ("" otherwise)."""
         said = " ".join(self.refusals)
-        every = self._union(tuple(range(len(self.texts))))
+        every = self._every()
         return said if said and supports(new_terms(said, self.question), every) else ""
 
     # -- judging one sentence --------------------------------------------------------------
@@ -153,12 +156,13 @@ class SentenceGate:
         if not terms and not self.closed:
             self.pending.append((sentence, lead))  # says nothing yet: shown with the next claim
             return
-        foreign = self._foreign(sentence)
+        self._said = self._said_of(sentence)
+        foreign = {i for i, said in self._said.items() if not said}
         marks = [m for m in dict.fromkeys(int(n) for n in CITE.findall(sentence)) if 1 <= m <= len(self.texts)]
         settled = self._cite(terms, [m for m in marks if m - 1 not in foreign], foreign, marks)
         if settled is None:
             self.dropped.append(sentence)
-            every = self._union(tuple(range(len(self.texts))))
+            every = self._every()
             self.unsupported += [t for t in terms if not every.has(t) and t not in self.unsupported]
             return
         cites, how = settled
@@ -170,12 +174,15 @@ class SentenceGate:
         quotes = [self._quote(n - 1, terms, sentence) for n in cites]
         self._release(sentence, lead, Claim(sentence, 0, 0, cites, quotes, how if cites else "none"))
 
-    def _foreign(self, sentence: str) -> set[int]:
-        """Sources (0-based) about another person than the one the sentence opens with."""
+    def _said_of(self, sentence: str) -> dict[int, str]:
+        """Sources (0-based) about another person than the one the sentence opens with, and what
+        each says of that person: a page about Terry O'Flaherty that names her mother Bridie
+        holds a claim about Bridie only in the sentence that names her."""
         name = opens_with(sentence, self.names)
         if name is None:
-            return set()
-        return {i for i, s in enumerate(self.sources) if about_another(name, s)}
+            return {}
+        said = {i: said_of(name, s) for i, s in enumerate(self.sources)}
+        return {i: text for i, text in said.items() if text is not None}
 
     def _cite(
         self, terms: list[str], marks: list[int], foreign: set[int], written: list[int]
@@ -211,16 +218,25 @@ class SentenceGate:
         found = self._union((i,))
         return sum(found.has(t) for t in terms) / len(terms)
 
+    def _every(self) -> SourceTerms:
+        """Every source whole."""
+        texts = tuple(self.texts)
+        if texts not in self._terms:
+            self._terms[texts] = SourceTerms(" ".join(texts))
+        return self._terms[texts]
+
     def _union(self, indices: tuple[int, ...]) -> SourceTerms:
-        if indices not in self._terms:
-            self._terms[indices] = SourceTerms(" ".join(self.texts[i] for i in indices))
-        return self._terms[indices]
+        texts = tuple(self._said.get(i, self.texts[i]) for i in indices)
+        if texts not in self._terms:
+            self._terms[texts] = SourceTerms(" ".join(texts))
+        return self._terms[texts]
 
     def _quote(self, i: int, terms: list[str], sentence: str) -> str:
         """The sentence of source ``i`` that holds most of ``terms`` (the first one on a tie)."""
-        if i not in self._sentences:
-            self._sentences[i] = [(s, SourceTerms(s)) for s in split_sentences(self.texts[i])]
-        candidates = self._sentences[i]
+        text = self._said.get(i, self.texts[i])
+        if text not in self._sentences:
+            self._sentences[text] = [(s, SourceTerms(s)) for s in split_sentences(text)]
+        candidates = self._sentences[text]
         if not candidates:
             return ""
         if not terms:

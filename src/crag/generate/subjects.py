@@ -50,7 +50,7 @@ from crag.correct.names import CJK, DOTS, Name, dotted_names, personal, split_ti
 from crag.text import split_sentences, zh_pos
 from crag.types import Strip
 
-__all__ = ["about_another", "opens_with", "question_names", "stand_in"]
+__all__ = ["about_another", "opens_with", "question_names", "said_of", "stand_in"]
 
 # Capitalised words in a row, with initials ("S.") and name particles between them.
 _EN_RUN = re.compile(
@@ -139,11 +139,27 @@ def _parts(name: Name) -> tuple[str, ...]:
 
 
 def about_another(name: Name, source: Strip) -> bool:
-    """Whether ``source`` is about another person than ``name`` (see the module docstring)."""
-    if name.find(f"{source.title} {source.text}") is not None:
-        return False
+    """Whether ``source`` is about another person than ``name`` and never names them (see the
+    module docstring): it holds no claim about ``name``."""
+    return said_of(name, source) == ""
+
+
+def said_of(name: Name, source: Strip) -> str | None:
+    """What ``source`` says of ``name`` when its subject is another person: its sentences that
+    name them ("" when none does). None when the source is about ``name``, or about no person
+    in particular, and all of it counts.
+
+    >>> terry = Strip("A daughter of a previous Mayor, Bridie Lynch, she was a guest. "
+    ...               "She was elected in 1999.", "w1", "web", "Terry Lynch")
+    >>> said_of(Name.of("Bridie Lynch"), terry)
+    'A daughter of a previous Mayor, Bridie Lynch, she was a guest.'
+    """
+    if name.find(source.title) is not None:
+        return None
     other = subject(source.text) or _person_title(source)
-    return other is not None and not name.compatible(other)
+    if other is None or name.compatible(other):
+        return None
+    return " ".join(s for s in split_sentences(source.text) if name.find(s) is not None)
 
 
 def _person_title(source: Strip) -> Name | None:
