@@ -9,7 +9,8 @@ complete and has passed the checks a finished answer gets:
   the source that does (``repaired``); a sentence without one gets one (``inferred``);
   markers out of range are removed. A sentence about a person the question names is never
   held by a source about someone else (:mod:`~crag.generate.subjects`: "Christopher Butson
-  is a professor [3]" where [3] is about Christopher R. Johnson), and a sentence that puts
+  is a professor [3]" where [3] is about Christopher R. Johnson; such a source holds a claim
+  about the asked person only in its sentences that name them), and a sentence that puts
   another bearer of the surname in the asked person's place ("John Challis was…" asked about
   Thomas Challis) is dropped. Each citation carries the source sentence that supports it (a
   quote a reader can check);
@@ -220,13 +221,13 @@ class SentenceGate:
 
     def _every(self) -> SourceTerms:
         """Every source whole."""
-        texts = tuple(self.texts)
-        if texts not in self._terms:
-            self._terms[texts] = SourceTerms(" ".join(texts))
-        return self._terms[texts]
+        return self._terms_of(tuple(self.texts))
 
     def _union(self, indices: tuple[int, ...]) -> SourceTerms:
-        texts = tuple(self._said.get(i, self.texts[i]) for i in indices)
+        """The sources ``indices``, each as far as it holds a claim about the sentence's person."""
+        return self._terms_of(tuple(self._said.get(i, self.texts[i]) for i in indices))
+
+    def _terms_of(self, texts: tuple[str, ...]) -> SourceTerms:
         if texts not in self._terms:
             self._terms[texts] = SourceTerms(" ".join(texts))
         return self._terms[texts]

@@ -34,10 +34,11 @@ harpsichords" off John Challis's page. :func:`stand_in` names that other person 
 source names both (a relative, an alias), which is what lets "Who was Marie Curie's
 husband?" be answered "Pierre Curie was a physicist [1]".
 
->>> stand_in("John Challis was a harpsichord maker [1].", names_of("Thomas Challis"), [other])
+>>> asked = question_names("What is Thomas Challis's occupation?")
+>>> stand_in("John Challis was a harpsichord maker [1].", asked, [other])
 'John Challis'
 >>> wife = Strip("Pierre Curie married Marie Curie in 1895.", "k1", "internal", "Pierre Curie")
->>> stand_in("Pierre Curie was a physicist [1].", names_of("Marie Curie"), [wife]) is None
+>>> stand_in("Pierre Curie was a physicist [1].", question_names("Who was Marie Curie's husband?"), [wife]) is None
 True
 """
 
@@ -114,11 +115,6 @@ def stand_in(sentence: str, names: Sequence[Name], sources: Sequence[Strip]) -> 
         if not any(asked.find(t) is not None and head.find(t) is not None for t in texts):
             return head.text
     return None
-
-
-def names_of(*written: str) -> list[Name]:
-    """``written`` as names (those that are names): asked names given directly."""
-    return [n for n in map(Name.of, written) if n is not None]
 
 
 def _opening_name(sentence: str) -> Name | None:
