@@ -194,3 +194,41 @@ def test_chinese_a_page_about_another_person_holds_a_claim_only_where_it_names_t
     assert g.text == "" and g.verdict() == "not in the sources"
     g = gate("布里迪·奥弗莱厄蒂的职业是什么？", [terry], "布里迪·奥弗莱厄蒂曾任市长。[1]")
     assert g.claims and g.claims[0].quotes == ["她的母亲布里迪·奥弗莱厄蒂也曾任市长。"]
+
+
+def test_words_only_a_namesakes_page_has_are_that_persons_facts() -> None:
+    sources = [
+        Strip(
+            "Mami Matsui is a Japanese voice actress affiliated with Aoni Production.", "k1", "internal", "Mami Matsui"
+        ),
+        Strip("Mami Matsuyama is a Japanese idol, singer, and actress.", "k2", "internal", "Mami Matsuyama"),
+    ]
+    g = gate("What is Mami Matsui's occupation?", sources, "Mami Matsui is a Japanese idol, singer, and actress [1].")
+    assert g.text == ""
+    g = gate("What is Mami Matsui's occupation?", sources, "Mami Matsui is a Japanese voice actress [1].")
+    assert g.claims and g.claims[0].cites == [1]
+    # one word only another page has can be the model's inference: it stands
+    g = gate("What is Mami Matsui's occupation?", sources, "Mami Matsui is a Japanese voice actress and singer [1].")
+    assert g.claims and g.claims[0].cites == [1]
+
+
+def test_chinese_words_only_a_namesakes_page_has_are_that_persons_facts() -> None:
+    sources = [
+        Strip("李明华（1960年—），中国演员，他主演过多部电视剧。", "a", "internal", "李明华"),
+        Strip("李明（1921年—1993年），中国画家，他擅长山水画。", "b", "internal", "李明"),
+    ]
+    g = gate("李明华是做什么的？", sources, "李明华是中国演员和画家，擅长山水画。[1]")
+    assert g.text == ""
+    g = gate("李明华是做什么的？", sources, "李明华是中国演员。[1]")
+    assert g.claims and g.claims[0].cites == [1]
+
+
+def test_a_title_with_a_lowercase_particle_names_its_person() -> None:
+    cristiano = Strip(
+        "Cristiano da Silva (; born 12 January 1987), sometimes known as just Cristiano, is a Brazilian footballer.",
+        "w137",
+        "web",
+        "Cristiano da Silva",
+    )
+    g = gate("What is J. Da Silva's occupation?", [cristiano], "J. Da Silva is a Brazilian footballer [1].")
+    assert g.text == ""

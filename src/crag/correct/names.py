@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from crag.text import EN_STOP, ZH_STOP, split_sentences, zh_cut, zh_pos
 
 __all__ = [
+    "CJK",
+    "DOTS",
+    "PARTICLES",
     "Definition",
     "Name",
     "asks_who",
@@ -51,7 +54,7 @@ DOTS = re.compile(r"[·・‧•．∙⋅]")
 _TITLE = re.compile(r"^\s*(.+?)\s*[(（]\s*([^()（）]{1,60}?)\s*[)）]\s*$")
 _SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
 _GIVEN = frozenset({"don", "will", "may", "june", "april", "august"})  # given names that are also stop words
-_PARTICLES = frozenset("de del della di da du la le van von der den ter bin al y".split())
+PARTICLES = frozenset("de del della di da du la le van von der den ter bin al y".split())
 YEAR = re.compile(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)")
 # "X (…) is/was a …": the defining sentence of an English biography (one bracket may nest:
 # "(21 February 1841 in Nieder-Zedlitz (today Siedlnica) – 1923)").
@@ -209,7 +212,7 @@ def _match_rest(rest: tuple[str, ...], words: list[tuple[str, int, int]]) -> int
     at, skipped, end = 0, 0, None
     for want in rest:
         while at < len(words) and words[at][0] != want:
-            if words[at][0] in _PARTICLES or want in _SUFFIXES or skipped >= 2:
+            if words[at][0] in PARTICLES or want in _SUFFIXES or skipped >= 2:
                 return None
             at, skipped = at + 1, skipped + 1
         if at == len(words):

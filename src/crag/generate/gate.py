@@ -193,6 +193,8 @@ class SentenceGate:
         if not terms:  # a yes/no answer's own words: nothing to look up, keep what the model cited
             return marks, "kept" if marks == written else "repaired"
         own = [i for i in range(len(self.texts)) if i not in foreign]
+        if self._borrowed(terms, own):
+            return None
         if marks:
             useful = [m for m in marks if any(self._union((m - 1,)).has(t) for t in terms)]
             cited = self._union(tuple(m - 1 for m in useful))
@@ -214,6 +216,18 @@ class SentenceGate:
         if len(pair) == 2 and supports(terms, self._union(pair)):
             return [pair[0] + 1, pair[1] + 1], how
         return None
+
+    def _borrowed(self, terms: list[str], own: list[int]) -> bool:
+        """Whether the sentence has words that only sources about someone else have: that
+        person's facts ("Mami Matsui is a Japanese idol, singer and actress" where "idol" and
+        "singer" are on Mami Matsuyama's page, and Mami Matsui's says "voice actress"). Two
+        words at least: one can be the model's own inference ("an American politician" from
+        "a New Hampshire politician", where only Dan Burton's page says "American")."""
+        if not self._said:
+            return False
+        mine = self._union(tuple(own))
+        theirs = self._terms_of(tuple(self.texts[i] for i in sorted(self._said)))
+        return sum(not mine.has(t) and theirs.has(t) for t in terms) >= 2
 
     def _share(self, terms: list[str], i: int) -> float:
         found = self._union((i,))

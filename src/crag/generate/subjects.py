@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.correct.names import CJK, DOTS, Name, dotted_names, personal, split_title, subject
+from crag.correct.names import CJK, DOTS, PARTICLES, Name, dotted_names, personal, split_title, subject
 from crag.text import split_sentences, zh_pos
 from crag.types import Strip
 
@@ -162,12 +162,13 @@ def _person_title(source: Strip) -> Name | None:
     """The source's title when it is a person's name: its text is about a person (a defining
     sentence, or a sentence whose subject is the title's first or last name: "Alexander acts as
     a producer" under "Alexander Mikhailovich Kozulin"), and a Latin title has every word
-    capitalised ("Christopher R. Johnson", not "List of alumni")."""
+    capitalised but for name particles ("Christopher R. Johnson", "Cristiano da Silva", not "List
+    of alumni")."""
     base = split_title(source.title)[0]
     title = Name.of(base)
     if title is None:
         return None
-    if not CJK.search(base) and not all(w[:1].isupper() for w in base.split()):
+    if not CJK.search(base) and not all(w[:1].isupper() or w in PARTICLES for w in base.split()):
         return None
     if not personal(source.text, None) and not _called_by_part(source.text, base):
         return None
