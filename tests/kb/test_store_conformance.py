@@ -22,7 +22,12 @@ pytest.importorskip("pymilvus")
 
 class TestChroma(VectorStoreConformance):
     def make_store(self, path: Path) -> ChromaVectorStore:
-        return ChromaVectorStore(path / "chroma")
+        return ChromaVectorStore(path / "chroma")  # small: searched exactly
+
+
+class TestChromaIndexed(VectorStoreConformance):
+    def make_store(self, path: Path) -> ChromaVectorStore:
+        return ChromaVectorStore(path / "chroma", exact_bytes=0)  # through Chroma's HNSW index
 
 
 class TestMilvusLite(VectorStoreConformance):

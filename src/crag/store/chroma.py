@@ -4,6 +4,12 @@ Chroma's default embedding function is never used: it downloads a model and fail
 offline. The collection is created with ``embedding_function=None`` and every call
 passes vectors explicitly.
 
+A collection small enough to hold in memory (``exact_bytes``, 64 MB: 40,000 chunks of 384
+dimensions) is searched exactly, from a copy of its vectors: Chroma's HNSW graph is rebuilt
+in another order by each process that opens it, and missed one of the true 20 nearest of 616
+chunks in one process of three, so the same question retrieved other passages after a
+restart. Larger collections, and filtered searches, go through Chroma's index.
+
 >>> import numpy as np
 >>> store = ChromaVectorStore("/tmp/kb-doc/chroma", dim=3)   # doctest: +SKIP
 >>> store.upsert(["a"], np.array([[1, 0, 0]], "float32"), [{"source": "x"}])  # doctest: +SKIP
@@ -30,6 +36,7 @@ from crag.registry import BackendDeps, Registries
 
 COLLECTION = "chunks"
 _BATCH = 1000  # Chroma caps the rows of one call; stay well below it
+EXACT_BYTES = 64 * 2**20  # the vectors of a collection searched exactly, held in memory
 
 
 class ChromaVectorStore:
@@ -37,17 +44,24 @@ class ChromaVectorStore:
 
     filters_metadata: Literal[True] = True  # a FilteringStore: query(where=...) filters inside the search
 
-    def __init__(self, path: str | Path, *, dim: int | None = None, ef_search: int = 200) -> None:
+    def __init__(
+        self, path: str | Path, *, dim: int | None = None, ef_search: int = 200, exact_bytes: int = EXACT_BYTES
+    ) -> None:
         self.path = Path(path)
         self.dim = dim
         # Chroma's default (100) measured recall@10 0.95 at 10^6 chunks; 200 gave 0.98 at the same
         # ~1.5 ms per query (benchmarks/vector_store_scale.py).
         self.ef_search = ef_search
+        self.exact_bytes = exact_bytes
         self._col: Any = None
+        # The vectors for exact search: (ids, vectors, norms), None until loaded, False when the
+        # collection is too large. Dropped whenever the collection changes or is reopened.
+        self._exact: tuple[list[str], np.ndarray, np.ndarray] | Literal[False] | None = None
 
     def warm_up(self) -> None:
         if self._col is None:
             self._col = self._open()
+            self._exact = None
 
     def refresh(self) -> None:
         """Reopen the collection from disk, to see what other processes wrote since it opened.
@@ -64,6 +78,7 @@ class ChromaVectorStore:
         col = self._open()
         self._call("refresh", col.peek, 1)  # load the index now, while the caller holds the lock
         self._col = col
+        self._exact = None
 
     def release(self) -> None:
         """Drop the in-memory engine and its HNSW index (~2 KB per chunk); the next call reopens it.
@@ -76,6 +91,7 @@ class ChromaVectorStore:
             return
         self._forget_engine()
         self._col = None
+        self._exact = None
         gc.collect()
         _trim_heap()
 
@@ -134,6 +150,7 @@ class ChromaVectorStore:
         return self._col
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
+        self._exact = None
         for i in range(0, len(ids), _BATCH):
             self._call(
                 "upsert",
@@ -144,6 +161,7 @@ class ChromaVectorStore:
             )
 
     def delete(self, ids: Sequence[str]) -> None:
+        self._exact = None
         ids = list(ids)
         for i in range(0, len(ids), _BATCH):
             self._call("delete", self.col.delete, ids=ids[i : i + _BATCH])
@@ -169,6 +187,9 @@ class ChromaVectorStore:
         ``where`` maps a key to a value (equality) or to a list or tuple of values (any of);
         all keys must match (:mod:`crag.metadata`).
         """
+        exact = self._exact_index() if not where else None
+        if exact is not None:
+            return _nearest(exact, vector, k)
         # No count() first: Chroma caps n_results itself, and COUNT costs ~60 ms at 10^6 rows,
         # more than the HNSW search it would guard.
         res = self._call(
@@ -181,6 +202,46 @@ class ChromaVectorStore:
         )
         ids, dists, embs = res["ids"][0], res["distances"][0], res["embeddings"][0]
         return [(i, 1.0 - float(d), np.asarray(e, dtype=np.float32)) for i, d, e in zip(ids, dists, embs, strict=True)]
+
+    def _exact_index(self) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+        """The collection's ids, vectors and vector norms for exact search (loaded once per
+        change), or None when it is larger than ``exact_bytes``."""
+        if self._exact is None:
+            col = self.col
+            rows = self.count()
+            dim = self.dim
+            if dim is None and rows:
+                dim = len(self._call("peek", col.peek, 1)["embeddings"][0])
+            if rows * (dim or 0) * 4 > self.exact_bytes:
+                self._exact = False
+            else:
+                ids: list[str] = []
+                parts: list[np.ndarray] = []
+                for offset in range(0, rows, _BATCH):
+                    got = self._call("get", col.get, include=["embeddings"], limit=_BATCH, offset=offset)
+                    ids += got["ids"]
+                    parts.append(np.asarray(got["embeddings"], dtype=np.float32).reshape(len(got["ids"]), -1))
+                matrix = np.concatenate(parts) if parts else np.zeros((0, dim or 0), np.float32)
+                self._exact = (ids, matrix, np.linalg.norm(matrix, axis=1))
+        return self._exact or None
+
+
+def _nearest(
+    index: tuple[list[str], np.ndarray, np.ndarray], vector: np.ndarray, k: int
+) -> list[tuple[str, float, np.ndarray | None]]:
+    """The ``k`` rows of ``index`` most similar to ``vector`` (cosine), ties broken by id."""
+    ids, matrix, norms = index
+    if not ids or k <= 0:
+        return []
+    q = np.asarray(vector, dtype=np.float32)
+    sims = (matrix @ q) / np.maximum(norms * float(np.linalg.norm(q)), 1e-12)
+    if k < len(ids):  # every row tied with the k-th best stays in, so the id decides among them
+        kth = np.partition(sims, len(ids) - k)[len(ids) - k]
+        chosen = np.flatnonzero(sims >= kth)
+    else:
+        chosen = np.arange(len(ids))
+    order = sorted(chosen.tolist(), key=lambda i: (-float(sims[i]), ids[i]))[:k]
+    return [(ids[i], float(sims[i]), matrix[i]) for i in order]
 
 
 def _trim_heap() -> None:
