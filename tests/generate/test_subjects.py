@@ -34,14 +34,17 @@ BUTSON = [
 ]
 
 
-def test_a_claim_about_the_asked_person_from_another_persons_source_is_not_shown() -> None:
-    g = gate("What is Christopher Butson's occupation?", BUTSON,
-             "Christopher Butson is a Distinguished Professor of Computer Science [2].")  # fmt: skip
+def hidden_for_one_shown_for_the_other(sources: list[Strip], hidden: str, shown: str, reply: str, cite: int) -> None:
+    """``reply`` (the asked name for ``{}``) is never shown asked about ``hidden``; about ``shown`` it is."""
+    g = gate(f"What is {hidden}'s occupation?", sources, reply.format(hidden))
     assert g.text == "" and g.verdict() == "not in the sources"
-    # the same words about the person the source is about stand
-    g = gate("What is Christopher Johnson's occupation?", BUTSON,
-             "Christopher Johnson is a Distinguished Professor of Computer Science [2].")  # fmt: skip
-    assert g.claims and g.claims[0].cites == [2]
+    g = gate(f"What is {shown}'s occupation?", sources, reply.format(shown))
+    assert g.claims and g.claims[0].cites == [cite]
+
+
+def test_a_claim_about_the_asked_person_from_another_persons_source_is_not_shown() -> None:
+    reply = "{} is a Distinguished Professor of Computer Science [2]."
+    hidden_for_one_shown_for_the_other(BUTSON, "Christopher Butson", "Christopher Johnson", reply, 2)
 
 
 def test_the_citation_moves_to_the_source_about_the_person() -> None:
@@ -120,12 +123,11 @@ CHALLIS = [
 
 
 def test_another_bearer_of_the_surname_does_not_answer_for_the_asked_person() -> None:
+    # the sentence names John Challis whoever is asked about: asked about Thomas, it is dropped
     g = gate("What is Thomas Challis's occupation?", CHALLIS,
              "John Challis was an American builder of harpsichords and clavichords [1].")  # fmt: skip
     assert g.text == "" and g.verdict() == "not in the sources"
-    # asked about him, the same sentence stands
-    g = gate("What is John Challis's occupation?", CHALLIS,
-             "John Challis was an American builder of harpsichords and clavichords [1].")  # fmt: skip
+    g = gate("What is John Challis's occupation?", CHALLIS, "John Challis was an American builder of harpsichords [1].")
     assert g.claims and g.claims[0].cites == [1]
 
 
