@@ -234,3 +234,39 @@ def test_a_title_with_a_lowercase_particle_names_its_person() -> None:
     )
     g = gate("What is J. Da Silva's occupation?", [cristiano], "J. Da Silva is a Brazilian footballer [1].")
     assert g.text == ""
+
+
+def test_a_page_that_names_the_asked_person_then_calls_them_by_surname_holds_the_claim() -> None:
+    war = Strip(
+        "Governor Robert Dinwiddie of Virginia was an investor in the Ohio Company. In October 1753 Dinwiddie "
+        "ordered Major George Washington to warn the French to leave Virginia territory.",
+        "en.jsonl#squad-014-020",
+        "internal",
+    )
+    question = "Who did Governor Robert Dinwiddie order to warn the French to leave Virginia territory?"
+    reply = (
+        "Governor Robert Dinwiddie ordered Major George Washington to warn the French to leave Virginia territory [1]."
+    )
+    assert gate(question, [war], reply).claims
+    # a page about another person that names the asked one, then calls him by surname
+    terry = Strip(
+        "Terry Walsh was a mayor. Her colleague Robert Dinwiddie joined in 1990. Dinwiddie later ordered "
+        "Major George Washington to leave.",
+        "w2",
+        "web",
+        "Terry Walsh",
+    )
+    g = gate(
+        "Whom did Robert Dinwiddie order to leave?",
+        [terry],
+        "Robert Dinwiddie ordered Major George Washington to leave [1].",
+    )
+    assert g.claims and "Dinwiddie later ordered" in g.claims[0].quotes[0]
+    zh = Strip(
+        "特里·沃尔什是一位市长。她的同事罗伯特·丁威迪于1990年加入。丁威迪后来命令乔治·华盛顿离开。",
+        "z",
+        "web",
+        "特里·沃尔什",
+    )
+    g = gate("罗伯特·丁威迪命令谁离开？", [zh], "罗伯特·丁威迪命令乔治·华盛顿离开。[1]")
+    assert g.claims and "丁威迪后来命令" in g.claims[0].quotes[0]

@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.correct.names import CJK, DOTS, PARTICLES, Name, dotted_names, personal, split_title, subject
+from crag.correct.names import CJK, DOTS, PARTICLES, Name, dotted_names, fold, personal, split_title, subject
 from crag.text import split_sentences, zh_pos
 from crag.types import Strip
 
@@ -149,13 +149,27 @@ def said_of(name: Name, source: Strip) -> str | None:
     ...               "She was elected in 1999.", "w1", "web", "Terry Lynch")
     >>> said_of(Name.of("Bridie Lynch"), terry)
     'A daughter of a previous Mayor, Bridie Lynch, she was a guest.'
+
+    Once named, a person is called by surname ("Dinwiddie ordered…") where the page's own
+    person has another one; a subject that writes the name with a title is the person itself
+    ("Governor Robert Dinwiddie of Virginia was an investor…").
     """
     if name.find(source.title) is not None:
         return None
     other = subject(source.text) or _person_title(source)
-    if other is None or name.compatible(other):
+    if other is None or name.compatible(other) or name.find(other.text) is not None:
         return None
-    return " ".join(s for s in split_sentences(source.text) if name.find(s) is not None)
+    surname = _parts(name)[-1] if _parts(name)[-1] != _parts(other)[-1] else None
+    return " ".join(s for s in split_sentences(source.text) if name.find(s) is not None or _names(s, surname))
+
+
+def _names(sentence: str, surname: str | None) -> bool:
+    """Whether ``sentence`` writes ``surname`` as a word (in Chinese: anywhere)."""
+    if not surname:
+        return False
+    if CJK.search(surname):
+        return surname in sentence
+    return re.search(rf"\b{re.escape(surname)}\b", fold(sentence)) is not None
 
 
 def _person_title(source: Strip) -> Name | None:
