@@ -28,6 +28,10 @@ evidence against the claim.
 >>> [n.text for n in question_names("迈克尔·哈钦斯的职业是什么？")]
 ['迈克尔·哈钦斯']
 
+A source about someone else that does name the asked person holds a claim about them only in
+the sentences that name them (:func:`said_of`): a page about Terry O'Flaherty that names her
+mother Bridie tells nothing of Bridie's election.
+
 A sentence can also put another bearer of the surname in the asked person's place: asked
 about Thomas Challis, a small model reads "John Challis was an American builder of
 harpsichords" off John Challis's page. :func:`stand_in` names that other person unless a
@@ -100,8 +104,9 @@ def stand_in(sentence: str, names: Sequence[Name], sources: Sequence[Strip]) -> 
     """The other person ``sentence`` opens with in place of an asked name, or None.
 
     Another person is one whose name has the asked name's surname (its last part) but another
-    given name (not an initial of it), and whom no source names together with the asked person: then nothing in the
-    sources says the sentence's person is the one asked about, or is related to them.
+    given name (not an initial of it), and whom no source names together with the asked
+    person: then nothing in the sources says the sentence's person is the one asked about, or
+    is related to them.
     """
     head = _opening_name(sentence)
     if head is None or any(n.compatible(head) or n.find(head.text) is not None for n in names):
