@@ -150,21 +150,27 @@ class ChromaVectorStore:
         return self._col
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
-        self._exact = None
-        for i in range(0, len(ids), _BATCH):
-            self._call(
-                "upsert",
-                self.col.upsert,
-                ids=list(ids[i : i + _BATCH]),
-                embeddings=np.asarray(vectors[i : i + _BATCH], dtype=np.float32),
-                metadatas=[_clean_meta(m) for m in metadatas[i : i + _BATCH]],
-            )
+        try:
+            for i in range(0, len(ids), _BATCH):
+                self._call(
+                    "upsert",
+                    self.col.upsert,
+                    ids=list(ids[i : i + _BATCH]),
+                    embeddings=np.asarray(vectors[i : i + _BATCH], dtype=np.float32),
+                    metadatas=[_clean_meta(m) for m in metadatas[i : i + _BATCH]],
+                )
+        finally:
+            # After the write, not before: a query in another thread meanwhile may load the
+            # vectors half written, and that copy must not outlive the write.
+            self._exact = None
 
     def delete(self, ids: Sequence[str]) -> None:
-        self._exact = None
         ids = list(ids)
-        for i in range(0, len(ids), _BATCH):
-            self._call("delete", self.col.delete, ids=ids[i : i + _BATCH])
+        try:
+            for i in range(0, len(ids), _BATCH):
+                self._call("delete", self.col.delete, ids=ids[i : i + _BATCH])
+        finally:
+            self._exact = None  # after the write (see upsert)
 
     def all_ids(self) -> set[str]:
         return set(self._call("scan", self.col.get, include=[])["ids"])
