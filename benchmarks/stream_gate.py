@@ -215,7 +215,7 @@ def run_all(todo: list[dict[str, Any]], args: argparse.Namespace, results: Path)
     try:
         # Each server embeds with its own cache, empty at the start: with one shared cache the
         # baseline, asked second, found the query and strip vectors the gated server had just
-        # computed, and skipped ~0.3 s a real request pays (the KB's vectors are in its store).
+        # computed, and skipped ~0.4 s (p50) a real request pays (the KB's vectors are in its store).
         gated_proc, gated = start_server(
             ROOT / "src", args.kb, args.search_corpus, args.out / "gated.log", args.out / "cache-gated"
         )

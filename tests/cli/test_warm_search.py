@@ -31,3 +31,21 @@ def test_providers_without_a_corpus_have_nothing_to_warm(tmp_path: Path) -> None
     rag = CRAG.from_config(kb={"path": tmp_path / "kb"}, search={"provider": "none"})
     warm_search(rag, None, None)  # no provider: nothing happens, nothing raises
     assert rag.search_provider() is None
+
+
+def test_serve_indexes_each_existing_collections_corpus_before_the_first_request(tmp_path: Path) -> None:
+    from crag.cli.serve import warm_collections
+
+    corpus = tmp_path / "web.jsonl"
+    row = {"title": "t", "url": "https://e.org/1", "text": "Zebras are striped."}
+    corpus.write_text(json.dumps(row) + "\n", "utf-8")
+    (tmp_path / "a").mkdir()
+    rag = CRAG.from_config(
+        kb={"path": tmp_path / "a"},
+        search={"provider": "corpus", "corpus_path": corpus},
+        server={"collections": {"a": str(tmp_path / "a"), "later": str(tmp_path / "later")}},
+    )
+    rag._embedder = HashEmbedder()  # shared by the collections' engines: this test is about when indexing happens
+    warm_collections(rag)
+    assert any((tmp_path / "a" / "corpora").iterdir())  # indexed before any request
+    assert not (tmp_path / "later").exists()  # a knowledge base not created yet is not created by warming

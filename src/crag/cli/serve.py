@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crag.cli._common import ConfigOpt, engine, friendly
+from crag.cli._common import ConfigOpt, engine, friendly, warm_search
 from crag.errors import InputError
 
-__all__ = ["parse_kb_options", "serve"]
+if TYPE_CHECKING:
+    from crag.engine import CRAG
+
+__all__ = ["parse_kb_options", "serve", "warm_collections"]
 
 
 @friendly
@@ -38,7 +41,23 @@ def serve(
 
     bare, extra = parse_kb_options(kb or [])
     rag = engine(config, bare, **extra)
+    warm_collections(rag)
     run_server(rag.settings, host=host, port=port, workers=workers, rate_limit_per_minute=rate_limit)
+
+
+def warm_collections(rag: CRAG) -> None:
+    """Index the search corpus of each collection that exists, before the first request.
+
+    A corpus search indexes its corpus on first use; inside a request that would spend the
+    search timeout and degrade the first answers. The index is kept on disk under each
+    knowledge base, so every worker then loads it instead of building it. A knowledge base
+    that does not exist yet is left alone (its first search indexes the corpus).
+    """
+    from crag.server.collections import Collections
+
+    for collection in Collections.from_settings(rag.settings, rag):
+        if collection.path.is_dir():
+            warm_search(collection.engine, None, None)
 
 
 def parse_kb_options(values: list[str]) -> tuple[Path | None, dict[str, Any]]:
