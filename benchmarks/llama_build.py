@@ -10,7 +10,7 @@ into a folder and put that folder first on the path::
     python benchmarks/llama_build.py                          # the installed build
     PYTHONPATH=/tmp/avx512 python benchmarks/llama_build.py   # the other one
 
-It loads the bundled 1.5B as the engine does (2 threads by default, flash attention), reads a
+It loads the bundled 1.5B as the engine does (all cores by default, flash attention), reads a
 ~440-token prompt from scratch and writes 25 tokens, ``--repeat`` times, and prints the median
 prompt speed and time per written token. Run it on a quiet machine, alternating builds.
 """
