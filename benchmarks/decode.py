@@ -7,14 +7,20 @@ script builds the answer prompt the engine builds (``crag.generate.prompts.build
 base, and lets the bundled model answer each prompt once per decoding setting:
 
 * ``plain``: one token per forward pass (``llm.lookup_decoding = false``, the default);
-* ``lookupN``: prompt lookup guessing up to N tokens per pass (``llm.lookup_decoding = true``
-  guesses ``crag.llm.lookup.DRAFT_TOKENS``).
+* ``lookupN``: prompt lookup guessing up to N tokens per pass after the output's last 2–3 tokens
+  recur (``llm.lookup_decoding = true``, the default, guesses ``crag.llm.lookup.DRAFT_TOKENS``);
+* ``lookupNn1``: the same, also guessing after a one-token match (the rule before 2026-12-06).
+
+``--from-traces KB/traces.sqlite`` answers the contexts the engine really answered from instead
+(each saved trace's question and final context, rebuilt into the answer prompt), ``--per-lang``
+of each language in trace order.
 
 It reports the time to the first token, the time from the first token to the end of the first
 sentence and to the end of the reply, forward passes, and how many replies equal the plain
 ones (a batched pass can break a near tie the other way). Run it on a quiet machine::
 
     python benchmarks/decode.py [--per-lang 15] [--settings plain,lookup3,lookup8] [--flash-attn]
+    python benchmarks/decode.py --from-traces KB/traces.sqlite --per-lang 35 --settings plain,lookup3,lookup3n1
 
 Output: ``benchmarks/out/decode/results.jsonl`` and ``summary.json``.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import sys
 import time
@@ -32,12 +39,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import crag.llm.lookup as lookup  # noqa: E402
 from crag.generate.prompts import build_messages  # noqa: E402
 from crag.llm.llama_cpp import LlamaCppLLM  # noqa: E402
 from crag.text import split_sentences  # noqa: E402
 from crag.types import Strip  # noqa: E402
 
 DATA = ROOT / "data" / "hard"
+DEFAULT_NGRAM = lookup.NGRAM
 
 
 def prompts(per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
@@ -62,6 +71,22 @@ def prompts(per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
     return out
 
 
+def traced_prompts(db: Path, per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
+    """(id, language, messages) rebuilt from saved traces: the question and its final context."""
+    out: list[tuple[str, str, list[dict[str, str]]]] = []
+    counts = {"en": 0, "zh": 0}
+    with sqlite3.connect(db) as con:
+        for (data,) in con.execute("SELECT data FROM traces ORDER BY created_at"):
+            trace = json.loads(data)
+            lang = trace.get("language")
+            if lang not in counts or counts[lang] >= per_lang or not trace.get("context"):
+                continue
+            strips = [Strip(c["text"], c["source"], c["origin"], c.get("title", "")) for c in trace["context"]]
+            out.append((trace["id"], lang, build_messages(trace["question"], strips, lang)))
+            counts[lang] += 1
+    return out
+
+
 def first_sentence_end(pieces: list[tuple[float, str]]) -> float:
     """Seconds at which the reply's first sentence was complete (the whole reply if it is one)."""
     text = ""
@@ -72,7 +97,9 @@ def first_sentence_end(pieces: list[tuple[float, str]]) -> float:
     return pieces[-1][0] if pieces else 0.0
 
 
-def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], draft: int) -> dict[str, Any]:
+def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], setting: str) -> dict[str, Any]:
+    draft = 0 if setting == "plain" else int(setting.removeprefix("lookup").removesuffix("n1"))
+    lookup.NGRAM = (3, 2, 1) if setting.endswith("n1") else DEFAULT_NGRAM
     loaded = llm._ready()
     decode = loaded.llama._ctx.decode
     passes = [0]
@@ -103,19 +130,19 @@ def main() -> None:
     ap.add_argument("--per-lang", type=int, default=15)
     ap.add_argument("--settings", default="plain,lookup3,lookup8")
     ap.add_argument("--flash-attn", action="store_true", help="load the model with flash attention")
+    ap.add_argument("--from-traces", type=Path, help="a knowledge base's traces.sqlite: answer its traced contexts")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "decode")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     llm = LlamaCppLLM("qwen2.5-coder-1.5b", flash_attn=args.flash_attn)
     llm.warm_up()
     settings = args.settings.split(",")
-    items = prompts(args.per_lang)
+    items = traced_prompts(args.from_traces, args.per_lang) if args.from_traces else prompts(args.per_lang)
     rows: list[dict[str, Any]] = []
     with (args.out / "results.jsonl").open("w", encoding="utf-8") as f:
         for qid, lang, messages in items:
             for name in settings:
-                draft = 0 if name == "plain" else int(name.removeprefix("lookup"))
-                row = {"id": qid, "lang": lang, "setting": name, **run_one(llm, messages, draft)}
+                row = {"id": qid, "lang": lang, "setting": name, **run_one(llm, messages, name)}
                 rows.append(row)
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 print(f"{qid} {name}: first sentence {row['first_sentence_s']} s, reply {row['reply_s']} s",

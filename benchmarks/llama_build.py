@@ -13,6 +13,10 @@ into a folder and put that folder first on the path::
 It loads the bundled 1.5B as the engine does (all cores by default, flash attention), reads a
 ~440-token prompt from scratch and writes 25 tokens, ``--repeat`` times, and prints the median
 prompt speed and time per written token. Run it on a quiet machine, alternating builds.
+
+``--requantize TYPE`` (e.g. ``Q4_0``, ``Q8_0``) first rewrites the bundled Q4_K_M model in another
+llama.cpp quantisation (under ``benchmarks/out/``) and measures that file instead, to compare
+weight formats with one build.
 """
 
 from __future__ import annotations
@@ -35,19 +39,37 @@ PASSAGE = (
 )
 
 
+def requantize(source: Path, kind: str, threads: int) -> Path:
+    """``source`` rewritten as llama.cpp quantisation ``kind`` (once) under benchmarks/out/."""
+    import llama_cpp
+
+    dest = ROOT / "benchmarks" / "out" / "llama_build" / f"{source.stem}.{kind.lower()}.gguf"
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{kind.upper()}")
+        params.allow_requantize = True  # the bundled weights are already quantised (Q4_K_M)
+        params.nthread = threads
+        if llama_cpp.llama_model_quantize(str(source).encode(), str(dest).encode(), params) != 0:
+            raise SystemExit(f"could not requantize {source} as {kind}")
+    return dest
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--requantize", default="", help="llama.cpp type to rewrite the model in first, e.g. Q4_0")
     args = ap.parse_args()
     import llama_cpp
 
     print(llama_cpp.__file__)
     print(llama_cpp.llama_print_system_info().decode().strip())
-    llm = llama_cpp.Llama(
-        model_path=str(resolve_gguf(args.model)), n_ctx=4096, n_threads=args.threads, flash_attn=True, verbose=False
-    )
+    path = resolve_gguf(args.model)
+    if args.requantize:
+        path = requantize(path, args.requantize, args.threads)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads, flash_attn=True, verbose=False)
     prompt = f"<|im_start|>user\n{PASSAGE * 9}\nQuestion: In what country is Normandy located?<|im_end|>\n"
     tokens = llm.tokenize((prompt + "<|im_start|>assistant\n").encode(), special=True)
     newline = llm.tokenize(b"\n", add_bos=False)[0]

@@ -312,10 +312,10 @@ class LLMSettings(_Section):
     n_ctx: int = Field(4096, ge=512, description="Context window of the embedded model.")
     n_threads: int = Field(0, ge=0, description="Threads for the embedded model (0 = all cores).")
     lookup_decoding: bool = Field(
-        False,
-        description="Embedded model at temperature 0: guess the next tokens from the prompt and check them in "
-        "one pass (prompt lookup). Pays where a batch of tokens costs little more than one (many cores, GPU); "
-        "on a 2-core CPU it was slower (benchmarks/decode.py).",
+        True,
+        description="Embedded model at temperature 0: after the reply's last 2–3 tokens recur in the prompt, guess "
+        "the 3 that followed them and check the guess in one pass (prompt lookup). On a 2-core CPU the first "
+        "sentence is written 0.26 s (en) / 0.41 s (zh) sooner, p50 (benchmarks/decode.py --from-traces).",
     )
     flash_attn: bool = Field(
         True,

@@ -256,6 +256,7 @@ _COPYING = [
 
 def test_greedy_decoding_gives_llama_cpp_s_own_greedy_reply(llm: LlamaCppLLM) -> None:
     # The reference is llama-cpp-python's own sampler at temperature 0 on the same prompt tokens.
+    plain = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX, lookup_decoding=False)
     loaded = llm._ready()
     for messages in _COPYING:
         with loaded.lock:
@@ -263,12 +264,14 @@ def test_greedy_decoding_gives_llama_cpp_s_own_greedy_reply(llm: LlamaCppLLM) ->
             out = loaded.llama.create_completion(prompt=tokens, max_tokens=64, temperature=0.0, stop=loaded.stop)
         expected = out["choices"][0]["text"].strip()
         assert expected
-        assert llm.complete(messages, max_tokens=64).text == expected
-        assert "".join(llm.stream(messages, max_tokens=64)).strip() == expected
+        for decoder in (llm, plain):  # with prompt lookup (the default) and without
+            assert decoder.complete(messages, max_tokens=64).text == expected
+            assert "".join(decoder.stream(messages, max_tokens=64)).strip() == expected
 
 
-def test_prompt_lookup_gives_the_greedy_reply_in_fewer_passes(llm: LlamaCppLLM) -> None:
-    guessing = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX, lookup_decoding=True)
+def test_prompt_lookup_gives_the_greedy_reply_in_fewer_passes() -> None:
+    plain = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX, lookup_decoding=False)
+    guessing = LlamaCppLLM(str(small_gguf()), n_ctx=N_CTX)  # lookup is the default
     passes: list[int] = []
     loaded = guessing._ready()
     decode = loaded.llama._ctx.decode
@@ -279,7 +282,7 @@ def test_prompt_lookup_gives_the_greedy_reply_in_fewer_passes(llm: LlamaCppLLM) 
 
     written = 0
     for messages in _COPYING:
-        expected = llm.complete(messages, max_tokens=64)
+        expected = plain.complete(messages, max_tokens=64)
         written += expected.completion_tokens
         loaded.llama._ctx.decode = counted
         try:

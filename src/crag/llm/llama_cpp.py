@@ -102,7 +102,7 @@ class LlamaCppLLM:
         n_ctx: int = 4096,
         n_threads: int = 0,
         seed: int = 0,
-        lookup_decoding: bool = False,
+        lookup_decoding: bool = True,
         flash_attn: bool = True,
     ) -> None:
         if n_ctx < 1:

@@ -7,13 +7,16 @@ last tokens in the prompt (prompt-lookup decoding, Saxena 2023: a grounded answe
 sources) and checks the guess in one batch: the model's greedy choice at each position
 confirms a guessed token or replaces it, and decoding resumes from the first disagreement.
 
-Whether guessing pays depends on the machine. It pays where a batch of tokens costs little
-more than one (a GPU, a CPU with many cores: the weights are read once). On the 2-core CPU we
-measure on, a pass is compute-bound: 1 token 64 ms, 4 tokens 134 ms, 9 tokens 281 ms (1.5B
-model, ~700-token context), so a wrong guess of 8 costs four passes, and answers copied from
-the sources still miss often enough (names, numbers, reworded clauses) that guessing was
-slower than plain greedy decoding on real answer prompts (``benchmarks/decode.py``). Hence
-``llm.lookup_decoding`` is off by default and, when on, guesses :data:`DRAFT_TOKENS`.
+Whether guessing pays depends on the machine and on when the decoder guesses. On the 2-core
+CPU we measure on, a pass is compute-bound: 1 token 64 ms, 4 tokens 134 ms, 9 tokens 281 ms
+(1.5B model, ~700-token context), so a wrong guess costs time. Guessing after any one-token
+match (a name's first token, "the", a comma) was wrong so often that it was slower than plain
+greedy decoding on real answer prompts; guessing 3 tokens only where the output's last two or
+three tokens occur earlier (a clause being copied from a source, the question being restated)
+writes the first sentence 0.26 s (English) and 0.41 s (Chinese) sooner, p50 over prompts rebuilt
+from traced questions, and 32 of 35 English ones sooner (``benchmarks/decode.py --from-traces``).
+Hence ``llm.lookup_decoding`` is on by default and guesses :data:`DRAFT_TOKENS` after an
+n-gram of :data:`NGRAM`.
 
 A batched pass computes in another order than a single one, so a near tie between two tokens
 can rarely go the other way: with guessing on, the reply is the greedy reply up to such ties.
@@ -38,7 +41,9 @@ from crag.llm.prefix_cache import common_prefix
 __all__ = ["DRAFT_TOKENS", "greedy_lookup", "lookup_draft"]
 
 DRAFT_TOKENS = 3  # tokens guessed per pass: on a 2-core CPU a longer guess costs more than it saves
-NGRAM = (3, 2, 1)  # the longest suffix of the output found in the prompt decides the guess
+# The longest suffix of the output found earlier decides the guess. No one-token suffix: a single
+# token recurs everywhere, and the guesses it gave were mostly wrong passes (benchmarks/decode.py).
+NGRAM = (3, 2)
 
 
 def lookup_draft(history: Sequence[int], prompt_len: int, limit: int = DRAFT_TOKENS) -> list[int]:
@@ -47,6 +52,8 @@ def lookup_draft(history: Sequence[int], prompt_len: int, limit: int = DRAFT_TOK
     >>> lookup_draft([5, 6, 7, 8, 9, 6, 7], prompt_len=5, limit=3)  # "6 7" was followed by 8, 9
     [8, 9, 6]
     >>> lookup_draft([1, 2, 3, 4], prompt_len=4)
+    []
+    >>> lookup_draft([5, 6, 7, 8, 9, 7], prompt_len=5)  # one token ("7") is too little to guess from
     []
     """
     n = len(history)
