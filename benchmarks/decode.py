@@ -9,7 +9,8 @@ base, and lets the bundled model answer each prompt once per decoding setting:
 * ``plain``: one token per forward pass (``llm.lookup_decoding = false``, the default);
 * ``lookupN``: prompt lookup guessing up to N tokens per pass after the output's last 2–3 tokens
   recur (``llm.lookup_decoding = true``, the default, guesses ``crag.llm.lookup.DRAFT_TOKENS``);
-* ``lookupNn1``: the same, also guessing after a one-token match (the rule before 2026-12-06).
+* ``lookupNnM``: the same after a match of 3 down to M tokens (``n1``: after one token too, the
+  rule before 2026-12-06; ``n3``: after three only); ``plain2``: plain again (run-to-run noise).
 
 ``--from-traces KB/traces.sqlite`` answers the contexts the engine really answered from instead
 (each saved trace's question and final context, rebuilt into the answer prompt), ``--per-lang``
@@ -20,7 +21,7 @@ sentence and to the end of the reply, forward passes, and how many replies equal
 ones (a batched pass can break a near tie the other way). Run it on a quiet machine::
 
     python benchmarks/decode.py [--per-lang 15] [--settings plain,lookup3,lookup8] [--flash-attn]
-    python benchmarks/decode.py --from-traces KB/traces.sqlite --per-lang 35 --settings plain,lookup3,lookup3n1
+    python benchmarks/decode.py --from-traces KB/traces.sqlite --per-lang 35 --settings plain,lookup3,lookup3n1,plain2
 
 Output: ``benchmarks/out/decode/results.jsonl`` and ``summary.json``.
 """
@@ -98,8 +99,11 @@ def first_sentence_end(pieces: list[tuple[float, str]]) -> float:
 
 
 def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], setting: str) -> dict[str, Any]:
-    draft = 0 if setting == "plain" else int(setting.removeprefix("lookup").removesuffix("n1"))
-    lookup.NGRAM = (3, 2, 1) if setting.endswith("n1") else DEFAULT_NGRAM
+    # "plain", "plain2" (a repeat), "lookupN", "lookupNnM" (guess after a match of 3 down to M tokens)
+    draft, _, least = setting.removeprefix("lookup").partition("n")
+    draft = "0" if setting.startswith("plain") else draft
+    lookup.NGRAM = tuple(range(3, int(least) - 1, -1)) if least else DEFAULT_NGRAM
+    draft_tokens = int(draft)
     loaded = llm._ready()
     decode = loaded.llama._ctx.decode
     passes = [0]
@@ -108,7 +112,7 @@ def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], setting: str) -> d
         passes[0] += 1
         return decode(batch)
 
-    llm.lookup_decoding, llm.draft_tokens = draft > 0, draft
+    llm.lookup_decoding, llm.draft_tokens = draft_tokens > 0, draft_tokens
     loaded.llama._ctx.decode = counted
     try:
         start = time.perf_counter()

@@ -43,7 +43,7 @@ __all__ = ["DRAFT_TOKENS", "greedy_lookup", "lookup_draft"]
 DRAFT_TOKENS = 3  # tokens guessed per pass: on a 2-core CPU a longer guess costs more than it saves
 # The longest suffix of the output found earlier decides the guess. No one-token suffix: a single
 # token recurs everywhere, and the guesses it gave were mostly wrong passes (benchmarks/decode.py).
-NGRAM = (3, 2)
+NGRAM: tuple[int, ...] = (3, 2)
 
 
 def lookup_draft(history: Sequence[int], prompt_len: int, limit: int = DRAFT_TOKENS) -> list[int]:
