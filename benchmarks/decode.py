@@ -6,7 +6,7 @@ script builds the answer prompt the engine builds (``crag.generate.prompts.build
 ``data/hard`` questions, from the gold passage and the two passages after it in the knowledge
 base, and lets the bundled model answer each prompt once per decoding setting:
 
-* ``plain``: one token per forward pass (``llm.lookup_decoding = false``, the default);
+* ``plain``: one token per forward pass (``llm.lookup_decoding = false``);
 * ``lookupN``: prompt lookup guessing up to N tokens per pass after the output's last 2–3 tokens
   recur (``llm.lookup_decoding = true``, the default, guesses ``crag.llm.lookup.DRAFT_TOKENS``);
 * ``lookupNnM``: the same after a match of 3 down to M tokens (``n1``: after one token too, the
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
+import re
 import statistics
 import sys
 import time
@@ -44,6 +44,7 @@ import crag.llm.lookup as lookup  # noqa: E402
 from crag.generate.prompts import build_messages  # noqa: E402
 from crag.llm.llama_cpp import LlamaCppLLM  # noqa: E402
 from crag.text import split_sentences  # noqa: E402
+from crag.trace.store import TraceStore  # noqa: E402
 from crag.types import Strip  # noqa: E402
 
 DATA = ROOT / "data" / "hard"
@@ -73,18 +74,18 @@ def prompts(per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
 
 
 def traced_prompts(db: Path, per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
-    """(id, language, messages) rebuilt from saved traces: the question and its final context."""
+    """(id, language, messages) rebuilt from saved traces, oldest first: the question and its final context."""
+    store = TraceStore(db)
     out: list[tuple[str, str, list[dict[str, str]]]] = []
     counts = {"en": 0, "zh": 0}
-    with sqlite3.connect(db) as con:
-        for (data,) in con.execute("SELECT data FROM traces ORDER BY created_at"):
-            trace = json.loads(data)
-            lang = trace.get("language")
-            if lang not in counts or counts[lang] >= per_lang or not trace.get("context"):
-                continue
-            strips = [Strip(c["text"], c["source"], c["origin"], c.get("title", "")) for c in trace["context"]]
-            out.append((trace["id"], lang, build_messages(trace["question"], strips, lang)))
-            counts[lang] += 1
+    for row in reversed(store.list(limit=store.count())):  # list() is newest first
+        trace = store.get(row["id"])
+        lang = trace.get("language")
+        if lang not in counts or counts[lang] >= per_lang or not trace.get("context"):
+            continue
+        strips = [Strip(c["text"], c["source"], c["origin"], c.get("title", "")) for c in trace["context"]]
+        out.append((trace["id"], lang, build_messages(trace["question"], strips, lang)))
+        counts[lang] += 1
     return out
 
 
@@ -100,10 +101,9 @@ def first_sentence_end(pieces: list[tuple[float, str]]) -> float:
 
 def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], setting: str) -> dict[str, Any]:
     # "plain", "plain2" (a repeat), "lookupN", "lookupNnM" (guess after a match of 3 down to M tokens)
-    draft, _, least = setting.removeprefix("lookup").partition("n")
-    draft = "0" if setting.startswith("plain") else draft
-    lookup.NGRAM = tuple(range(3, int(least) - 1, -1)) if least else DEFAULT_NGRAM
-    draft_tokens = int(draft)
+    spec = re.fullmatch(r"lookup(\d+)(?:n(\d))?", setting)
+    draft_tokens = int(spec[1]) if spec else 0
+    lookup.NGRAM = tuple(range(3, int(spec[2]) - 1, -1)) if spec and spec[2] else DEFAULT_NGRAM
     loaded = llm._ready()
     decode = loaded.llama._ctx.decode
     passes = [0]
@@ -138,9 +138,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "decode")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    settings = args.settings.split(",")
+    if bad := [n for n in settings if not re.fullmatch(r"plain\d*|lookup\d+(?:n\d)?", n)]:
+        raise SystemExit(f"unknown --settings {', '.join(bad)}: use plain, plain2, lookupN or lookupNnM")
     llm = LlamaCppLLM("qwen2.5-coder-1.5b", flash_attn=args.flash_attn)
     llm.warm_up()
-    settings = args.settings.split(",")
     items = traced_prompts(args.from_traces, args.per_lang) if args.from_traces else prompts(args.per_lang)
     rows: list[dict[str, Any]] = []
     with (args.out / "results.jsonl").open("w", encoding="utf-8") as f:
