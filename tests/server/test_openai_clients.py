@@ -166,3 +166,14 @@ def test_no_user_message_names_messages(client: TestClient) -> None:
     r = chat(client, messages=[{"role": "system", "content": "Be brief."}])
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
     assert "has no user message" in r.json()["error"]["message"]
+
+
+def test_unknown_model_is_model_not_found_everywhere(sdk: openai.OpenAI) -> None:
+    for call in (
+        lambda: sdk.models.retrieve("gpt-4o"),
+        lambda: sdk.chat.completions.create(model="gpt-4o", messages=QUESTION),
+    ):  # type: ignore[arg-type]
+        with pytest.raises(openai.NotFoundError) as caught:
+            call()
+        assert caught.value.code == "model_not_found" and caught.value.param == "model"
+    assert sdk.models.retrieve("crag").id == "crag" and sdk.models.retrieve("rag").id == "rag"
