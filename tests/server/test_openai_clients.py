@@ -177,3 +177,17 @@ def test_unknown_model_is_model_not_found_everywhere(sdk: openai.OpenAI) -> None
             call()
         assert caught.value.code == "model_not_found" and caught.value.param == "model"
     assert sdk.models.retrieve("crag").id == "crag" and sdk.models.retrieve("rag").id == "rag"
+
+
+# -- HEAD and CORS -----------------------------------------------------------------------------------
+def test_head_is_answered_like_get_without_a_body(client: TestClient) -> None:
+    for path in ("/healthz", "/v1/models", "/v1/traces"):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == 200, (path, head.text)
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert client.head("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_method_not_allowed_says_which_are(client: TestClient) -> None:
+    r = client.get("/v1/chat/completions")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"

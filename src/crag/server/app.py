@@ -92,6 +92,7 @@ def create_app(
 
     # Outermost last: metrics see every status, CORS headers reach error responses too,
     # and the guards answer before any body is parsed.
+    app.add_middleware(_HeadMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
     app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
@@ -154,13 +155,35 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         names = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
-        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message)
+        # Keep the exception's headers: a 405 must say which methods the path takes (Allow).
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message, headers=headers)
 
     @app.exception_handler(Exception)
     async def internal_error(_: Request, exc: Exception) -> Response:
         log.error("unhandled %s", type(exc).__name__, exc_info=exc)
         metrics.error("internal_error")
         return error_response(500, "internal_error", "internal error; see the server log")
+
+
+class _HeadMiddleware:
+    """Answers ``HEAD`` as ``GET`` without the body (RFC 9110 9.3.2): uptime checks and
+    ``curl -I`` use it, and FastAPI routes declared ``GET`` would otherwise answer 405."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}  # Content-Length still says what GET would send
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 class _MetricsMiddleware:
