@@ -25,6 +25,7 @@ from fastapi.testclient import TestClient
 
 from crag.config import CragSettings
 from crag.engine import CRAG
+from crag.errors import ConfigError
 from crag.protocols import Completion
 from crag.registry import LLMS
 from crag.server.app import create_app
@@ -191,3 +192,40 @@ def test_head_is_answered_like_get_without_a_body(client: TestClient) -> None:
 def test_method_not_allowed_says_which_are(client: TestClient) -> None:
     r = client.get("/v1/chat/completions")
     assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+ORIGIN = "http://localhost:3000"
+PREFLIGHT = {
+    "Origin": ORIGIN,
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "authorization,content-type",
+}
+
+
+def test_crag_serve_cors_origin_reaches_the_app(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``crag serve --cors-origin`` (repeatable): a browser page on that origin may call the API."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from crag.cli import app as cli
+
+    served: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
+    monkeypatch.setenv("CRAG_API_KEYS", KEY)
+    args = ["serve", "--kb", str(kb), "--cors-origin", ORIGIN, "--cors-origin", "http://b.example"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    with TestClient(served[0]) as c:
+        pre = c.options("/v1/chat/completions", headers=PREFLIGHT)
+        other = c.options("/v1/chat/completions", headers=PREFLIGHT | {"Origin": "http://evil.example"})
+        denied = c.get("/v1/models", headers={"Origin": ORIGIN})
+    assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == ORIGIN
+    assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+    assert "access-control-allow-origin" not in other.headers
+    assert denied.status_code == 401 and denied.headers["access-control-allow-origin"] == ORIGIN
+
+
+@pytest.mark.parametrize("origin", ["http://localhost:3000/", "localhost:3000", "http://a.example/chat"])
+def test_a_cors_origin_with_a_path_is_refused_at_start(engine: CRAG, origin: str) -> None:
+    with pytest.raises(ConfigError, match="is not an origin; write scheme://host"):
+        create_app(engine, api_keys=[KEY], cors_origins=[origin])

@@ -40,6 +40,7 @@ from crag.server.auth import (
     GuardMiddleware,
     RateLimiter,
     all_keys,
+    check_origins,
     is_loopback,
 )
 from crag.server.body import describe_errors, document_bodies
@@ -69,11 +70,13 @@ def create_app(
     ``api_keys`` defaults to ``CRAG_API_KEYS`` (every collection, read and write) plus the
     scoped ``[[server.keys]]`` of the settings; with no keys only loopback clients are
     served. ``max_body_bytes`` caps every request body (413), ``rate_limit_per_minute``
-    caps each key (429 with ``Retry-After``).
+    caps each key (429 with ``Retry-After``). ``cors_origins`` lists the web origins whose pages may
+    call the API from a browser (``crag serve --cors-origin``).
     """
     collections = engine if isinstance(engine, Collections) else Collections.single(engine)
     settings = next(iter(collections)).engine.settings
     keys = list(api_keys) if api_keys is not None else all_keys(settings)
+    origins = check_origins(cors_origins)
     auth = Authenticator(keys)  # checks every key fits a Bearer header, and registers it for redaction
     install_log_redaction()
     # FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
@@ -96,11 +99,11 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
     app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
-    if cors_origins:
+    if origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=list(cors_origins),
-            allow_methods=["GET", "POST"],
+            allow_origins=origins,
+            allow_methods=["GET", "HEAD", "POST"],
             allow_headers=["Authorization", "Content-Type"],
             expose_headers=["X-Trace-Id", "Retry-After"],
         )
@@ -271,7 +274,7 @@ def serve(
     options: dict[str, Any] = {
         "rate_limit_per_minute": rate_limit_per_minute,
         "max_body_bytes": max_body_bytes,
-        "cors_origins": list(cors_origins),
+        "cors_origins": check_origins(cors_origins),
     }
     limits = uvicorn_limits(settings)
     if workers > 1:
