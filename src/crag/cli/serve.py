@@ -31,6 +31,14 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     workers: Annotated[int, typer.Option(help="Worker processes (each loads its own models).")] = 1,
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="Web origin whose pages may call the API from a browser, e.g. http://localhost:3000, "
+            "or * for any (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP API (/v1/ask, /v1/chat/completions, ...) and the trace viewer at /ui."""
     from crag.extras import require
@@ -42,7 +50,14 @@ def serve(
     bare, extra = parse_kb_options(kb or [])
     rag = engine(config, bare, **extra)
     warm_collections(rag)
-    run_server(rag.settings, host=host, port=port, workers=workers, rate_limit_per_minute=rate_limit)
+    run_server(
+        rag.settings,
+        host=host,
+        port=port,
+        workers=workers,
+        rate_limit_per_minute=rate_limit,
+        cors_origins=cors_origin or (),
+    )
 
 
 def warm_collections(rag: CRAG) -> None:

@@ -43,9 +43,8 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
         req = await parse_body(request, ChatRequest)
+        _check_chat(req)
         question, history = req.conversation()  # the last user message, and the turns before it
-        if not question:
-            raise ApiError(400, "invalid_input", "messages has no user message; the last user message is the question")
         col, mode = chat_model(collections, req.model)
         authorize(request, col)
         run = Run(col, mode, None, req.filters, history)
@@ -68,6 +67,31 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         answer = await answer_question(run, metrics, question)
         return RedactedJSONResponse(
             chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
+        )
+
+
+def _check_chat(req: ChatRequest) -> None:
+    """400 in OpenAI's shape for a parameter crag cannot honour, or a request without a question."""
+    refused = req.unsupported()
+    if refused is not None:
+        name, why = refused
+        raise ApiError(400, "invalid_request_error", f"{name}: {why}", param=name, code="unsupported_parameter")
+    user = req.last_user()
+    if user is None:
+        raise ApiError(
+            400,
+            "invalid_request_error",
+            "messages has no user message; the last user message is the question",
+            param="messages",
+        )
+    if not user.text().strip():
+        others = user.other_parts()
+        unread = f" (crag reads only text parts, not {', '.join(others)})" if others else ""
+        raise ApiError(
+            400,
+            "invalid_request_error",
+            f"the last user message has no text{unread}; put the question in it",
+            param="messages",
         )
 
 

@@ -40,6 +40,7 @@ from crag.server.auth import (
     GuardMiddleware,
     RateLimiter,
     all_keys,
+    check_origins,
     is_loopback,
 )
 from crag.server.body import describe_errors, document_bodies
@@ -69,11 +70,13 @@ def create_app(
     ``api_keys`` defaults to ``CRAG_API_KEYS`` (every collection, read and write) plus the
     scoped ``[[server.keys]]`` of the settings; with no keys only loopback clients are
     served. ``max_body_bytes`` caps every request body (413), ``rate_limit_per_minute``
-    caps each key (429 with ``Retry-After``).
+    caps each key (429 with ``Retry-After``). ``cors_origins`` lists the web origins whose pages may
+    call the API from a browser (``crag serve --cors-origin``).
     """
     collections = engine if isinstance(engine, Collections) else Collections.single(engine)
     settings = next(iter(collections)).engine.settings
     keys = list(api_keys) if api_keys is not None else all_keys(settings)
+    origins = check_origins(cors_origins)
     auth = Authenticator(keys)  # checks every key fits a Bearer header, and registers it for redaction
     install_log_redaction()
     # FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
@@ -92,14 +95,15 @@ def create_app(
 
     # Outermost last: metrics see every status, CORS headers reach error responses too,
     # and the guards answer before any body is parsed.
+    app.add_middleware(_HeadMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
     app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
-    if cors_origins:
+    if origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=list(cors_origins),
-            allow_methods=["GET", "POST"],
+            allow_origins=origins,
+            allow_methods=["GET", "HEAD", "POST"],
             allow_headers=["Authorization", "Content-Type"],
             expose_headers=["X-Trace-Id", "Retry-After"],
         )
@@ -154,13 +158,35 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         names = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
-        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message)
+        # Keep the exception's headers: a 405 must say which methods the path takes (Allow).
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(exc.status_code, names.get(exc.status_code, "http_error"), message, headers=headers)
 
     @app.exception_handler(Exception)
     async def internal_error(_: Request, exc: Exception) -> Response:
         log.error("unhandled %s", type(exc).__name__, exc_info=exc)
         metrics.error("internal_error")
         return error_response(500, "internal_error", "internal error; see the server log")
+
+
+class _HeadMiddleware:
+    """Answers ``HEAD`` as ``GET`` without the body (RFC 9110 9.3.2): uptime checks and
+    ``curl -I`` use it, and FastAPI routes declared ``GET`` would otherwise answer 405."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}  # Content-Length still says what GET would send
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 class _MetricsMiddleware:
@@ -248,7 +274,7 @@ def serve(
     options: dict[str, Any] = {
         "rate_limit_per_minute": rate_limit_per_minute,
         "max_body_bytes": max_body_bytes,
-        "cors_origins": list(cors_origins),
+        "cors_origins": check_origins(cors_origins),
     }
     limits = uvicorn_limits(settings)
     if workers > 1:

@@ -47,6 +47,7 @@ __all__ = [
     "RateLimiter",
     "all_keys",
     "check_keys",
+    "check_origins",
     "is_loopback",
     "keys_from_env",
     "keys_from_settings",
@@ -138,6 +139,25 @@ def check_keys(keys: Iterable[str | ApiKey]) -> list[ApiKey]:
                 "digits and - . _ ~ + / (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
             )
         out.append(ApiKey(k.value, f"key-{i}", k.collections, k.write))
+    return out
+
+
+def check_origins(origins: Iterable[str]) -> list[str]:
+    """CORS origins as given, each ``scheme://host[:port]`` or ``*``; else a ``ConfigError``.
+
+    A browser sends its page's origin without a path, so ``http://localhost:3000/`` would
+    never match: it is refused when the server starts, not left to fail every request.
+
+    >>> check_origins(["http://localhost:3000", "*"])
+    ['http://localhost:3000', '*']
+    """
+    out = list(origins)
+    for origin in out:
+        if origin != "*" and not re.fullmatch(r"https?://[^/\s?#]+", origin):
+            raise ConfigError(
+                f"CORS origin {origin!r} is not an origin; write scheme://host[:port] without a path or "
+                "trailing slash (e.g. http://localhost:3000), or *"
+            )
     return out
 
 

@@ -83,11 +83,16 @@ async def parse_body(request: Request, model: type[M]) -> M:
 
 
 def describe_errors(errors: Iterable[Any]) -> str:
-    """Pydantic errors as one line: ``question: Input should be a valid string; ...``."""
+    """Pydantic errors as one line: ``question: Input should be a valid string; ...``.
+
+    >>> describe_errors([{"type": "extra_forbidden", "loc": ("qestion",), "msg": "Extra inputs are not permitted"}])
+    'qestion: unknown field; check its spelling or leave it out'
+    """
     parts = []
     for e in list(errors)[:5]:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+        msg = "unknown field; check its spelling or leave it out" if e.get("type") == "extra_forbidden" else None
+        parts.append(f"{loc}: {msg or e.get('msg', 'invalid')}")
     return "; ".join(parts)
 
 

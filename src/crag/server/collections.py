@@ -195,9 +195,10 @@ def install(app: FastAPI, collections: Collections) -> None:
 
     @app.get("/v1/models/{model_id}")
     async def get_model(request: Request, model_id: str) -> dict[str, Any]:
-        c = collections.resolve(model_id) if model_id != "rag" else collections.for_model("rag")[0]
+        """One model, as the chat endpoint resolves it (an unknown one: OpenAI's ``model_not_found``)."""
+        c, _ = chat_model(collections, model_id)
         authorize(request, c)
-        return _model(c) if model_id != "rag" else {**_model(c), "id": "rag"}
+        return {**_model(c), "id": model_id}
 
     @app.get("/v1/collections")
     async def list_collections(request: Request) -> dict[str, Any]:

@@ -79,6 +79,12 @@ class ChatMessage(BaseModel):
             return "\n".join(p.text or "" for p in self.content if p.type == "text")
         return self.content or ""
 
+    def other_parts(self) -> list[str]:
+        """The types of the parts that carry no text (``image_url``, ``input_audio``...), in order."""
+        if not isinstance(self.content, list):
+            return []
+        return list(dict.fromkeys(p.type for p in self.content if p.type != "text"))
+
 
 class ChatRequest(_Strict):
     """Body of ``POST /v1/chat/completions`` (OpenAI-compatible).
@@ -86,6 +92,10 @@ class ChatRequest(_Strict):
     Sampling parameters are accepted so stock clients work, but the CRAG settings of
     the server decide generation; ``model="rag"`` runs the plain baseline. The last user
     message is the question; the user and assistant messages before it are its history.
+    OpenAI parameters that would change what the reply is (tools, JSON output, several
+    choices, log probabilities) are accepted here and refused by :meth:`unsupported` with
+    their name, rather than as unknown fields; their neutral values (``tools: []``,
+    ``tool_choice: "auto"``, ``logprobs: false``...) pass, as some clients always send them.
     """
 
     model: StrictStr = "crag"
@@ -95,15 +105,52 @@ class ChatRequest(_Strict):
     top_p: StrictFloat | StrictInt | None = None
     max_tokens: StrictInt | None = None
     max_completion_tokens: StrictInt | None = None
-    n: StrictInt | None = Field(None, ge=1, le=1)
+    n: StrictInt | None = None
     stop: StrictStr | list[StrictStr] | None = None
     user: StrictStr | None = None
     seed: StrictInt | None = None
     presence_penalty: StrictFloat | StrictInt | None = None
     frequency_penalty: StrictFloat | StrictInt | None = None
+    logit_bias: dict[str, Any] | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: StrictStr | dict[str, Any] | None = None
+    parallel_tool_calls: StrictBool | None = None
+    functions: list[dict[str, Any]] | None = None
+    function_call: StrictStr | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    modalities: list[StrictStr] | None = None
+    reasoning_effort: StrictStr | None = None
+    service_tier: StrictStr | None = None
+    store: StrictBool | None = None
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     filters: dict[str, Any] | None = None  # crag's extension: as in /v1/ask
+
+    def unsupported(self) -> tuple[str, str] | None:
+        """The first parameter whose value crag cannot honour, and what to send instead.
+
+        >>> ChatRequest.model_validate({"messages": [{"role": "user", "content": "hi"}], "n": 3}).unsupported()[0]
+        'n'
+        """
+        fmt = (self.response_format or {}).get("type", "text")
+        checks = (
+            ("n", self.n not in (None, 1), "crag writes one answer per request; send n=1 or leave n out"),
+            ("tools", bool(self.tools), "crag answers from its knowledge base and calls no tools; leave tools out"),
+            ("functions", bool(self.functions), "crag calls no functions; leave functions out"),
+            ("tool_choice", self.tool_choice not in (None, "none", "auto"), 'crag calls no tools; send "none"'),
+            ("function_call", self.function_call not in (None, "none", "auto"), 'crag calls no functions; send "none"'),
+            ("response_format", fmt != "text", f"crag answers in prose with citations, not {fmt!r}; leave it out"),
+            ("logprobs", bool(self.logprobs), "crag returns no log probabilities; send false or leave logprobs out"),
+            ("top_logprobs", bool(self.top_logprobs), "crag returns no log probabilities; leave top_logprobs out"),
+            ("modalities", any(m != "text" for m in self.modalities or ()), 'crag answers in text; send ["text"]'),
+        )
+        return next(((name, why) for name, bad, why in checks if bad), None)
+
+    def last_user(self) -> ChatMessage | None:
+        """The last user message (the question), or None when there is none."""
+        return next((m for m in reversed(self.messages) if m.role == "user"), None)
 
     def conversation(self) -> tuple[str, list[dict[str, str]]]:
         """The question (the last user message) and the user/assistant messages before it."""
