@@ -158,6 +158,16 @@ def test_abstains_when_nothing_reliable_is_found(kb: KnowledgeBase) -> None:
     assert answer.citations and answer.citations[0].url == "https://example.org/noise"
 
 
+def test_abstention_with_nothing_found_says_so_without_promising_a_list(kb: KnowledgeBase) -> None:
+    # A filter that matches no document, and a search that finds nothing: no source at all.
+    tracer, llm = Tracer(), ScriptedLLM(["x [1]"])
+    deps = Deps(kb, KeywordEvaluator(), llm, StaticWebSearch([]), filters={"team": "nobody"})
+    answer = run_crag("How did the stock market close on Friday?", deps, CragSettings(retrieval={"top_k": 1}), tracer)
+    trace = tracer.to_dict()
+    assert trace["abstained"] is True and llm.prompts == [] and not answer.citations
+    assert answer.answer == "I could not find a reliable answer: no relevant sources were found for this question."
+
+
 def test_multi_round_correction_is_capped_and_traced(kb: KnowledgeBase) -> None:
     cfg = CragSettings(retrieval={"top_k": 1}, correction={"max_rounds": 3})
     junk = StaticWebSearch([WebResult("Noise", "https://example.org/n", "Unrelated words about pasta sauce.")])

@@ -29,7 +29,7 @@ from crag.correct.injection import flag_instructions
 from crag.correct.rounds import abstain_text
 from crag.correct.verify import Verification, threshold_for, verify_correct
 from crag.decide import decide
-from crag.generate import Generation, generate
+from crag.generate import NO_CONTEXT, Generation, generate
 from crag.generate.namesakes import answer_bearers
 from crag.grade.classify import query_thresholds
 from crag.grade.heuristic import set_confidence
@@ -389,6 +389,8 @@ def abstain(query: Query, context: Context) -> Generation:
     repeat whatever instructions a page planted in it.
     """
     shown = context.strips[:3]
+    if not shown:  # nothing found at all: say so, rather than promise a list and end in a colon
+        return Generation(NO_CONTEXT.get(query.language, NO_CONTEXT["en"]), [], [], refused=True, abstained=True)
     lines = [abstain_text(query.language)]
     lines += [f"[{n}] {s.title or s.source} {s.url}".rstrip() for n, s in enumerate(shown, 1)]
     citations = [Citation(n, s.source, s.title, s.url, s.text) for n, s in enumerate(shown, 1)]
