@@ -83,7 +83,7 @@ _LABEL = {"en": ("Question", ": "), "zh": ("问题", "：")}
 _FENCE = re.compile(r"<\s*/?\s*source\b", re.I)
 # A document's own reference markers ("…in 1901.[3]"): shown to the model they would be copied
 # into the answer, where "[3]" reads as a citation of source 3.
-_FOOTNOTE = re.compile(r"\[\d{1,3}\]")
+_FOOTNOTE = re.compile(r"[\[［]\s*\d{1,3}\s*[\]］]")  # "[3]", "[ 3 ]", full-width "［3］"
 
 
 def tag(strip: Strip, lang: str) -> str:
@@ -93,7 +93,7 @@ def tag(strip: Strip, lang: str) -> str:
 
 def fence(n: int, strip: Strip, lang: str) -> str:
     """One source as fenced data. Tag-like text inside is defused, so it cannot end the fence."""
-    title = _attr(strip.title)
+    title = _attr(_FOOTNOTE.sub("", strip.title))  # a title is shown too: "Harbour Museum [3]"
     head = f'<source id="{n}" from="{tag(strip, lang)}"' + (f' title="{title}"' if title else "") + ">"
     return f"{head}\n{defuse(_FOOTNOTE.sub('', strip.text.strip()))}\n</source>"
 
