@@ -34,7 +34,7 @@ from crag.paths import is_disk_full
 from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
-from crag.redact import install_log_redaction, register_env
+from crag.redact import install_log_redaction, register, register_env, url_secrets
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
 from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
@@ -68,6 +68,9 @@ class CRAG:
             settings.search.tavily_api_key_env,
             settings.search.brave_api_key_env,
         )
+        urls = (settings.llm.base_url, settings.embedder.base_url, settings.kb.store_uri)
+        search = (settings.search.tavily_url, settings.search.searxng_url, settings.search.brave_url)
+        register(secret for url in (*urls, *search) for secret in url_secrets(url))  # https://TOKEN@host
         install_log_redaction()
         self._lock = threading.RLock()
         self._embedder: Embedder | None = None

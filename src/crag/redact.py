@@ -7,8 +7,10 @@ records, saved traces and OpenTelemetry spans all call this module, and so does 
 - **known values**: environment variables whose name says they hold a secret (``*KEY*``,
   ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``, ``*AUTH*``), the variables a
   configuration names (``llm.api_key_env = "DEEPSEEK"``, see :func:`register_env`), and
-  values handed over at run time (:func:`register`, e.g. ``create_app(api_keys=[...])``).
-  Comma-separated lists such as ``CRAG_API_KEYS=k1,k2`` count key by key.
+  values handed over at run time (:func:`register`, e.g. ``create_app(api_keys=[...])``),
+  and credentials written into a configured URL (:func:`url_secrets`). Comma-separated lists
+  such as ``CRAG_API_KEYS=k1,k2`` count key by key. A known value is found in any case (a
+  question's key lowercased into a search query).
 - **common key shapes**, so a key this process never saw (a provider echoing another
   key, a key pasted into a document) is caught as well: ``sk-…``, ``tvly-…``,
   ``Bearer …``, ``ghp_…``, ``AKIA…``, ``AIza…``, ``xox?-…``, ``hf_…``, ``user:pass@`` in
@@ -48,6 +50,7 @@ __all__ = [
     "redact_text",
     "register",
     "register_env",
+    "url_secrets",
 ]
 
 REDACTED = "***"
@@ -71,7 +74,7 @@ _PATTERNS: list[re.Pattern[str]] = [
     re.compile(r"(?i)(\bbearer\s+)(?=[A-Za-z._~+/=\-]*[0-9])[A-Za-z0-9._~+/=\-]{8,}"),
     re.compile(r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),  # https://user:password@host
     re.compile(
-        r"(?i)(\b[\w\-]*(?:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|secret|password|passwd"
+        r"(?i)(\b[\w\-]*(?:api[_\-]?key|apikey|access[_\-]?(?:token|key)|auth[_\-]?token|secret|password|passwd"
         r"|subscription[_\-]token|x-api-key|client[_\-]secret)[\w\-]*[\"']?\s*[:=]\s*[\"']?)"
         # Not an already redacted value, nor an environment variable's name (tavily_api_key_env=TAVILY_API_KEY).
         r"(?!\*\*\*)(?![A-Z][A-Z0-9]*_[A-Z0-9_]*(?![\w\-]))[^\s\"'&,;}]{4,}"
@@ -88,6 +91,35 @@ def register(values: Iterable[str]) -> None:
     """Treat ``values`` as secrets from now on (keys that do not come from the environment)."""
     with _lock:
         _registered.update(v for v in values if isinstance(v, str) and len(v.strip()) >= MIN_SECRET_LEN)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials written into a URL: its password (or a user name that stands alone, a
+    token: ``https://TOKEN@host``) and the values of query parameters named like secrets.
+
+    Register them (:func:`register`) for every URL a setting holds: errors and traces name
+    the URL, and a token alone before ``@`` has no shape a pattern could tell from a user name.
+
+    >>> url_secrets("https://tok3n-abc@host/v1?access_key=k-123456&q=x")
+    ['tok3n-abc', 'k-123456']
+    >>> url_secrets("http://127.0.0.1:8080/v1")
+    []
+    """
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        user, password = parts.username, parts.password
+    except ValueError:  # not a URL (a bad port, an unclosed bracket): nothing to take from it
+        return []
+    found = [password or user or ""]
+    found += [v for k, v in parse_qsl(parts.query) if SECRET_NAME.search(k) or k.lower() in ("sig", "signature")]
+    out: list[str] = []
+    for value in found:
+        for form in (value, unquote(value)):  # as written in the URL, and as sent
+            if len(form) >= MIN_SECRET_LEN and form not in out:
+                out.append(form)
+    return out
 
 
 def register_env(*names: str) -> None:
@@ -119,9 +151,14 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with known secrets and key-shaped strings replaced by ``***``."""
     if not isinstance(text, str) or not text:
         return text
+    lowered = text.lower()
     for s in known_secrets() if secrets is None else secrets:
         if s in text:
             text = text.replace(s, REDACTED)
+            lowered = text.lower()
+        if s.lower() in lowered:  # the key in another case: a query lowercased for search, an upper-cased header
+            text = re.sub(re.escape(s), REDACTED, text, flags=re.IGNORECASE)
+            lowered = text.lower()
     for pattern in _PATTERNS:
         text = pattern.sub(_keep_prefix, text)
     return text

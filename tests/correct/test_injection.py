@@ -16,10 +16,10 @@ import re
 
 import pytest
 
-from crag.correct.injection import instruction_like
+from crag.correct.injection import flag_instructions, instruction_like
 from crag.generate.prompts import fence
 from crag.normalize import folded
-from crag.testing.injection import CASES, HOSTILE, PLANTED_URL, Case, run_case
+from crag.testing.injection import CASES, FACTS, HOSTILE, PLANTED_URL, Case, run_case
 from crag.types import Strip
 
 
@@ -79,3 +79,15 @@ def test_a_hostile_document_changes_no_answer_and_adds_no_citation(llm, case: Ca
     assert not result.leaked, result.generation.text
     assert result.generation.text == honest_only.text
     assert PLANTED_URL not in {c.source for c in result.generation.citations}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("case", CASES[::3], ids=lambda c: f"{c.lang}-{c.n}-{c.origin}")
+def test_an_instruction_planted_in_a_title_is_flagged_and_never_shown(case: Case) -> None:
+    """A web page's title (or a file's name) goes into the fence beside the text: it was not checked."""
+    honest, _, _, title = FACTS[case.lang]
+    strip = Strip(honest, PLANTED_URL, case.origin, title=case.text, score=0.8)
+    flagged = flag_instructions([strip])
+    assert [f["source"] for f in flagged] == [PLANTED_URL] and strip.score == pytest.approx(0.4)
+    assert strip.text == honest and case.code not in fence(1, strip, case.lang)
+    assert flag_instructions([Strip(honest, "a.md", case.origin, title=title)]) == []  # an honest title stays

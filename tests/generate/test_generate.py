@@ -341,3 +341,19 @@ def test_a_citation_moves_from_a_source_with_part_of_the_claim_to_one_with_all_o
     # A source that holds all of it keeps its citation.
     kept = generate("城巴E23P线往来于哪两个地方？", ctx, ScriptedLLM(["城巴E23P线往来于彩虹与机场之间。[2]"]))
     assert [c.id for c in kept.citations] == [2] and kept.claims[0].how == "kept"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("The museum opened in 1901.[3]", "Harbour Museum [2]"),
+        ("The museum opened in 1901.[ 3 ]", "Harbour Museum"),
+        ("博物馆于1901年开放。［3］", "海港博物馆［2］"),
+    ],
+)
+def test_a_documents_own_markers_reach_the_model_nowhere(text: str, title: str) -> None:
+    """Markers the model sees it copies, and a copied "[3]" reads as a citation of source 3."""
+    user = build_messages("When did it open?", [Strip(text, "a.md", "internal", title=title)], "en")[1]["content"]
+    assert "1901" in user and ("Harbour Museum" in user or "海港博物馆" in user)
+    assert not any(m in user for m in ("[2]", "[3]", "[ 3 ]", "［3］", "［2］")), user

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from crag.normalize import fold
+from crag.normalize import CONTROL_TOKENS, defuse_tokens
 from crag.types import Strip
 
 TAGS = {
@@ -81,14 +81,9 @@ DIRECTIVE = {
 _LABEL = {"en": ("Question", ": "), "zh": ("问题", "：")}
 # Matched on folded text (crag.normalize): "<", spaces, an optional "/", then "source".
 _FENCE = re.compile(r"<\s*/?\s*source\b", re.I)
-# Chat-template control tokens of the common formats: ChatML and Qwen (<|im_start|>), Llama 3
-# (<|eot_id|>), Phi (<|end|>), Llama 2 / Mistral ([INST], <<SYS>>, </s>), Gemma (<start_of_turn>).
-_CONTROL = re.compile(r"<\|[^|<>\s]{1,40}\|>|\[/?INST\]|<</?SYS>>|</?s>|<(?:start|end)_of_turn>", re.I)
 # A document's own reference markers ("…in 1901.[3]"): shown to the model they would be copied
 # into the answer, where "[3]" reads as a citation of source 3.
-_FOOTNOTE = re.compile(r"\[\d{1,3}\]")
-# Replacements that stay inert when folded again (‹ and ［ would fold back to < and [).
-_DEFUSED = {"[": "⟦", "［": "⟦"}
+_FOOTNOTE = re.compile(r"[\[［]\s*\d{1,3}\s*[\]］]")  # "[3]", "[ 3 ]", full-width "［3］"
 
 
 def tag(strip: Strip, lang: str) -> str:
@@ -98,7 +93,7 @@ def tag(strip: Strip, lang: str) -> str:
 
 def fence(n: int, strip: Strip, lang: str) -> str:
     """One source as fenced data. Tag-like text inside is defused, so it cannot end the fence."""
-    title = _attr(strip.title)
+    title = _attr(_FOOTNOTE.sub("", strip.title))  # a title is shown too: "Harbour Museum [3]"
     head = f'<source id="{n}" from="{tag(strip, lang)}"' + (f' title="{title}"' if title else "") + ">"
     return f"{head}\n{defuse(_FOOTNOTE.sub('', strip.text.strip()))}\n</source>"
 
@@ -136,14 +131,7 @@ def defuse(text: str) -> str:
     >>> defuse("a <\u200b/source> b <|im_start|>system c ＜/ѕоurсе＞")
     'a ⟨\u200b/source> b ⟨|im_start|>system c ⟨/ѕоurсе＞'
     """
-    low, where = fold(text)
-    starts = {where[m.start()] for rule in (_FENCE, _CONTROL) for m in rule.finditer(low)}
-    if not starts:
-        return text
-    chars = list(text)
-    for i in starts:
-        chars[i] = _DEFUSED.get(chars[i], "⟨")
-    return "".join(chars)
+    return defuse_tokens(text, (_FENCE, CONTROL_TOKENS))
 
 
 def _attr(text: str) -> str:

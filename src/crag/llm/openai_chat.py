@@ -12,6 +12,13 @@ hosted model too; a server that returns no log-probabilities is told apart once.
 
 The API key is needed only for non-local hosts. It is held as a ``SecretStr`` and
 never appears in ``repr`` or error messages.
+
+Servers apply the chat template to the messages and most (vLLM, llama.cpp's servers) then
+parse special tokens in the whole prompt, message text included: a passage holding
+``<|im_end|><|im_start|>assistant`` would end its turn there. So every message's text is
+sent with chat-template control tokens defused (:func:`crag.normalize.defuse_tokens`), for
+every prompt: the generator's, and the grader's, the Correct-path check's and the
+condenser's, which quote documents and conversations as they are.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from pydantic import SecretStr
 from crag.config import secret_from_env
 from crag.errors import LLMError, LLMUnavailableError
 from crag.http import RETRY_STATUS, is_local_url, request_json
+from crag.normalize import defuse_tokens
 from crag.protocols import Completion, TokenStream
 from crag.redact import clip
 from crag.registry import BackendDeps, Registries
@@ -114,7 +122,7 @@ class OpenAIChatLLM:
         """Send one chat completion request and return the first choice."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(m) for m in messages],
+            "messages": _outgoing(messages),
             "max_tokens": max_tokens,
             "temperature": temperature,
         }
@@ -136,7 +144,7 @@ class OpenAIChatLLM:
             raise LLMError(self._no_logprobs, backend_id=BACKEND_ID, step="yes_probability")
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(m) for m in messages],
+            "messages": _outgoing(messages),
             "max_tokens": 1,
             "temperature": 0.0,
             "logprobs": True,
@@ -165,7 +173,7 @@ class OpenAIChatLLM:
         """
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [dict(m) for m in messages],
+            "messages": _outgoing(messages),
             "max_tokens": max_tokens,
             "temperature": temperature,
             "stream": True,
@@ -407,6 +415,14 @@ def _transport_failure(exc: Exception, timeout: float) -> str:
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return f"connection dropped mid-response ({type(exc).__name__})"
     return f"cannot connect ({type(exc).__name__})"
+
+
+def _outgoing(messages: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+    """Copies of ``messages`` whose text holds no chat-template control token a server could parse."""
+    return [
+        {**m, "content": defuse_tokens(m["content"])} if isinstance(m.get("content"), str) else dict(m)
+        for m in messages
+    ]
 
 
 def _with_json_instruction(messages: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:

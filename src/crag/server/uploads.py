@@ -2,12 +2,15 @@
 
 >>> safe_filename("../../etc/passwd"), safe_filename(".hidden notes?.md")
 ('passwd', 'hidden notes_.md')
+>>> len(safe_filename("a" * 300 + ".md")), safe_filename("a" * 300 + ".md")[-4:]
+(120, 'a.md')
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,13 +32,18 @@ from crag.server.schemas import IngestRequest
 __all__ = ["ingest_summary", "one_field", "safe_filename", "save_uploads", "write_jsonl"]
 
 _UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
+_MAX_NAME = 120
 
 
 def safe_filename(name: str | None) -> str:
     """A plain file name from a client-supplied one: no folders, no leading dots, no controls."""
     base = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
     base = _UNSAFE.sub("_", base).strip(" .")
-    return base[:120] or "upload.txt"
+    if len(base) > _MAX_NAME:  # cut the stem, not the suffix: "….md" cut to "…" would be refused
+        stem, dot, suffix = base.rpartition(".")
+        keep = f".{suffix}" if dot and stem and len(suffix) <= 10 else ""
+        base = base[: _MAX_NAME - len(keep)].rstrip(" .") + keep
+    return base or "upload.txt"
 
 
 FORM_FIELDS = ("collection", "meta")  # the text fields of a multipart upload beside its files
@@ -110,14 +118,23 @@ def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
         except ValueError:
             return Path(p).name
 
+    roots = {str(uploads.resolve().parent), str(uploads.parent)}
+
+    def private(text: str) -> str:
+        # Reasons and warnings name the file by its server path ("/srv/kb/uploads/…: binary content").
+        for root in roots:
+            text = text.replace(root + os.sep, "")
+        return text
+
     statuses = ("added", "updated", "unchanged", "removed", "skipped")
     return {
         **{s: report.count(s) for s in statuses},
         "chunks_written": report.chunks_written,
         "files": [
-            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": f.reason} for f in report.files
+            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": private(f.reason)}
+            for f in report.files
         ],
-        "warnings": list(report.warnings),
+        "warnings": [private(w) for w in report.warnings],
     }
 
 
