@@ -7,7 +7,8 @@ exits non-zero; tracebacks are for bugs only.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast, overload
@@ -24,12 +25,14 @@ from crag.text import terminal_safe
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
+    from crag.pipeline.live import AnswerStream
 
 __all__ = [
     "ConfigOpt",
     "KbOpt",
     "RedactingStream",
     "SafeConsole",
+    "answer_stream",
     "assemble_model",
     "engine",
     "err",
@@ -42,6 +45,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 INTERRUPTED = "the knowledge base is consistent; run the command again to finish"
+STOP_WAIT_SECONDS = 60.0  # how long leaving a stream early waits for the model to stop
 
 
 class RedactingStream:
@@ -181,6 +185,25 @@ def collection_path(config: Path | None, kb: Path) -> Path:
 
     named = load_settings(config).server.collections
     return Path(named[str(kb)]) if str(kb) in named else kb
+
+
+@contextmanager
+def answer_stream(rag: CRAG, question: str, **kw: Any) -> Iterator[AnswerStream]:
+    """``rag.ask_stream``, whose run has ended when the ``with`` is left, early or not.
+
+    Leaving early (Ctrl-C, a closed pipe, an error) stops the model between two tokens;
+    waiting for that lets the run record its trace, and the process does not exit (and
+    free the model at exit) while the worker thread is still inside llama.cpp, which
+    crashed it with a segmentation fault.
+    """
+    events = rag.ask_stream(question, **kw)
+    try:
+        yield events
+    finally:
+        events.close()
+        if not events.wait(0.2):  # the model stops at its next token, after the prompt it is reading
+            with err.status("stopping the model…"):
+                events.wait(STOP_WAIT_SECONDS)
 
 
 def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:

@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, assemble_model, engine, err, friendly, out, stdout, warm_search
+from crag.cli._common import (
+    ConfigOpt,
+    KbOpt,
+    answer_stream,
+    assemble_model,
+    engine,
+    err,
+    friendly,
+    out,
+    stdout,
+    warm_search,
+)
 from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
 from crag.metadata import parse_pairs
@@ -29,7 +40,7 @@ __all__ = ["ask", "print_answer"]
 ACTION_STYLE = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "rag": "blue"}
 
 
-@friendly
+@friendly(interrupted="the question was stopped")
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
     kb: KbOpt = None,
@@ -74,7 +85,7 @@ def ask(
         answer = rag.ask(question, **kw)
         stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
         return
-    with rag.ask_stream(question, **kw) as events:  # leaving early (Ctrl-C) stops the model
+    with answer_stream(rag, question, **kw) as events:  # leaving early (Ctrl-C) stops the model
         answer = show_stream(events)
     print_sources(answer)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, assemble_model, engine, err, friendly, out, warm_search
+from crag.cli._common import ConfigOpt, KbOpt, answer_stream, assemble_model, engine, err, friendly, out, warm_search
 from crag.cli.ask import show_stream
 from crag.errors import CragError
 from crag.redact import redact_text
@@ -36,7 +36,7 @@ HELP = "/sources: the last answer's citations · /trace: its decision path · /n
 MAX_HISTORY_MESSAGES = 20  # the condenser reads the last few; older turns only cost memory
 
 
-@friendly
+@friendly(interrupted="the chat was stopped")
 def chat(
     kb: KbOpt = None,
     config: ConfigOpt = None,
@@ -92,7 +92,7 @@ class Session:
                 err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}")
 
     def ask(self, question: str) -> None:
-        with self.rag.ask_stream(question, history=self.history, **self.options) as events:
+        with answer_stream(self.rag, question, history=self.history, **self.options) as events:
             answer = show_stream(events)
         for note in answer.degradations:
             err.print(f"[yellow]degraded:[/] {escape(redact_text(note))}")
