@@ -26,6 +26,7 @@ from crag.text import terminal_safe
 if TYPE_CHECKING:
     from crag.engine import CRAG
     from crag.pipeline.live import AnswerStream
+    from crag.trace.store import TraceStore
 
 __all__ = [
     "ConfigOpt",
@@ -40,6 +41,7 @@ __all__ = [
     "friendly",
     "out",
     "stdout",
+    "traces",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -173,6 +175,21 @@ def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
     if kb is not None:
         overrides["kb"] = {"path": collection_path(config, kb)}
     return CRAG.from_config(config, **merge(overrides, extra))
+
+
+def traces(rag: CRAG) -> TraceStore:
+    """The traces of ``--kb``; a folder that holds neither traces nor a knowledge base is an error.
+
+    Opening the trace database creates it: a mistyped ``--kb`` used to become a new folder
+    with an empty database, and ``trace list`` an empty table that exits 0.
+    """
+    from crag.errors import KnowledgeBaseError
+
+    s = rag.settings
+    folder = s.kb.path
+    if not s.trace_path.exists() and not folder.is_file() and not (folder / "manifest.sqlite").is_file():
+        raise KnowledgeBaseError(f"no knowledge base at {folder}; create it with `crag ingest PATH --kb {folder}`")
+    return rag.traces
 
 
 def collection_path(config: Path | None, kb: Path) -> Path:
