@@ -40,6 +40,7 @@ __all__ = [
     "fail",
     "friendly",
     "out",
+    "read_stdin",
     "stdout",
     "traces",
 ]
@@ -164,6 +165,15 @@ def fail(message: str) -> None:
     # Control characters from the input it quotes (a \x1e in an id) would break the line.
     err.print(f"[bold red]error:[/] {escape(printable_text(message))}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2) from None
+
+
+def read_stdin(what: str) -> str:
+    """All of stdin, for ``what`` given as ``-``; a closed stdin is an error, not a crash."""
+    from crag.errors import InputError
+
+    if sys.stdin is None or sys.stdin.closed:
+        raise InputError(f"{what} is '-' but stdin is closed; pipe it in or pass it as an argument")
+    return sys.stdin.read()
 
 
 def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:

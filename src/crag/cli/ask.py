@@ -23,6 +23,7 @@ from crag.cli._common import (
     err,
     friendly,
     out,
+    read_stdin,
     stdout,
     warm_search,
 )
@@ -42,7 +43,7 @@ ACTION_STYLE = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "
 
 @friendly(interrupted="the question was stopped")
 def ask(
-    question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
+    question: Annotated[str, typer.Argument(help="The question, in Chinese or English; - reads it from stdin.")],
     kb: KbOpt = None,
     config: ConfigOpt = None,
     mode: Annotated[str, typer.Option(help="crag, or rag for the plain baseline.")] = "crag",
@@ -63,6 +64,8 @@ def ask(
     ] = None,
 ) -> None:
     """Answer a question from the knowledge base, correcting retrieval when needed."""
+    if question == "-":  # echo "What is CRAG?" | crag ask -
+        question = read_stdin("the question")
     if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
         raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
     filters = parse_pairs(filter_ or [], option="--filter")
