@@ -26,6 +26,8 @@ def test_eval_help_keeps_square_brackets() -> None:
     result = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     assert "whose [llm] is the judge" in result.output and "whose  is" not in result.output
+    result = CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "250"})
+    assert "a collection's name from [server.collections]" in result.output
 
 
 def test_trace_list_json_and_grep(tmp_path: Path) -> None:

@@ -118,7 +118,9 @@ err = SafeConsole(file=RedactingStream("stderr"), stderr=True)  # type: ignore[a
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
 KbOpt = Annotated[
     Path | None,
-    typer.Option("--kb", help="Knowledge base folder, or a collection's name from [server.collections] (default: kb)."),
+    typer.Option(
+        "--kb", help="Knowledge base folder, or a collection's name from \\[server.collections] (default: kb)."
+    ),
 ]
 
 
