@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.normalize",
             "crag.collection_names",
             "crag.config",
+            "crag.config_errors",
             "crag.paths",
             "crag._sqlite",
             "crag.http",

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -465,13 +465,10 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> CragSetti
     _TOML_FILE["path"] = path
     try:
         return CragSettings(**overrides)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        src = f" in {path}" if path else ""
-        raise ConfigError(f"invalid setting {where}{src}: {first['msg']}") from None
-    except (OSError, ValueError) as exc:  # e.g. TOML syntax error
-        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    except (OSError, ValueError) as exc:  # a bad value, TOML syntax, a CRAG_* list that is not JSON
+        from crag.config_errors import config_error
+
+        raise config_error(exc, path) from None
     finally:
         _TOML_FILE["path"] = None
 

@@ -26,6 +26,8 @@ def test_eval_help_keeps_square_brackets() -> None:
     result = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     assert "whose [llm] is the judge" in result.output and "whose  is" not in result.output
+    result = CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "250"})
+    assert "a collection's name from [server.collections]" in result.output
 
 
 def test_trace_list_json_and_grep(tmp_path: Path) -> None:
@@ -66,3 +68,17 @@ def test_a_chosen_provider_without_its_extra_exits_2_in_one_line(
 def test_chat_without_a_knowledge_base_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["chat", "--kb", str(tmp_path / "kb")], input="Who?\n")
     assert result.exit_code == 2 and result.output.startswith("error: ") and result.output.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["trace", "list"], ["trace", "show", "abcdef"], ["feedback", "rate", "abcdef", "up"], ["feedback", "export"]],
+)
+def test_traces_of_a_missing_knowledge_base_are_an_error_not_a_new_folder(tmp_path: Path, command: list[str]) -> None:
+    # A mistyped --kb used to create the folder with an empty trace database: `trace list`
+    # printed an empty table and exited 0, `trace show` said the id was unknown.
+    typo = tmp_path / "kbb"
+    result = CliRunner().invoke(app, [*command, "--kb", str(typo)], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: no knowledge base at {typo}; create it with `crag ingest")
+    assert not typo.exists()

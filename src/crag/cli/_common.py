@@ -7,7 +7,8 @@ exits non-zero; tracebacks are for bugs only.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast, overload
@@ -24,24 +25,30 @@ from crag.text import terminal_safe
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
+    from crag.pipeline.live import AnswerStream
+    from crag.trace.store import TraceStore
 
 __all__ = [
     "ConfigOpt",
     "KbOpt",
     "RedactingStream",
     "SafeConsole",
+    "answer_stream",
     "assemble_model",
     "engine",
     "err",
     "fail",
     "friendly",
     "out",
+    "read_stdin",
     "stdout",
+    "traces",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 INTERRUPTED = "the knowledge base is consistent; run the command again to finish"
+STOP_WAIT_SECONDS = 60.0  # how long leaving a stream early waits for the model to stop
 
 
 class RedactingStream:
@@ -111,7 +118,9 @@ err = SafeConsole(file=RedactingStream("stderr"), stderr=True)  # type: ignore[a
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="TOML config file (default ./crag.toml).")]
 KbOpt = Annotated[
     Path | None,
-    typer.Option("--kb", help="Knowledge base folder, or a collection's name from [server.collections] (default: kb)."),
+    typer.Option(
+        "--kb", help="Knowledge base folder, or a collection's name from \\[server.collections] (default: kb)."
+    ),
 ]
 
 
@@ -160,6 +169,15 @@ def fail(message: str) -> None:
     raise typer.Exit(2) from None
 
 
+def read_stdin(what: str) -> str:
+    """All of stdin, for ``what`` given as ``-``; a closed stdin is an error, not a crash."""
+    from crag.errors import InputError
+
+    if sys.stdin is None or sys.stdin.closed:
+        raise InputError(f"{what} is '-' but stdin is closed; pipe it in or pass it as an argument")
+    return sys.stdin.read()
+
+
 def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
     """The ``CRAG`` engine for a command: settings from ``config``, then ``--kb`` and ``extra``."""
     from crag.config import merge
@@ -169,6 +187,21 @@ def engine(config: Path | None, kb: Path | None, **extra: Any) -> CRAG:
     if kb is not None:
         overrides["kb"] = {"path": collection_path(config, kb)}
     return CRAG.from_config(config, **merge(overrides, extra))
+
+
+def traces(rag: CRAG) -> TraceStore:
+    """The traces of ``--kb``; a folder that holds neither traces nor a knowledge base is an error.
+
+    Opening the trace database creates it: a mistyped ``--kb`` used to become a new folder
+    with an empty database, and ``trace list`` an empty table that exits 0.
+    """
+    from crag.errors import KnowledgeBaseError
+
+    s = rag.settings
+    folder = s.kb.path
+    if not s.trace_path.exists() and not folder.is_file() and not (folder / "manifest.sqlite").is_file():
+        raise KnowledgeBaseError(f"no knowledge base at {folder}; create it with `crag ingest PATH --kb {folder}`")
+    return rag.traces
 
 
 def collection_path(config: Path | None, kb: Path) -> Path:
@@ -181,6 +214,25 @@ def collection_path(config: Path | None, kb: Path) -> Path:
 
     named = load_settings(config).server.collections
     return Path(named[str(kb)]) if str(kb) in named else kb
+
+
+@contextmanager
+def answer_stream(rag: CRAG, question: str, **kw: Any) -> Iterator[AnswerStream]:
+    """``rag.ask_stream``, whose run has ended when the ``with`` is left, early or not.
+
+    Leaving early (Ctrl-C, a closed pipe, an error) stops the model between two tokens;
+    waiting for that lets the run record its trace, and the process does not exit (and
+    free the model at exit) while the worker thread is still inside llama.cpp, which
+    crashed it with a segmentation fault.
+    """
+    events = rag.ask_stream(question, **kw)
+    try:
+        yield events
+    finally:
+        events.close()
+        if not events.wait(0.2):  # the model stops at its next token, after the prompt it is reading
+            with err.status("stopping the model…"):
+                events.wait(STOP_WAIT_SECONDS)
 
 
 def warm_search(rag: CRAG, name: str | None, corpus: Path | None) -> None:

@@ -14,7 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, assemble_model, engine, err, friendly, out, stdout, warm_search
+from crag.cli._common import (
+    ConfigOpt,
+    KbOpt,
+    answer_stream,
+    assemble_model,
+    engine,
+    err,
+    friendly,
+    out,
+    read_stdin,
+    stdout,
+    warm_search,
+)
 from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
 from crag.metadata import parse_pairs
@@ -29,9 +41,9 @@ __all__ = ["ask", "print_answer"]
 ACTION_STYLE = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "rag": "blue"}
 
 
-@friendly
+@friendly(interrupted="the question was stopped")
 def ask(
-    question: Annotated[str, typer.Argument(help="The question, in Chinese or English.")],
+    question: Annotated[str, typer.Argument(help="The question, in Chinese or English; - reads it from stdin.")],
     kb: KbOpt = None,
     config: ConfigOpt = None,
     mode: Annotated[str, typer.Option(help="crag, or rag for the plain baseline.")] = "crag",
@@ -52,6 +64,8 @@ def ask(
     ] = None,
 ) -> None:
     """Answer a question from the knowledge base, correcting retrieval when needed."""
+    if question == "-":  # echo "What is CRAG?" | crag ask -
+        question = read_stdin("the question")
     if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
         raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
     filters = parse_pairs(filter_ or [], option="--filter")
@@ -74,7 +88,7 @@ def ask(
         answer = rag.ask(question, **kw)
         stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
         return
-    with rag.ask_stream(question, **kw) as events:  # leaving early (Ctrl-C) stops the model
+    with answer_stream(rag, question, **kw) as events:  # leaving early (Ctrl-C) stops the model
         answer = show_stream(events)
     print_sources(answer)
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, assemble_model, engine, err, friendly, out, warm_search
+from crag.cli._common import ConfigOpt, KbOpt, answer_stream, assemble_model, engine, err, friendly, out, warm_search
 from crag.cli.ask import show_stream
-from crag.errors import CragError
+from crag.errors import CragError, InputError
 from crag.redact import redact_text
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ HELP = "/sources: the last answer's citations · /trace: its decision path · /n
 MAX_HISTORY_MESSAGES = 20  # the condenser reads the last few; older turns only cost memory
 
 
-@friendly
+@friendly(interrupted="the chat was stopped")
 def chat(
     kb: KbOpt = None,
     config: ConfigOpt = None,
@@ -46,6 +46,8 @@ def chat(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what crag does to stderr.")] = False,
 ) -> None:
     """Talk with the knowledge base: follow-up questions keep the conversation, the model stays loaded."""
+    if sys.stdin is None or sys.stdin.closed:  # nothing to read: say so before the model loads
+        raise InputError("crag chat reads questions from stdin, which is closed; run it in a terminal or pipe them in")
     if verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     rag = engine(config, kb, **({"evaluator": {"backend": evaluator}} if evaluator else {}))
@@ -92,7 +94,7 @@ class Session:
                 err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}")
 
     def ask(self, question: str) -> None:
-        with self.rag.ask_stream(question, history=self.history, **self.options) as events:
+        with answer_stream(self.rag, question, history=self.history, **self.options) as events:
             answer = show_stream(events)
         for note in answer.degradations:
             err.print(f"[yellow]degraded:[/] {escape(redact_text(note))}")

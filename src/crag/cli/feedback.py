@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
+from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, traces
 from crag.errors import InputError
 
 __all__ = ["feedback_app"]
@@ -35,7 +35,7 @@ def rate(
     if rating not in ("up", "down"):
         raise InputError(f"rating {rating!r} is not 'up' or 'down'")
     rag = engine(config, kb)
-    row = rag.traces.rate(trace_id, rating, comment)
+    row = traces(rag).rate(trace_id, rating, comment)
     out.print(f"rated {row['trace_id']} {rating}")
 
 
@@ -53,7 +53,7 @@ def export(
     from crag.grade.feedback import export_feedback
 
     rag = engine(config, kb)
-    report = export_feedback(rag.traces)
+    report = export_feedback(traces(rag))
     if not report.ratings:
         raise InputError(
             f"no rated traces in {rag.settings.trace_path}; rate answers in the viewer (/ui) "

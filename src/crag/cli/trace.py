@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from crag.cli._common import ConfigOpt, KbOpt, engine, friendly, out, stdout
+from crag.cli._common import ConfigOpt, KbOpt, engine, friendly, out, stdout, traces
 from crag.redact import redact
 
 __all__ = ["trace_app"]
@@ -29,7 +29,7 @@ def trace_list(
     from crag.trace.render import render_list
 
     rag = engine(config, kb)
-    rows = rag.traces.list(limit=limit, action=action, grep=grep)
+    rows = traces(rag).list(limit=limit, action=action, grep=grep)
     if as_json:
         stdout.write("".join(json.dumps(redact(row), ensure_ascii=False) + "\n" for row in rows))
     else:
@@ -48,7 +48,7 @@ def trace_show(
     from crag.trace.render import render_trace
 
     rag = engine(config, kb)
-    data = rag.traces.get(trace_id)
+    data = traces(rag).get(trace_id)
     if as_json:
         stdout.write(json.dumps(redact(data), ensure_ascii=False, indent=2) + "\n")
     else:

@@ -63,14 +63,20 @@ class _Loaded:
 
 _LOADED: dict[tuple[str, int, bool], _Loaded] = {}
 _LOADED_LOCK = threading.Lock()
+_EXIT_WAIT_SECONDS = 30.0  # at exit, how long to wait for a running call before leaving its model open
 
 
 @atexit.register
 def _close_loaded() -> None:
     # Free models while llama_cpp still exists: left to the garbage collector at interpreter
     # shutdown, Llama.__del__ runs after its module is torn down and prints a traceback.
+    # A call still running in another thread (a daemon worker whose reader left) would use
+    # the freed context and crash the process: wait for it to end, or leave that model open.
     with _LOADED_LOCK:
         for loaded in _LOADED.values():
+            if not loaded.lock.acquire(timeout=_EXIT_WAIT_SECONDS):
+                log.debug("%s still busy at exit; not freeing it", BACKEND_ID)
+                continue  # the running call's frame holds it, so it is not collected either
             try:
                 loaded.llama.close()
             except Exception as exc:  # shutting down anyway: note it, never fail the exit
