@@ -22,12 +22,24 @@ from pathlib import Path
 __all__ = ["write_atomic"]
 
 
+def _umask() -> int:
+    # Read once, at import (os.umask can only be read by setting it, which would race threads).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# What open() would give a new file: a written report or export is as readable as any other
+# file the user makes (mkstemp's 0600 hid `crag feedback export` output from a teammate).
+DEFAULT_MODE = 0o666 & ~_umask()
+
+
 def write_atomic(path: Path, data: str | bytes | Iterable[str], *, mode: int | None = None) -> Path:
     """Write ``data`` (text, bytes, or lines of text) to ``path`` via a temp file and a rename.
 
     Parent folders are created. Lines are written as they come, so a generator of
-    results never has to fit in memory twice. ``mode`` sets the file's permissions
-    (``mkstemp`` creates 0600, which other users of a shared folder cannot read). A full disk
+    results never has to fit in memory twice. ``mode`` sets the file's permissions; by
+    default those ``open()`` gives a new file under the process's umask. A full disk
     raises ``DiskFullError`` naming the folder, and leaves no temporary file behind.
     """
     path = Path(path)
@@ -56,8 +68,7 @@ def _write(path: Path, data: str | bytes | Iterable[str], mode: int | None) -> N
                     f.write(line.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, DEFAULT_MODE if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
