@@ -93,9 +93,14 @@ def test_unreachable_llm_endpoint(small_kb: Path, tmp_path: Path) -> None:
     )
     proc = crag("ask", "When was the Royal University of Warsaw established?", "--kb", str(small_kb), "-c", str(cfg))
     one_line_error(proc, "127.0.0.1")
-    # The failed question still left a trace with the error in it.
-    listing = crag("trace", "list", "--kb", str(small_kb))
-    assert listing.returncode == 0
+    # The failed question still left a trace with the error in it, listed as failed.
+    listing = crag("trace", "list", "--kb", str(small_kb), "--status", "failed", "--json")
+    assert listing.returncode == 0, listing.stderr
+    rows = [json.loads(line) for line in listing.stdout.splitlines()]
+    assert rows and rows[0]["question"].startswith("When was the Royal") and {r["status"] for r in rows} == {"failed"}
+    for option, value in (("--status", "broken"), ("--action", "wrong"), ("--limit", "0")):
+        bad = crag("trace", "list", "--kb", str(small_kb), option, value)
+        assert bad.returncode == 2 and option in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_missing_api_key(small_kb: Path) -> None:
