@@ -26,7 +26,7 @@ import httpx
 from crag.config import CragSettings, load_settings, merge
 from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
-from crag.errors import CragError, InputError
+from crag.errors import CragError, InputError, RequestCancelled
 from crag.ingest.limits import InputLimits
 from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.metadata import check_metadata, parse_filters
@@ -387,7 +387,9 @@ class CRAG:
         try:
             answer = run(tracer, on_step)
         except BaseException as exc:
-            if isinstance(exc, CragError):
+            if isinstance(exc, RequestCancelled):  # the reader left (Ctrl-C, a closed tab): no failure
+                tracer.record("cancelled", str(exc))
+            elif isinstance(exc, CragError):
                 tracer.append("errors", str(exc))
             self._record(tracer)
             raise

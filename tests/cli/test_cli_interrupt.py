@@ -7,6 +7,7 @@ process died with a segmentation fault (exit 139), before the trace was saved.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -96,3 +97,5 @@ def test_ctrl_c_while_the_model_writes_exits_130_and_saves_the_trace(tmp_path: P
     trace_id = decision.split("trace ")[-1].strip()
     shown = subprocess.run([*cli, "trace", "show", trace_id, "--kb", kb, "--json"], env=env, capture_output=True)
     assert shown.returncode == 0, shown.stderr
+    trace = json.loads(shown.stdout)
+    assert trace["status"] == "cancelled" and trace["cancelled"] and not trace.get("errors")

@@ -302,3 +302,6 @@ def test_a_failed_request_is_listed_as_failed_not_by_its_action(tmp_path: Path) 
     assert [r["id"][-6:] for r in store.list(status="failed")] == ["aaaaaa"]
     assert trace_status({"answer": "x", "abstained": True, "refused": True}) == "abstained"
     assert trace_status({"answer": "x", "degradations": ["search timed out"]}) == "degraded"
+    # stopped by its reader (Ctrl-C, a closed tab): no answer, and nothing failed
+    assert trace_status({"action": "correct", "cancelled": "closed by its reader"}) == "cancelled"
+    assert trace_status({"cancelled": "closed", "errors": ["llm: timed out"]}) == "failed"

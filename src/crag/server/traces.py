@@ -12,6 +12,7 @@ from crag.errors import ApiError, CragError
 from crag.server.answers import answer_question
 from crag.server.collections import Collections, Run, authorize
 from crag.server.metrics import Metrics
+from crag.trace.store import STATUSES
 
 __all__ = ["install"]
 
@@ -30,7 +31,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         collection: str | None = Query(None, max_length=64),
         limit: int = Query(50, ge=1, le=500),
         action: str | None = Query(None, pattern="^(correct|ambiguous|incorrect|rag)$"),
-        status: str | None = Query(None, pattern="^(answered|degraded|refused|abstained|failed|retrieved)$"),
+        status: str | None = Query(None, pattern=f"^({'|'.join(STATUSES)})$"),
         min_confidence: float | None = Query(None, ge=0, le=1),
         max_confidence: float | None = Query(None, ge=0, le=1),
         min_latency_ms: float | None = Query(None, ge=0),

@@ -245,6 +245,8 @@ def _problems(data: Mapping[str, Any]) -> RenderableType | None:
         for item in items if isinstance(items, list) else []:
             text.append(f"{key[:-1]}: ", style=style)
             text.append(str(item) + "\n", style=style)
+    if data.get("cancelled"):  # stopped by its reader: said plainly, not as an error
+        text.append(f"cancelled: {data['cancelled']}\n", style="dim")
     text.rstrip()
     return text if text.plain else None
 
@@ -294,7 +296,7 @@ def _action(value: Any, *, answered: bool = True) -> Text:
 
 
 STATUS_STYLES = {"answered": "green", "degraded": "yellow", "refused": "magenta", "abstained": "magenta",
-                 "failed": "bold red", "retrieved": "cyan"}  # fmt: skip
+                 "failed": "bold red", "cancelled": "dim", "retrieved": "cyan"}  # fmt: skip
 
 
 def _status(value: Any) -> Text:

@@ -86,20 +86,24 @@ def m003_status(db: sqlite3.Connection) -> None:
         db.execute("UPDATE traces SET status = ? WHERE id = ?", (status, trace_id))
 
 
-STATUSES = ("answered", "degraded", "refused", "abstained", "failed", "retrieved")
+STATUSES = ("answered", "degraded", "refused", "abstained", "failed", "cancelled", "retrieved")
 
 
 def trace_status(trace: dict[str, Any]) -> str:
     """How the request ended: ``failed`` (an error, no answer), ``abstained`` (nothing reliable
     found), ``refused`` (the sources did not hold the answer), ``degraded`` (answered, with
     something given up on the way), or ``answered``; ``retrieved`` for a run that stopped
-    before generation on purpose (a retriever's, :func:`crag.pipeline.run_crag_context`).
+    before generation on purpose (a retriever's, :func:`crag.pipeline.run_crag_context`);
+    ``cancelled`` when its reader stopped it (Ctrl-C, a client that hung up): no answer, and
+    nothing failed.
 
     >>> trace_status({"action": "correct", "errors": ["llm: unknown model"]}), trace_status({"answer": "x"})
     ('failed', 'answered')
     """
     if not trace.get("errors") and "answer" not in trace and trace.get("context_only"):
         return "retrieved"
+    if not trace.get("errors") and "answer" not in trace and trace.get("cancelled"):
+        return "cancelled"
     if trace.get("errors") or "answer" not in trace:
         return "failed"
     if trace.get("abstained"):

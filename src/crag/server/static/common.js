@@ -50,7 +50,7 @@ function badge(action, status) {
 }
 
 function statusBadge(status) {
-  const name = ["answered", "degraded", "refused", "abstained", "failed", "retrieved"].includes(status) ? status : "unknown";
+  const name = ["answered", "degraded", "refused", "abstained", "failed", "cancelled", "retrieved"].includes(status) ? status : "unknown";
   return el("span", { class: `badge status-${name}` }, String(status || "?"));
 }
 

@@ -51,6 +51,7 @@ function problems(t) {
   for (const key of ["degradations", "errors"]) {
     for (const item of Array.isArray(t[key]) ? t[key] : []) items.push(el("li", {}, `${key.slice(0, -1)}: ${item}`));
   }
+  if (t.cancelled) items.push(el("li", {}, `cancelled: ${t.cancelled}`));
   return items.length ? el("div", { class: "problems" }, el("strong", {}, "Degraded"), el("ul", {}, items)) : null;
 }
 
