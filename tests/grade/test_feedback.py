@@ -233,7 +233,11 @@ def test_cli_rate_and_export(engine: CRAG, tmp_path: Path) -> None:
     pairs = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
     mine = [p for p in pairs if p["trace_id"] == tid]
     assert mine and all(p["label"] == 1 and p["query"] == "What does CRAG grade?" for p in mine)
-    r = runner.invoke(cli, ["feedback", "export", "--kb", str(tmp_path / "empty-kb"), "-o", str(out)])
+    r = runner.invoke(cli, ["feedback", "export", "--kb", str(tmp_path / "no-kb"), "-o", str(out)])
+    assert r.exit_code == 2 and "no knowledge base at" in r.output  # a mistyped --kb, not created
+    assert not (tmp_path / "no-kb").exists()
+    TraceStore(tmp_path / "unrated-kb" / "traces.sqlite").count()  # traces, none of them rated
+    r = runner.invoke(cli, ["feedback", "export", "--kb", str(tmp_path / "unrated-kb"), "-o", str(out)])
     assert r.exit_code == 2 and "no rated traces" in r.output
 
 
