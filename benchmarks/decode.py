@@ -10,7 +10,12 @@ base, and lets the bundled model answer each prompt once per decoding setting:
 * ``lookupN``: prompt lookup guessing up to N tokens per pass after the output's last 2–3 tokens
   recur (``llm.lookup_decoding = true``, the default, guesses ``crag.llm.lookup.DRAFT_TOKENS``);
 * ``lookupNnM``: the same after a match of 3 down to M tokens (``n1``: after one token too, the
-  rule before 2026-12-06; ``n3``: after three only); ``plain2``: plain again (run-to-run noise).
+  rule before 2026-12-06; ``n3``: after three only); ``plain2``: plain again (run-to-run noise);
+* a ``cN`` suffix (``lookup3c4096``): the prompt read N tokens at a time between two chances to
+  stop (default ``crag.llm.prefix_cache.PROMPT_CHUNK``; ``c4096``: in one go, as before 2026-12-06).
+
+Before each reply the model's cache is emptied, so every setting reads its prompt as the engine
+does (the system prompt's saved state restored, the rest read).
 
 ``--from-traces KB/traces.sqlite`` answers the contexts the engine really answered from instead
 (each saved trace's question and final context, rebuilt into the answer prompt), ``--per-lang``
@@ -22,6 +27,7 @@ ones (a batched pass can break a near tie the other way). Run it on a quiet mach
 
     python benchmarks/decode.py [--per-lang 15] [--settings plain,lookup3,lookup8] [--flash-attn]
     python benchmarks/decode.py --from-traces KB/traces.sqlite --per-lang 35 --settings plain,lookup3,lookup3n1,plain2
+    python benchmarks/decode.py --from-traces KB/traces.sqlite --per-lang 20 --settings lookup3c4096,lookup3
 
 Output: ``benchmarks/out/decode/results.jsonl`` and ``summary.json``.
 """
@@ -41,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import crag.llm.lookup as lookup  # noqa: E402
+import crag.llm.prefix_cache as prefix_cache  # noqa: E402
 from crag.generate.prompts import build_messages  # noqa: E402
 from crag.llm.llama_cpp import LlamaCppLLM  # noqa: E402
 from crag.text import split_sentences  # noqa: E402
@@ -49,6 +56,8 @@ from crag.types import Strip  # noqa: E402
 
 DATA = ROOT / "data" / "hard"
 DEFAULT_NGRAM = lookup.NGRAM
+DEFAULT_CHUNK = prefix_cache.PROMPT_CHUNK
+SETTING = re.compile(r"(?P<name>plain\d*|lookup(?P<draft>\d+)(?:n(?P<n>\d))?)(?:c(?P<chunk>\d+))?")
 
 
 def prompts(per_lang: int) -> list[tuple[str, str, list[dict[str, str]]]]:
@@ -100,11 +109,15 @@ def first_sentence_end(pieces: list[tuple[float, str]]) -> float:
 
 
 def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], setting: str) -> dict[str, Any]:
-    # "plain", "plain2" (a repeat), "lookupN", "lookupNnM" (guess after a match of 3 down to M tokens)
-    spec = re.fullmatch(r"lookup(\d+)(?:n(\d))?", setting)
-    draft_tokens = int(spec[1]) if spec else 0
-    lookup.NGRAM = tuple(range(3, int(spec[2]) - 1, -1)) if spec and spec[2] else DEFAULT_NGRAM
+    # "plain", "plain2" (a repeat), "lookupN", "lookupNnM" (guess after a match of 3 down to M tokens),
+    # any of them + "cN" (read the prompt N tokens at a time)
+    spec = SETTING.fullmatch(setting)
+    assert spec is not None  # checked in main
+    draft_tokens = int(spec["draft"]) if spec["draft"] else 0
+    lookup.NGRAM = tuple(range(3, int(spec["n"]) - 1, -1)) if spec["n"] else DEFAULT_NGRAM
+    prefix_cache.PROMPT_CHUNK = int(spec["chunk"]) if spec["chunk"] else DEFAULT_CHUNK
     loaded = llm._ready()
+    loaded.llama.reset()  # read the prompt again (its system prompt restored from the saved state)
     decode = loaded.llama._ctx.decode
     passes = [0]
 
@@ -116,7 +129,8 @@ def run_one(llm: LlamaCppLLM, messages: list[dict[str, str]], setting: str) -> d
     loaded.llama._ctx.decode = counted
     try:
         start = time.perf_counter()
-        pieces = [(time.perf_counter() - start, p) for p in llm.stream(messages, max_tokens=160)]
+        # "" pieces say the prompt is still being read: not the reply
+        pieces = [(time.perf_counter() - start, p) for p in llm.stream(messages, max_tokens=160) if p]
     finally:
         loaded.llama._ctx.decode = decode
     first = pieces[0][0] if pieces else 0.0
@@ -139,8 +153,8 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     settings = args.settings.split(",")
-    if bad := [n for n in settings if not re.fullmatch(r"plain\d*|lookup\d+(?:n\d)?", n)]:
-        raise SystemExit(f"unknown --settings {', '.join(bad)}: use plain, plain2, lookupN or lookupNnM")
+    if bad := [n for n in settings if not SETTING.fullmatch(n)]:
+        raise SystemExit(f"unknown --settings {', '.join(bad)}: use plain, plain2, lookupN or lookupNnM (+cN)")
     llm = LlamaCppLLM("qwen2.5-coder-1.5b", flash_attn=args.flash_attn)
     llm.warm_up()
     items = traced_prompts(args.from_traces, args.per_lang) if args.from_traces else prompts(args.per_lang)
@@ -154,6 +168,7 @@ def main() -> None:
                 print(f"{qid} {name}: first sentence {row['first_sentence_s']} s, reply {row['reply_s']} s",
                       flush=True)  # fmt: skip
     plain = {r["id"]: r["text"] for r in rows if r["setting"] == "plain"}
+    first = {r["id"]: r["text"] for r in rows if r["setting"] == settings[0]}
     summary: dict[str, Any] = {}
     for name in settings:
         for lang in ("en", "zh", "all"):
@@ -167,6 +182,7 @@ def main() -> None:
                 "reply_s_mean": round(statistics.fmean(r["reply_s"] for r in mine), 3),
                 "passes_mean": round(statistics.fmean(r["passes"] for r in mine), 1),
                 "same_as_plain": sum(plain.get(r["id"]) == r["text"] for r in mine),
+                "same_as_first": sum(first.get(r["id"]) == r["text"] for r in mine),
             }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     print(json.dumps(summary, indent=2))

@@ -68,7 +68,7 @@ class TimedLLM:
                     delta = next(gen)
                 except StopIteration as end:
                     return end.value  # type: ignore[no-any-return]
-                if not noted:
+                if delta and not noted:  # "" while the prompt is read: no token yet
                     self.first.append(time.monotonic())
                     noted = True
                 yield delta
@@ -175,6 +175,8 @@ def run_direct(timed: TimedLLM, max_tokens: int) -> dict[str, Any]:
     first = None
     pieces = []
     for delta in timed.inner.stream(timed.messages, max_tokens=max_tokens):
+        if not delta:  # still reading the prompt
+            continue
         first = first or time.monotonic()
         pieces.append(delta)
     end = time.monotonic()

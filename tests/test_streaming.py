@@ -209,6 +209,45 @@ def test_closing_the_stream_stops_the_model_between_tokens(kb: KnowledgeBase) ->
     assert any(span.name == "generate" and span.error and "RequestCancelled" in span.error for span in tracer.spans)
 
 
+class ReadingLLM(ScriptedLLM):
+    """A model that first reads a long prompt: an empty piece per block read (0.05 s each)."""
+
+    def __init__(self, reply: str, blocks: int) -> None:
+        super().__init__([reply])
+        self.blocks, self.read = blocks, 0
+
+    def stream(self, messages: Sequence[dict[str, str]], **kw: Any) -> Any:
+        with self.lock:
+            for _ in range(self.blocks):
+                time.sleep(0.05)
+                self.read += 1
+                yield ""
+        return (yield from super().stream(messages, **kw))
+
+
+def test_a_reader_that_leaves_while_the_prompt_is_read_stops_the_model_there(kb: KnowledgeBase) -> None:
+    llm = ReadingLLM("Zebras have stripes [1].", blocks=100)
+    tracer = Tracer()
+    s = AnswerStream(live_run(kb, llm, tracer), trace_id=tracer.id)
+    assert next(iter(s)).name == "query"
+    while llm.read < 3:  # reading the prompt: no token yet
+        time.sleep(0.01)
+    s.close()
+    assert s.wait(timeout=5), "the run did not stop after close()"
+    assert llm.read < 20 and llm.streamed == 0 and not llm.lock.locked()
+    assert "first_token_s" not in tracer.events.get("stream", {})  # an empty piece is no first token
+
+
+def test_empty_pieces_are_not_text_and_not_a_first_token(kb: KnowledgeBase) -> None:
+    tracer = Tracer()
+    with AnswerStream(live_run(kb, ReadingLLM("Zebras have stripes [1].", blocks=3), tracer), trace_id=tracer.id) as s:
+        events = list(s)
+    assert "".join(e.data["delta"] for e in events if e.name == "token") == events[-1].value.answer
+    assert events[-1].value.answer == "Zebras have stripes [1]."
+    stream = tracer.events["stream"]
+    assert isinstance(stream, dict) and 0 < stream["first_token_s"] <= stream["first_shown_s"]
+
+
 def test_a_reader_that_falls_behind_holds_the_run_and_close_releases_it(kb: KnowledgeBase) -> None:
     llm = ScriptedLLM(["Zebras have stripes [1]. " * 50])
     tracer = Tracer()

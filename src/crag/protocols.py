@@ -253,7 +253,9 @@ def offers(llm: LLM, capability: type[Any]) -> bool:
 
 TokenStream = Generator[str, None, Completion]
 """Text deltas as the model writes them; the generator's return value is the whole
-:class:`Completion` (text and token counts), so ``done = yield from llm.stream(...)``."""
+:class:`Completion` (text and token counts), so ``done = yield from llm.stream(...)``.
+An empty delta says the model is still reading its prompt: a reader that stops there (closes
+the generator) frees the model without waiting for the whole prompt."""
 
 
 @runtime_checkable

@@ -303,6 +303,28 @@ def test_a_closed_greedy_stream_frees_the_model(llm: LlamaCppLLM) -> None:
     assert llm.complete(_COPYING[0], max_tokens=32).text  # the model answers the next call
 
 
+def test_a_stream_closed_while_the_prompt_is_read_stops_reading_it(llm: LlamaCppLLM) -> None:
+    # A reader that leaves (Ctrl-C, a client that hung up) frees the model at the end of a block
+    # of the prompt, not after all of it; read whole, the blocks change no token of the reply.
+    from crag.llm.prefix_cache import PROMPT_CHUNK
+
+    long = [{"role": "user", "content": "\n".join([_BRIDGE] * 40)}]
+    loaded = llm._ready()
+    tokens = llm._tokens(loaded, long)
+    assert 3 * PROMPT_CHUNK < len(tokens) < N_CTX - 16
+    stream = llm.stream(long, max_tokens=16)
+    assert next(stream) == ""  # a block of the prompt is read; no reply yet
+    read = int(loaded.llama.n_tokens)
+    stream.close()
+    assert not loaded.lock.locked() and read <= len(tokens) - 2 * PROMPT_CHUNK  # most of it left unread
+    with loaded.lock:
+        loaded.llama.reset()  # llama.cpp's own greedy reply, the prompt read in one call
+        out = loaded.llama.create_completion(prompt=tokens, max_tokens=16, temperature=0.0, stop=loaded.stop)
+        loaded.llama.reset()
+    expected = out["choices"][0]["text"].strip()
+    assert expected and "".join(llm.stream(long, max_tokens=16)).strip() == expected
+
+
 def test_a_saved_system_prompt_is_restored_after_another_call_and_changes_no_token(llm: LlamaCppLLM) -> None:
     from crag.generate.prompts import build_messages
     from crag.llm.prefix_cache import PrefixStates

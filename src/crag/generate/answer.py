@@ -103,15 +103,16 @@ def generate(
     max_sources: int = DEFAULT_MAX_SOURCES,
     reask_above: float | None = None,
     on_token: Callable[[str], None] | None = None,
-    on_piece: Callable[[], None] | None = None,
+    on_piece: Callable[[str], None] | None = None,
 ) -> Generation:
     """Answer ``question`` from ``context`` (best first); see the module docstring for the rules.
 
     ``reask_above`` is τ_high on the Correct/Ambiguous/Incorrect paths (strip scores are
     evaluator grades there); leave it ``None`` when scores are not grades (plain RAG).
     With ``on_token`` the model streams and each verified sentence is passed to it as it
-    passes the gate. ``on_piece`` is called before each piece the model writes, shown or not:
-    an exception raised by either (a cancelled request) stops the model and propagates.
+    passes the gate. ``on_piece`` gets each piece the model writes, shown or not, and the empty
+    pieces of a model still reading its prompt: an exception raised by either (a cancelled
+    request) stops the model and propagates.
     """
     lang = lang or detect_language(question)
     sources = list(context[: max(1, max_sources)])
@@ -175,7 +176,7 @@ def claim_citations(claims: Sequence[Claim], sources: Sequence[Strip]) -> list[C
     return sorted(out.values(), key=lambda c: c.id)
 
 
-def _pass_on(stream: TokenStream, feed: Callable[[str], None], on_piece: Callable[[], None] | None) -> Completion:
+def _pass_on(stream: TokenStream, feed: Callable[[str], None], on_piece: Callable[[str], None] | None) -> Completion:
     """Hand each delta of ``stream`` to ``feed``; return the Completion. The stream is closed
     on the way out, so an exception from ``on_piece`` or ``feed`` stops the model at once."""
     try:
@@ -186,7 +187,8 @@ def _pass_on(stream: TokenStream, feed: Callable[[str], None], on_piece: Callabl
                 done: Completion = end.value
                 return done
             if on_piece is not None:
-                on_piece()
-            feed(piece)
+                on_piece(piece)
+            if piece:  # "": the model is still reading its prompt (a chance to stop it, no text)
+                feed(piece)
     finally:
         stream.close()

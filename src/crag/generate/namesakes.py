@@ -78,7 +78,7 @@ def answer_bearers(
     temperature: float = 0.0,
     answer_each: bool = True,
     on_token: Callable[[str], None] | None = None,
-    on_piece: Callable[[], None] | None = None,
+    on_piece: Callable[[str], None] | None = None,
 ) -> Generation:
     """The list of ``bearers`` (source numbers are positions in ``sources``), then each one's answer.
 

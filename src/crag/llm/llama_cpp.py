@@ -33,7 +33,7 @@ from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import prompt_with_head
 from crag.llm.lookup import DRAFT_TOKENS, greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
-from crag.llm.prefix_cache import PrefixStates, common_prefix
+from crag.llm.prefix_cache import PrefixStates, common_prefix, read_prompt
 from crag.protocols import Completion, TokenStream
 from crag.redact import clip
 from crag.registry import BackendDeps, Registries
@@ -326,6 +326,8 @@ class LlamaCppLLM:
                 if len(tokens) >= llama.n_ctx():
                     raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llama.n_ctx()}")
                 budget = min(max_tokens, llama.n_ctx() - len(tokens))
+                for _ in read_prompt(llama, tokens):
+                    yield ""  # still reading the prompt: the reader may stop here (TokenStream)
                 decoding = greedy_lookup(llama, tokens, budget, self.draft_tokens if self.lookup_decoding else 0)
                 try:
                     for token in decoding:

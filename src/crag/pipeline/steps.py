@@ -50,7 +50,7 @@ class Streaming(TypedDict, total=False):
     """``generate``'s callbacks while a run is watched live (:meth:`Steps.streaming`)."""
 
     on_token: Callable[[str], None]
-    on_piece: Callable[[], None]
+    on_piece: Callable[[str], None]
 
 
 @runtime_checkable
@@ -79,7 +79,7 @@ class Steps:
         the model between two pieces even while a sentence is still being checked."""
         if not self.live:
             return {}
-        return {"on_token": self._token, "on_piece": self.heartbeat}
+        return {"on_token": self._token, "on_piece": self._piece}
 
     def _token(self, delta: str) -> None:
         self._first("first_shown_s")
@@ -92,9 +92,14 @@ class Steps:
         if isinstance(stream, dict) and key not in stream:
             stream[key] = round(self.tracer.elapsed(), 4)
 
+    def _piece(self, piece: str) -> None:
+        """Each piece the model writes; ``""`` while it still reads the prompt (no first token yet)."""
+        if piece:
+            self._first("first_token_s")
+        self.heartbeat()
+
     def heartbeat(self) -> None:
         """Let observers that watch live (:class:`Heartbeat`) stop the run: they raise to do so."""
-        self._first("first_token_s")
         for observe in self.observers:
             watcher: object = observe  # an OnStep; some are Heartbeats too
             if isinstance(watcher, Heartbeat):
