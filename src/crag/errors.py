@@ -65,6 +65,11 @@ class UnsupportedFileError(InputError):
 class KnowledgeBaseError(CragError):
     """The knowledge base is missing, empty, or cannot be opened."""
 
+    @classmethod
+    def missing(cls, path: object) -> KnowledgeBaseError:
+        """No knowledge base at ``path``: the one line that says how to make one."""
+        return cls(f"no knowledge base at {path}; create it with `crag ingest PATH --kb {path}`")
+
 
 class BackendError(CragError):
     """An external component failed. ``backend_id`` and ``step`` say which and where."""

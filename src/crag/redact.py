@@ -153,10 +153,7 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
         return text
     lowered = text.lower()
     for s in known_secrets() if secrets is None else secrets:
-        if s in text:
-            text = text.replace(s, REDACTED)
-            lowered = text.lower()
-        if s.lower() in lowered:  # the key in another case: a query lowercased for search, an upper-cased header
+        if s.lower() in lowered:  # in any case: a question's key lowercased into a search query
             text = re.sub(re.escape(s), REDACTED, text, flags=re.IGNORECASE)
             lowered = text.lower()
     for pattern in _PATTERNS:

@@ -41,6 +41,7 @@ __all__ = [
     "friendly",
     "out",
     "read_stdin",
+    "stdin_closed",
     "stdout",
     "traces",
 ]
@@ -169,11 +170,16 @@ def fail(message: str) -> None:
     raise typer.Exit(2) from None
 
 
+def stdin_closed() -> bool:
+    """Whether there is no stdin to read (``crag chat <&-``, a service without one)."""
+    return sys.stdin is None or sys.stdin.closed
+
+
 def read_stdin(what: str) -> str:
     """All of stdin, for ``what`` given as ``-``; a closed stdin is an error, not a crash."""
     from crag.errors import InputError
 
-    if sys.stdin is None or sys.stdin.closed:
+    if stdin_closed():
         raise InputError(f"{what} is '-' but stdin is closed; pipe it in or pass it as an argument")
     return sys.stdin.read()
 
@@ -200,7 +206,7 @@ def traces(rag: CRAG) -> TraceStore:
     s = rag.settings
     folder = s.kb.path
     if not s.trace_path.exists() and not folder.is_file() and not (folder / "manifest.sqlite").is_file():
-        raise KnowledgeBaseError(f"no knowledge base at {folder}; create it with `crag ingest PATH --kb {folder}`")
+        raise KnowledgeBaseError.missing(folder)
     return rag.traces
 
 

@@ -21,7 +21,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from crag.cli._common import ConfigOpt, KbOpt, answer_stream, assemble_model, engine, err, friendly, out, warm_search
+from crag.cli._common import (
+    ConfigOpt,
+    KbOpt,
+    answer_stream,
+    assemble_model,
+    engine,
+    err,
+    friendly,
+    out,
+    stdin_closed,
+    warm_search,
+)
 from crag.cli.ask import show_stream
 from crag.errors import CragError, InputError
 from crag.redact import redact_text
@@ -46,7 +57,7 @@ def chat(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what crag does to stderr.")] = False,
 ) -> None:
     """Talk with the knowledge base: follow-up questions keep the conversation, the model stays loaded."""
-    if sys.stdin is None or sys.stdin.closed:  # nothing to read: say so before the model loads
+    if stdin_closed():  # nothing to read: say so before the model loads
         raise InputError("crag chat reads questions from stdin, which is closed; run it in a terminal or pipe them in")
     if verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

@@ -108,7 +108,7 @@ class KnowledgeBase:
         """Open an existing knowledge base for querying (error if it does not exist)."""
         p = Path(path)
         if not (p / "manifest.sqlite").is_file():
-            raise KnowledgeBaseError(f"no knowledge base at {p}; create it with `crag ingest PATH --kb {p}`")
+            raise KnowledgeBaseError.missing(p)
         return cls(p, embedder, **kw)
 
     def warm_up(self) -> None:
