@@ -47,7 +47,12 @@ def kb(tmp_path: Path) -> KnowledgeBase:
     return base
 
 
-WEB = [WebResult("Zebra facts", "https://example.org/zebra", "The web gold says zebras sleep standing up.")]
+# Answers the yes/no question, and adds what the internal document lacks.
+WEB = [
+    WebResult(
+        "Zebra facts", "https://example.org/zebra", "The web gold says zebras have stripes and sleep standing up."
+    ),
+]
 
 
 def run(kb: KnowledgeBase, question: str, search: StaticWebSearch | None, reply: str = "Answer [1].") -> tuple:
@@ -216,7 +221,8 @@ def test_refusal_without_a_reliable_source_stands(kb: KnowledgeBase) -> None:
     llm = ScriptedLLM(["The sources do not say what lions prefer."])
     answer, trace, llm = _run_scripted(kb, "Lions partial?", llm)
     assert len(llm.prompts) == 1
-    assert answer.refused and answer.to_dict()["refused"] is True and answer.citations == []
+    assert answer.refused and answer.to_dict()["refused"] is True
+    assert answer.answer.endswith("They cover: b [1].") and [c.quote for c in answer.citations] == [""]
     assert "refusal_overridden" not in trace and trace["refused"] is True
     assert trace["reply_rejected"] == "declined" and trace["first_reply"].startswith("The sources do not say")
 
@@ -225,7 +231,7 @@ def test_a_reply_that_restates_the_question_is_refused_and_traced(kb: KnowledgeB
     # The model's words are kept in the trace with the reason they were not shown as the answer.
     llm = ScriptedLLM(["Lions partial is what lions partial is."])
     answer, trace, llm = _run_scripted(kb, "Lions partial?", llm)
-    assert answer.refused and answer.answer == "The sources found do not answer this question."
+    assert answer.refused and answer.answer == "The sources found do not answer this question. They cover: b [1]."
     assert trace["reply_rejected"] == "restates the question"
     assert trace["first_reply"] == "Lions partial is what lions partial is."
 
@@ -258,7 +264,7 @@ def test_a_refusal_on_the_correct_path_searches_once_and_answers_again(kb: Knowl
     # The internal strip is graded Correct, but the model finds no answer in it: no re-ask over
     # the same strip, a search instead, and the question asked again with both.
     search = StaticWebSearch(WEB)
-    llm = ScriptedLLM(["The sources do not say.", "Zebras sleep standing up [1]."])
+    llm = ScriptedLLM(["The sources do not say.", "Zebras have stripes and sleep standing up [1]."])
     tracer = Tracer()
     answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _one_doc(), tracer)
     trace = tracer.to_dict()
@@ -276,7 +282,7 @@ def test_an_unverified_correct_searches_before_the_model_answers(kb: KnowledgeBa
     # Graded Correct, but the model does not read the answer in the kept strips (P(yes) 0.2):
     # search as Ambiguous before generating, so one answer call, with both origins.
     search = StaticWebSearch(WEB)
-    llm = JudgingLLM(["Zebras sleep standing up [1]."], yes=[0.2])
+    llm = JudgingLLM(["Zebras have stripes and sleep standing up [1]."], yes=[0.2])
     tracer = Tracer()
     answer = run_crag("Do zebras have stripes?", Deps(kb, KeywordEvaluator(), llm, search), _verified(), tracer)
     trace = tracer.to_dict()
@@ -332,7 +338,7 @@ def test_escalation_happens_once_and_only_with_a_search(kb: KnowledgeBase) -> No
 
 def test_escalation_shows_nothing_of_the_refusal_it_replaces(kb: KnowledgeBase) -> None:
     seen: list[tuple[str, object]] = []
-    llm = ScriptedLLM(["No answer here.", "They sleep standing up [1]."])
+    llm = ScriptedLLM(["No answer here.", "Yes, zebras have stripes and sleep standing up [1]."])
     run_crag(
         "Do zebras have stripes?",
         Deps(kb, KeywordEvaluator(), llm, StaticWebSearch(WEB)),

@@ -123,7 +123,7 @@ def test_generate_streams_no_unsupported_reply_and_cites_what_it_shows() -> None
         ScriptedLLM(["Bob Smith wrote it in 1820."]),
         on_token=seen.append,
     )
-    assert seen == [] and g.refused and g.text == NOT_IN_SOURCES["en"]  # the pipeline shows a final refusal
+    assert seen == [] and g.refused and g.text.startswith(NOT_IN_SOURCES["en"])  # the pipeline shows a final refusal
     g = generate("Who wrote it?", [strip("Ann wrote it.", 0.9)], ScriptedLLM(["Ann wrote it."]), on_token=seen.append)
     assert g.citations_inferred and seen == [g.text] == ["Ann wrote it[1]."]
 

@@ -259,6 +259,15 @@ the generator) frees the model without waiting for the whole prompt."""
 
 
 @runtime_checkable
+class SessionLLM(LLM, Protocol):
+    """An LLM with one cache per context, that can open a second one: a short call (a yes/no
+    check of a sentence) runs there while a stream of the first is still open. Servers need no
+    such thing (each request is its own); the embedded llama.cpp model does."""
+
+    def session(self) -> LLM: ...
+
+
+@runtime_checkable
 class StreamingLLM(LLM, Protocol):
     """An LLM that can hand over its reply token by token.
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from crag.generate.gate import SentenceGate
 from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT
+from crag.generate.relation import Judge, Verdict, missing_terms
 from crag.protocols import LLM, Completion, TokenStream, stream_completion
 from crag.text import detect_language
 from crag.types import Bearer, Citation, Claim, Strip
@@ -55,6 +56,10 @@ NOT_IN_SOURCES = {
     "en": "The sources found do not answer this question.",
     "zh": "找到的资料没有回答这个问题。",
 }
+# After a refusal: which of the question's words no source holds, and what the sources do cover.
+_MISSING = {"en": "None of them mentions {terms}.", "zh": "资料中都没有提到{terms}。"}
+_COVER = {"en": "They cover: {items}.", "zh": "资料涉及：{items}。"}
+_QUOTE = {"en": ("“", "”", ", "), "zh": ("“", "”", "、")}
 
 
 @dataclass
@@ -76,6 +81,9 @@ class Generation:
     claims: list[Claim] = field(default_factory=list)  # the answer's sentences and what holds them
     abstained: bool = False  # no model call: correction found nothing reliable
     bearers: list[Bearer] = field(default_factory=list)  # people of a shared name it answers for (generate.namesakes)
+    # The relation checks of the reply's sentences (crag.generate.relation): every judge call,
+    # and each sentence dropped because its sources talk about the same thing without stating it.
+    checks: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,9 @@ def generate(
     reask_above: float | None = None,
     on_token: Callable[[str], None] | None = None,
     on_piece: Callable[[str], None] | None = None,
+    judge: Judge | None = None,
+    judge_threshold: float = 0.5,
+    check_relation: bool = True,
 ) -> Generation:
     """Answer ``question`` from ``context`` (best first); see the module docstring for the rules.
 
@@ -112,7 +123,9 @@ def generate(
     With ``on_token`` the model streams and each verified sentence is passed to it as it
     passes the gate. ``on_piece`` gets each piece the model writes, shown or not, and the empty
     pieces of a model still reading its prompt: an exception raised by either (a cancelled
-    request) stops the model and propagates.
+    request) stops the model and propagates. ``judge`` reads claims no source states in their
+    own words (:mod:`crag.generate.relation`); without one, their relation words must be in
+    the source.
     """
     lang = lang or detect_language(question)
     sources = list(context[: max(1, max_sources)])
@@ -120,7 +133,9 @@ def generate(
         return Generation(NO_CONTEXT.get(lang, NO_CONTEXT["en"]), [], [], refused=True)
 
     def attempt(directive: int | None = None) -> tuple[SentenceGate, Completion]:
-        gate = SentenceGate(question, sources, on_text=on_token)
+        gate = SentenceGate(
+            question, sources, on_text=on_token, judge=judge, judge_threshold=judge_threshold, relation=check_relation
+        )
         messages = build_messages(question, sources, lang, extra_instruction, directive=directive)
         if on_token is None:
             done = llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
@@ -141,16 +156,15 @@ def generate(
             calls.append(call)
     gate = gates[-1] if gates[-1].answered else first
     outcome = gate.verdict()
-    if outcome == "answer":
-        text = gate.text
-    elif outcome == "declined" and gate.declined_text():
-        text = gate.declined_text()
-    else:
-        text = NOT_IN_SOURCES.get(lang, NOT_IN_SOURCES["en"])
     refused = outcome != "answer"
+    if not refused:
+        text, citations = gate.text, claim_citations(gate.claims, sources)
+    else:
+        said = gate.declined_text() if outcome == "declined" else ""
+        text, citations = not_stated(question, sources, lang, said)
     return Generation(
         text,
-        [] if refused else claim_citations(gate.claims, sources),
+        citations,
         sources,
         refused=refused,
         refusal_overridden=not refused and gate is not first,
@@ -160,7 +174,54 @@ def generate(
         rejected="" if outcome == "answer" else outcome,
         trimmed=" ".join(gate.dropped) if not refused else "",
         claims=gate.claims if not refused else [],
+        checks=[_check(v, held=True) for g in gates for v in g.judged if v.held]
+        + [_check(v, held=False) for g in gates for v in g.unrelated],
     )
+
+
+def not_stated(question: str, sources: Sequence[Strip], lang: str, said: str = "") -> tuple[str, list[Citation]]:
+    """A refusal that says what is missing and what the sources do cover, citing them.
+
+    ``said``: the model's own refusal, when its words hold (it replaces the plain opener).
+    The question's words that no source holds are named ("None of them mentions “CEO”."),
+    then the two best sources by title: a reader sees what was found, and can check it.
+
+    >>> text, cites = not_stated("Who is the CEO of Kestrel Labs?",
+    ...     [Strip("Wang Lei is the sales director.", "a.md", "internal", "Kestrel Labs sales team")], "en")
+    >>> text.startswith("The sources found do not answer this question. None of them mentions “CEO”.")
+    True
+    >>> text.endswith("They cover: Kestrel Labs sales team [1].")
+    True
+    >>> [c.id for c in cites]
+    [1]
+    """
+    lang = lang if lang in NOT_IN_SOURCES else "en"
+    opener, close, sep = _QUOTE[lang]
+    parts = [said or NOT_IN_SOURCES[lang]]
+    missing = missing_terms(question, list(sources))[:3]
+    if missing and sources:
+        parts.append(_MISSING[lang].format(terms=sep.join(f"{opener}{m}{close}" for m in missing)))
+    shown = [(n, s) for n, s in enumerate(sources[:2], 1) if (s.title or s.source).strip()]
+    if shown:
+        items = ("；" if lang == "zh" else "; ").join(
+            f"{_label(s)}{'' if lang == 'zh' else ' '}[{n}]" for n, s in shown
+        )
+        parts.append(_COVER[lang].format(items=items))
+    text = ("" if lang == "zh" else " ").join(parts)
+    return text, [Citation(n, s.source, s.title, s.url, s.text) for n, s in shown]
+
+
+def _label(source: Strip) -> str:
+    """A source as a reader knows it: its title, else its link, else its file name (no folders)."""
+    name = source.title or source.url
+    if not name and "://" in source.source:
+        name = source.source.split("://", 1)[1]
+    name = name or source.source.replace("\\", "/").rsplit("/", 1)[-1]
+    return " ".join(name.split())[:80]
+
+
+def _check(v: Verdict, *, held: bool) -> dict[str, object]:
+    return {"held": held, "how": v.how, "window": v.window, "missing": v.missing, "probability": v.probability}
 
 
 def claim_citations(claims: Sequence[Claim], sources: Sequence[Strip]) -> list[Citation]:

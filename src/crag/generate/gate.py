@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from crag.generate.citations import CITE, cite_at_end, fence_markers, trail_lead_markers
 from crag.generate.grounding import SourceTerms, is_closed, new_terms, supports
 from crag.generate.refusal import is_refusal
+from crag.generate.relation import Judge, RelationCheck, Verdict
 from crag.generate.subjects import opens_with, question_names, said_of, stand_in
 from crag.text import split_sentences
 from crag.types import Claim, Strip
@@ -77,9 +78,20 @@ class SentenceGate:
     """
 
     def __init__(
-        self, question: str, sources: Sequence[Strip], *, on_text: Callable[[str], None] | None = None
+        self,
+        question: str,
+        sources: Sequence[Strip],
+        *,
+        on_text: Callable[[str], None] | None = None,
+        judge: Judge | None = None,
+        judge_threshold: float = 0.5,
+        relation: bool = True,
     ) -> None:
         self.question = question
+        self.judge = judge  # P(a window states the answer) for claims no window holds in words
+        self.relation = RelationCheck(question, threshold=judge_threshold) if relation else None
+        self.unrelated: list[Verdict] = []  # why sentences were dropped for their relation
+        self.judged: list[Verdict] = []  # every judge call, held or not (the trace shows them)
         self.sources = list(sources)
         self.on_text = on_text
         self.texts = [s.text for s in self.sources]
@@ -167,6 +179,12 @@ class SentenceGate:
             self.unsupported += [t for t in terms if not every.has(t) and t not in self.unsupported]
             return
         cites, how = settled
+        held = self._relation(sentence, cites, foreign)
+        if held is None:
+            self.dropped.append(sentence)
+            return
+        if held != cites:
+            cites, how = held, ("repaired" if marks else "inferred")
         if how != "kept" or len(CITE.findall(sentence)) != len(cites):
             sentence = _recite(sentence, cites)
         for waiting, waiting_lead in self.pending:
@@ -174,6 +192,37 @@ class SentenceGate:
         self.pending.clear()
         quotes = [self._quote(n - 1, terms, sentence) for n in cites]
         self._release(sentence, lead, Claim(sentence, 0, 0, cites, quotes, how if cites else "none"))
+
+    def _relation(self, sentence: str, cites: list[int], foreign: set[int]) -> list[int] | None:
+        """The citations that state the sentence's relation (:mod:`~crag.generate.relation`),
+        or None: the sources talk about the same thing without stating what it claims.
+
+        The cited sources are read first, then the others (a citation moves to the one that
+        states it); the judge is asked once, over the best window of the first cited source,
+        only when no source states the claim in its words."""
+        if self.relation is None:
+            return cites
+        bare = CITE.sub(" ", sentence)
+        own = [i + 1 for i in range(len(self.sources)) if i not in foreign]
+        order = list(dict.fromkeys([*cites, *own]))
+        if not order:
+            return None
+        for n in order:
+            if self.relation.lexical(bare, self._source(n - 1)).held:
+                return [n] if n not in cites else cites
+        verdict = self.relation.settle(bare, self._source(order[0] - 1), judge=self.judge)
+        if verdict.probability is not None:
+            self.judged.append(verdict)
+        if verdict.held:
+            return [order[0]]
+        self.unrelated.append(verdict)
+        return None
+
+    def _source(self, i: int) -> Strip:
+        """Source ``i`` as far as it speaks of the sentence's person (see :meth:`_said_of`)."""
+        said = self._said.get(i)
+        return self.sources[i] if said is None else Strip(said, self.sources[i].source, self.sources[i].origin,
+                                                          self.sources[i].title)  # fmt: skip
 
     def _said_of(self, sentence: str) -> dict[int, str]:
         """Sources (0-based) about another person than the one the sentence opens with, and what

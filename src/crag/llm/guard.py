@@ -34,6 +34,7 @@ from crag.protocols import (
     Completion,
     Messages,
     ScoringLLM,
+    SessionLLM,
     TokenStream,
     YesNoLLM,
     stream_completion,
@@ -73,6 +74,16 @@ class GuardedLLM:
         """What this request's calls have cost so far (a copy)."""
         with self._lock:
             return Usage(self._usage.prompt_tokens, self._usage.completion_tokens, self._usage.calls)
+
+    def session(self) -> GuardedLLM:
+        """This request's guard over a second context of the model (:class:`SessionLLM`), sharing
+        the deadline, the budget and the usage; the guard itself when the model has one context
+        per request anyway (a server)."""
+        if not isinstance(self.model, SessionLLM):
+            return self
+        side = GuardedLLM(self.model.session(), budget=self.budget, deadline=self.deadline)
+        side._usage, side._lock = self._usage, self._lock  # one request, one account
+        return side
 
     def offers(self, capability: type[Any]) -> bool:
         """Whether the guarded model has ``capability`` (a protocol of :mod:`crag.protocols`)."""

@@ -31,6 +31,7 @@ import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import prompt_with_head
+from crag.llm.compute import COMPUTE
 from crag.llm.lookup import DRAFT_TOKENS, greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.llm.prefix_cache import PrefixStates, common_prefix, read_prompt
@@ -61,8 +62,9 @@ class _Loaded:
     heads: PrefixStates = field(default_factory=PrefixStates)  # saved system-prompt states (crag.llm.prefix_cache)
 
 
-_LOADED: dict[tuple[str, int, bool], _Loaded] = {}
+_LOADED: dict[tuple[str, int, bool, str], _Loaded] = {}
 _LOADED_LOCK = threading.Lock()
+SESSION_CTX = 2048  # a session's context: a title, two sentences and a question fit many times over
 _EXIT_WAIT_SECONDS = 30.0  # at exit, how long to wait for a running call before leaving its model open
 
 
@@ -110,6 +112,7 @@ class LlamaCppLLM:
         seed: int = 0,
         lookup_decoding: bool = True,
         flash_attn: bool = True,
+        slot: str = "",
     ) -> None:
         if n_ctx < 1:
             raise ValueError("n_ctx must be >= 1")
@@ -122,6 +125,7 @@ class LlamaCppLLM:
         self.lookup_decoding = lookup_decoding  # greedy replies guess from the prompt (crag.llm.lookup)
         self.draft_tokens = DRAFT_TOKENS  # tokens guessed per pass when lookup_decoding is on
         self.flash_attn = flash_attn  # llama.cpp's fused attention: faster prompts, slightly other sums
+        self.slot = slot  # "" for the main context; another name is a context of its own (session())
         # A bundled name is its own id; a path is shown by file stem (no directories in traces).
         self.model_id = model if model in BUNDLED_MODELS else Path(model).stem
         self._loaded: _Loaded | None = None
@@ -140,7 +144,7 @@ class LlamaCppLLM:
         path = resolve_gguf(self.model)
         # flash_attn is part of the key: it changes the logits slightly, so a caller that asks
         # for it off (as llama_cpp.server loads a model) must not get an instance with it on.
-        key = (str(path.resolve()), self.n_ctx, self.flash_attn)
+        key = (str(path.resolve()), self.n_ctx, self.flash_attn, self.slot)
         with _LOADED_LOCK:
             loaded = _LOADED.get(key)
             if loaded is None:
@@ -150,6 +154,24 @@ class LlamaCppLLM:
                 # Once per process and model: `crag chat -v` shows that a conversation loads it once.
                 log.info("loaded %s (n_ctx %d) in %.1f s", path.name, self.n_ctx, time.monotonic() - start)
         self._loaded = loaded
+
+    def session(self) -> LlamaCppLLM:
+        """The same model in a context of its own, for short calls while this one streams.
+
+        The weights are memory-mapped, so the second context costs its cache (~30 MB at
+        2,048 tokens), not another copy of the model; its lock is its own, so the sentence
+        gate can ask a yes/no question between two tokens of a streaming answer. The two
+        never compute at once (:mod:`crag.llm.compute`).
+        """
+        return LlamaCppLLM(
+            self.model,
+            n_ctx=min(self.n_ctx, SESSION_CTX),
+            n_threads=self.n_threads,
+            seed=self.seed,
+            lookup_decoding=False,
+            flash_attn=self.flash_attn,
+            slot="session",
+        )
 
     def complete(
         self,
@@ -176,14 +198,15 @@ class LlamaCppLLM:
                     from llama_cpp.llama_grammar import LlamaGrammar
 
                     kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
-                out = loaded.llama.create_completion(
-                    prompt=self._tokens(loaded, messages, keep_head=True),
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    seed=self.seed,
-                    stop=loaded.stop,
-                    **kwargs,
-                )
+                with COMPUTE:  # a sampled or JSON reply is one step: rare, and never beside a stream
+                    out = loaded.llama.create_completion(
+                        prompt=self._tokens(loaded, messages, keep_head=True),
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        seed=self.seed,
+                        stop=loaded.stop,
+                        **kwargs,
+                    )
             except Exception as exc:
                 raise self._call_error(exc, "complete") from exc
         try:
@@ -231,7 +254,8 @@ class LlamaCppLLM:
             try:
                 while True:
                     try:
-                        chunk = next(chunks)
+                        with COMPUTE:
+                            chunk = next(chunks)
                     except StopIteration:
                         break
                     except Exception as exc:  # the model failed mid-reply (context full, decode error)
@@ -440,9 +464,10 @@ class LlamaCppLLM:
         # the same instructions for passage after passage), as Llama.generate does.
         common = min(common_prefix(llama, tokens), len(tokens) - 1)  # evaluate at least one token for logits
         llama.n_tokens = common
-        llama.eval(tokens[common:])
-        ptr = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
-        return np.ctypeslib.as_array(ptr, shape=(llama.n_vocab(),)).astype(np.float64)
+        with COMPUTE:
+            llama.eval(tokens[common:])
+            ptr = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
+            return np.ctypeslib.as_array(ptr, shape=(llama.n_vocab(),)).astype(np.float64)
 
 
 # Fallback for GGUFs without an embedded chat template.

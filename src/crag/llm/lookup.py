@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from crag.llm.compute import COMPUTE
 from crag.llm.prefix_cache import common_prefix
 
 __all__ = ["DRAFT_TOKENS", "greedy_lookup", "lookup_draft"]
@@ -91,7 +92,8 @@ def greedy_lookup(
     # Reuse the KV cache for the prefix shared with the previous call, as Llama.generate does.
     common = min(common_prefix(llama, prompt), len(prompt) - 1)
     llama.n_tokens = common
-    llama.eval(prompt[common:])  # logits of the last prompt position only
+    with COMPUTE:
+        llama.eval(prompt[common:])  # logits of the last prompt position only
     history = list(prompt)
 
     def argmax(i: int) -> int:
@@ -112,10 +114,11 @@ def greedy_lookup(
         draft = lookup_draft(history, len(prompt), room) if room > 0 else []
         batch = [token, *draft]
         n_past = int(llama.n_tokens)
-        llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
-        ctx.decode(llama._batch)
-        llama.input_ids[n_past : n_past + len(batch)] = batch
-        predicted = [argmax(i) for i in range(len(batch))]  # the greedy token after each position
+        with COMPUTE:
+            llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+            ctx.decode(llama._batch)
+            llama.input_ids[n_past : n_past + len(batch)] = batch
+            predicted = [argmax(i) for i in range(len(batch))]  # the greedy token after each position
         accepted = 0
         for guess, choice in zip(draft, predicted, strict=False):
             if guess != choice or llama_cpp.llama_vocab_is_eog(vocab, guess):

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from crag.llm.compute import COMPUTE
+
 __all__ = ["PrefixStates", "common_prefix", "read_prompt"]
 
 MIN_HEAD_TOKENS = 48  # shorter heads (a grader's bare user turn) cost less than keeping them
@@ -94,7 +96,8 @@ class PrefixStates:
             llama.n_tokens = 0  # a state that does not fit this context: evaluate the head again
         start = common_prefix(llama, tokens)
         llama.n_tokens = start
-        llama.eval(list(tokens[start:head]))
+        with COMPUTE:
+            llama.eval(list(tokens[start:head]))
         size = int(llama_cpp.llama_state_get_size(ctx))
         buf = (ctypes.c_uint8 * size)()
         written = int(llama_cpp.llama_state_get_data(ctx, buf, size))
@@ -118,6 +121,7 @@ def read_prompt(llama: Any, tokens: Sequence[int], chunk: int | None = None) -> 
     llama.n_tokens = min(common_prefix(llama, tokens), max(len(tokens) - 1, 0))
     start = int(llama.n_tokens)
     while start + step < len(tokens):
-        llama.eval(tokens[start : start + step])
+        with COMPUTE:
+            llama.eval(tokens[start : start + step])
         start += step
         yield start

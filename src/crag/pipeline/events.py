@@ -333,6 +333,8 @@ def _record_generate(t: Tracer, g: Generation) -> None:
         t.record("answer_trimmed", g.trimmed)
     if g.unsupported:  # the reply's new words that no source contains: not shown as an answer
         t.record("unsupported_terms", g.unsupported)
+    if g.checks:  # claims read by the model, and claims their sources talk around without stating
+        t.record("claim_checks", g.checks)
 
 
 def _replace(r: Replace) -> dict[str, Any]:

@@ -31,9 +31,11 @@ from crag.correct.verify import Verification, threshold_for, verify_correct
 from crag.decide import decide
 from crag.generate import NO_CONTEXT, Generation, generate
 from crag.generate.namesakes import answer_bearers
+from crag.generate.relation import Judge, judge_threshold, model_judge
 from crag.grade.classify import query_thresholds
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
+from crag.llm.guard import GuardedLLM
 from crag.protocols import LLM, Evaluator, WebSearch
 from crag.text import approx_tokens, detect_language
 from crag.trace.spans import Tracer
@@ -298,6 +300,7 @@ def generate_answer(
         )
     if bearers is not None and bearers.listed():
         return _answer_chosen(query, context, llm, cfg, streaming, bearers, reask=reask)
+    judge, threshold = claim_judge(query, llm, cfg)
     return generate(
         query.text,
         context.prompt_strips(),
@@ -308,8 +311,26 @@ def generate_answer(
         extra_instruction=context.instruction,
         max_sources=cfg.generation.max_sources,
         reask_above=query.upper if query.mode == "crag" and reask else None,
+        judge=judge,
+        judge_threshold=threshold,
+        check_relation=cfg.generation.check_claims,
         **(streaming or {}),  # on_token, on_piece
     )
+
+
+def claim_judge(query: Query, llm: LLM, cfg: CragSettings) -> tuple[Judge | None, float]:
+    """The model reading of claims whose words differ from their source's, and its threshold.
+
+    It runs in a second context of the model when it has one (``GuardedLLM.session``): the
+    answer is still streaming when a sentence is checked. None when the check is off, the
+    model gives no token probabilities or has no threshold (plain RAG checks its claims too:
+    the generator is the same, only the evidence differs).
+    """
+    threshold = judge_threshold(llm.model_id, cfg.generation.claim_threshold)
+    if not cfg.generation.check_claims or threshold is None:
+        return None, 0.5
+    side = llm.session() if isinstance(llm, GuardedLLM) else llm
+    return model_judge(side, query.language), threshold
 
 
 def _answer_chosen(

@@ -1,0 +1,302 @@
+"""Does a source state what a claim asserts, or only talk about the same thing?
+
+The lexical check of :mod:`crag.generate.grounding` looks up a sentence's *new* words: those
+the question does not hold. That lets a near miss through: "The CEO of Kestrel Labs is Wang
+Lei [1]" brings only the name, and a source saying Wang Lei is the sales director holds it.
+The question's own words are the relation the claim asserts (the CEO, the battery capacity,
+a company car), and a source states the claim only if it states that relation too.
+
+So a claim is held by a cited source when one **window** of it — two neighbouring
+sentences (or one table row), with the source's title — holds
+
+* every word the claim repeats from the question (its relation: ``restated``),
+* every figure, and the unit written after it ("8,640 mAh" needs "mAh", 毫安时 or the like
+  next to 8,640's row, not a shipments count),
+* most of the claim's new words (the old rule, now within one window), and
+* for a "no" to a yes/no question, a negation: silence is not "no".
+
+When no window holds the claim in these words, the claim may still be stated in others
+(a paraphrase, another language: "battery capacity" for 电池容量). A **judge** decides
+those: the model's P(yes) that the best window states the answer to the question
+(:func:`crag.correct.verify.verify_messages`, one short prompt per sentence, read from one
+token). Without a judge the relation words must at least appear in the source.
+A "no" is never left to the judge: a negation has to be written.
+
+>>> from crag.types import Strip
+>>> row = Strip("Yunque S5 | Q3 2023 shipments: 8,640", "t.md", "internal", "Shipments")
+>>> check = RelationCheck("What is the Yunque S5 battery capacity?")
+>>> check.lexical("The Yunque S5 battery capacity is 8,640 mAh.", row).held
+False
+>>> spec = Strip("Yunque S5 specifications. Its battery capacity is 5200 mAh.", "s.md", "internal")
+>>> check.lexical("The Yunque S5 battery capacity is 5200 mAh.", spec).held
+True
+>>> RelationCheck("Does Kestrel Labs give employees a company car?").lexical(
+...     "No, Kestrel Labs does not give employees a company car.", row).held
+False
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from crag.correct.verify import verify_messages
+from crag.errors import CragError
+from crag.generate.grounding import SourceTerms, is_closed, new_terms
+from crag.protocols import LLM, YesNoLLM, offers
+from crag.text import split_sentences
+from crag.types import Strip
+
+__all__ = ["CALIBRATED", "Judge", "RelationCheck", "Verdict", "judge_threshold", "missing_terms", "model_judge",
+           "negative_reply"]  # fmt: skip
+
+Judge = Callable[[str, str], "float | None"]
+"""``judge(question, passage)``: P(the passage states the answer to the question), or None
+when the model could not be asked (the call failed, no token probabilities)."""
+
+# Per bundled model, from benchmarks/claim_check.py over near-miss pairs (None: too weak to ask).
+CALIBRATED: dict[str, float | None] = {"qwen2.5-coder-1.5b": 0.5, "qwen2.5-coder-0.5b": None}
+WINDOW_CHARS = 600  # the judge reads at most this much: a title and two sentences
+# A figure and the word written after it: "8,640 mAh", "5200毫安时", "185 g", "3.5 kg".
+_FIGURE_UNIT = re.compile(r"\d[\d,，.]*\s*([A-Za-z%‰]{1,5}\b|[\u4e00-\u9fff]{1,3})?")
+# Units written the same way in both languages, so a zh source holds an en claim's unit.
+_UNITS: dict[str, tuple[str, ...]] = {
+    "mah": ("mah", "毫安时", "毫安"),
+    "wh": ("wh", "瓦时"),
+    "kg": ("kg", "公斤", "千克", "kilogram"),
+    "g": ("g", "克", "gram"),
+    "km": ("km", "公里", "千米", "kilometer", "kilometre"),
+    "m": ("m", "米", "meter", "metre"),
+    "cm": ("cm", "厘米", "centimeter", "centimetre"),
+    "mm": ("mm", "毫米", "millimeter", "millimetre"),
+    "gb": ("gb", "g"),
+    "tb": ("tb", "t"),
+    "w": ("w", "瓦", "watt"),
+    "v": ("v", "伏", "volt"),
+    "hz": ("hz", "赫兹"),
+    "yuan": ("yuan", "元", "rmb", "cny", "¥", "￥"),
+    "usd": ("usd", "$", "dollar", "美元"),
+    "%": ("%", "percent", "百分之", "％"),
+    "h": ("h", "小时", "hour"),
+    "min": ("min", "分钟", "minute"),
+}
+for _key, _forms in list(_UNITS.items()):
+    for _form in _forms:
+        _UNITS.setdefault(_form, _forms)
+# A reply that says no. In Chinese only where 不 / 没 / 未 negate: not 不同, 不断, 无线.
+_NEGATIVE = re.compile(
+    r"^\W*(?:no\b|not\b|none\b|never\b|否|不|没|并不|并没|无)"
+    r"|\b(?:not|never|no longer|none)\b|n[’']t\b|不(?![同断错久少仅但过论管])|没有|并未|未(?!来)",
+    re.I,
+)
+# Verbs any question may use: "None of them mentions “give”" names nothing that is missing.
+_LIGHT = frozenset(
+    """give gives gave given get gets got make makes made take takes took use uses used provide provides
+    offer offers offered receive receives include includes need needs want go goes went come came allow
+    allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
+    得到 获得 需要 使用 包括 允许 发生 成为 进行 属于""".split()
+)
+_ZH_PARTICLES = "于了的是在和与及着过为被把对从以之"
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|without|nor|neither|excluded?|excluding|except)\b|n[’']t\b"
+    r"|不|没有|没|未|无|非|禁止|除外|不含|不包括",
+    re.I,
+)
+
+
+@dataclass
+class Verdict:
+    """How one claim fared against one source: ``held``, and by what (``how``: ``words``,
+    ``judge``, ``relation`` without a judge) or why not (``missing``: the relation words or
+    units no window holds; ``probability``: the judge's P(yes) when it was asked)."""
+
+    held: bool
+    how: str = ""
+    window: str = ""
+    missing: list[str] = field(default_factory=list)
+    probability: float | None = None
+
+
+class RelationCheck:
+    """Checks answer sentences for the relation the question asks (see the module docstring).
+
+    ### Usage example
+    >>> from crag.types import Strip
+    >>> src = Strip("Wang Lei is the sales director for southern China.", "a.md", "internal", "Kestrel Labs")
+    >>> check = RelationCheck("Who is the CEO of Kestrel Labs?")
+    >>> v = check.lexical("The CEO of Kestrel Labs is Wang Lei.", src)
+    >>> v.held, v.missing
+    (False, ['ceo'])
+    >>> check.settle("The CEO of Kestrel Labs is Wang Lei.", src, judge=lambda q, p: 0.2).held
+    False
+    """
+
+    def __init__(self, question: str, *, threshold: float = 0.5) -> None:
+        self.question = question
+        self.threshold = threshold
+        self.closed = is_closed(question)
+        # A yes/no question's claim is its own proposition: "No [1]." asserts the question's words.
+        self._asked = new_terms(question, "") if self.closed else []
+        self._windows: dict[str, list[tuple[str, SourceTerms]]] = {}
+
+    def needs(self, sentence: str) -> tuple[list[str], list[str], list[str]]:
+        """The claim's ``restated`` relation words, its ``new`` words and its ``units``."""
+        new = new_terms(sentence, self.question)
+        every = new_terms(sentence, "")
+        restated = [t for t in every if t not in new]
+        restated += [t for t in self._asked if t not in restated and t not in new]
+        return restated, new, _units(sentence)
+
+    def lexical(self, sentence: str, source: Strip) -> Verdict:
+        """The best window of ``source`` for ``sentence``, and whether its words state the claim."""
+        restated, new, units = self.needs(sentence)
+        negative = self.closed and negative_reply(sentence)
+        best: tuple[float, str, list[str]] | None = None
+        for text, terms in self._windows_of(source):
+            missing = [t for t in restated if not _holds(terms, t)]
+            missing += [u for u in units if not _has_unit(terms, u)]
+            found_new = sum(terms.has(t) for t in new)
+            figures_ok = all(terms.has(t) for t in new if _is_figure(t))
+            negation_ok = not negative or bool(_NEGATION.search(text))
+            held = not missing and figures_ok and negation_ok and (not new or found_new / len(new) >= 0.5)
+            if held:
+                return Verdict(True, "words", text)
+            rank = found_new + len(restated) - len(missing) + (0.5 if figures_ok else 0.0)
+            if best is None or rank > best[0]:
+                best = (rank, text, missing if negation_ok else [*missing, "(negation)"])
+        if best is None:
+            return Verdict(False, "", "", [*restated, *units])
+        return Verdict(False, "", best[1], best[2])
+
+    def settle(self, sentence: str, source: Strip, *, judge: Judge | None) -> Verdict:
+        """:meth:`lexical`, then the judge for a claim whose words no window holds."""
+        verdict = self.lexical(sentence, source)
+        if verdict.held or not verdict.window:
+            return verdict
+        if self.closed and negative_reply(sentence):
+            return verdict  # a "no" must be written in the source: never inferred
+        restated, new, units = self.needs(sentence)
+        if any(_is_figure(t) and not SourceTerms(verdict.window).has(t) for t in new):
+            return verdict  # a figure the window lacks: no reading makes it stated there
+        if any(u in verdict.missing for u in units):
+            return verdict  # a unit the figure's window lacks measures something else ("8,640 mAh" of a count)
+        if judge is None:
+            # No model to read paraphrases: the relation's words must at least be in the source.
+            whole = SourceTerms(f"{source.title} {source.text}")
+            absent = [t for t in restated if not _holds(whole, t)]
+            return Verdict(not absent, "relation" if not absent else "", verdict.window, absent)
+        p = judge(self.question, verdict.window)
+        if p is None:  # the judge could not be asked: keep the lexical verdict's missing words
+            return verdict
+        return Verdict(p >= self.threshold, "judge", verdict.window, verdict.missing, round(p, 4))
+
+    def _windows_of(self, source: Strip) -> list[tuple[str, SourceTerms]]:
+        key = source.title + "\x00" + source.text
+        if key not in self._windows:
+            self._windows[key] = [(w, SourceTerms(w)) for w in windows(source)]
+        return self._windows[key]
+
+
+def judge_threshold(model_id: str, configured: float | None) -> float | None:
+    """The configured threshold, else the bundled model's calibrated one (None: no judge).
+
+    >>> judge_threshold("qwen2.5-coder-1.5b", None), judge_threshold("my-model", None), judge_threshold("m", 0.6)
+    (0.5, None, 0.6)
+    """
+    if configured is not None:
+        return configured
+    return CALIBRATED.get(model_id.removeprefix("openai:"))
+
+
+def model_judge(llm: LLM, lang: str) -> Judge | None:
+    """A judge reading P(yes) from ``llm`` (None when it gives no token probabilities).
+
+    It asks what the Correct-path check asks of a whole context — does this passage state
+    the answer to the question? — of one window; an LLM error is None (the lexical verdict
+    stands), never a failed answer.
+    """
+    if not offers(llm, YesNoLLM):
+        return None
+    assert isinstance(llm, YesNoLLM)  # offers() said so (a guard implements every method)
+
+    def judge(question: str, passage: str) -> float | None:
+        try:
+            return float(llm.yes_probability(verify_messages(question, [passage], lang)))
+        except CragError:
+            return None
+
+    return judge
+
+
+def windows(source: Strip) -> list[str]:
+    """Each sentence of ``source`` with the one before it, under the source's title.
+
+    >>> windows(Strip("It opened in 1901. It has a café.", "a", "web", "Museum"))
+    ['Museum: It opened in 1901.', 'Museum: It opened in 1901. It has a café.']
+    """
+    sentences = [s for line in source.text.splitlines() for s in split_sentences(line)] or [source.text]
+    head = f"{source.title}: " if source.title else ""
+    out = []
+    for i, sentence in enumerate(sentences):
+        text = sentence if i == 0 else f"{sentences[i - 1]} {sentence}"
+        out.append((head + text)[:WINDOW_CHARS])
+    return out
+
+
+def negative_reply(sentence: str) -> bool:
+    """A reply that says no ("No, …", "… does not …", "不…", "没有…").
+
+    >>> negative_reply("No, it does not [1]."), negative_reply("不提供公司车。"), negative_reply("Yes [1].")
+    (True, True, False)
+    """
+    return bool(_NEGATIVE.search(sentence))
+
+
+def missing_terms(question: str, sources: list[Strip]) -> list[str]:
+    """The question's words that no source holds, as the question writes them ("CEO", 公司车).
+
+    >>> missing_terms("Who is the CEO of Kestrel Labs?", [Strip("Kestrel Labs sells phones.", "a", "internal")])
+    ['CEO']
+    """
+    every = SourceTerms(" ".join(f"{s.title} {s.text}" for s in sources))
+    out = []
+    for term in new_terms(question, ""):
+        if _is_figure(term) or term in _LIGHT or _holds(every, term):
+            continue
+        match = re.search(re.escape(term), question, re.I)
+        out.append(match.group(0) if match else term)
+    return out
+
+
+def _units(sentence: str) -> list[str]:
+    """The known units written after the sentence's figures, lower case ("mah", "毫安时").
+
+    >>> _units("It holds 8,640 mAh and weighs 185克; 3 个 ports, 10天年假.")
+    ['mah', '克']
+    """
+    out: list[str] = []
+    for m in _FIGURE_UNIT.finditer(sentence):
+        word = (m.group(1) or "").lower()
+        # a Chinese unit runs into the next word ("5200毫安时左右"): its longest known start
+        unit = next((word[:n] for n in (3, 2, 1) if word[:n] in _UNITS), "") if word and not word.isascii() else word
+        if unit in _UNITS and unit not in out:
+            out.append(unit)
+    return out
+
+
+def _holds(terms: SourceTerms, term: str) -> bool:
+    """``terms.has(term)``; a Chinese word also without the particles jieba glued to it
+    ("往来于" is held by "往来彩虹与机场之间")."""
+    if terms.has(term):
+        return True
+    core = term.strip(_ZH_PARTICLES)
+    return len(core) >= 2 and core != term and terms.has(core)
+
+
+def _has_unit(terms: SourceTerms, unit: str) -> bool:
+    return any(form in terms.corpus for form in _UNITS.get(unit, (unit,)))
+
+
+def _is_figure(term: str) -> bool:
+    return bool(re.fullmatch(r"\d+(?:\.\d+)?", term))
