@@ -17,6 +17,11 @@ costs the answer, a wrong Ambiguous only a search; none (the model is not asked)
 threshold of the grid does.
 
     python benchmarks/verify_correct.py --per-kind 50 [--model qwen2.5-coder-0.5b] [--serve]
+    python benchmarks/verify_correct.py --pairs data/nearmiss/pairs_test.jsonl --per-kind 54
+
+``--pairs`` reads other pairs: the near-miss set's (positives against passages about the same
+company, product or person that lack the asked attribute) is the one the sentence gate's
+model reading (:mod:`crag.generate.relation`) and its threshold are measured on.
 
 ``--serve`` reads P(yes) through the OpenAI-compatible path instead (the same GGUF behind
 ``llama_cpp.server`` on loopback, scored from its ``logprobs``), as a hosted model is.
@@ -44,14 +49,16 @@ from crag.grade.metrics import auroc
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 KINDS = {"zh": ("positive", "hard"), "en": ("positive", "hard", "unanswerable")}
+NEAR_MISS = {"zh": ("positive", "near_miss"), "en": ("positive", "near_miss")}
 
 
-def sample(per_kind: int, seed: int) -> list[dict[str, Any]]:
+def sample(per_kind: int, seed: int, pairs: Path | None = None) -> list[dict[str, Any]]:
     held = {json.loads(line)["question"] for line in (ROOT / "data/hard/questions.jsonl").open(encoding="utf-8")}
+    kinds = NEAR_MISS if pairs is not None else KINDS
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for line in (ROOT / "data/eval_pairs/test.jsonl").open(encoding="utf-8"):
+    for line in (pairs or ROOT / "data/eval_pairs/test.jsonl").open(encoding="utf-8"):
         r = json.loads(line)
-        if r["query"] not in held and r["kind"] in KINDS.get(r["lang"], ()):
+        if r["query"] not in held and r["kind"] in kinds.get(r["lang"], ()):
             by[(r["lang"], r["kind"])].append(r)
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
@@ -68,6 +75,7 @@ def main() -> None:
     ap.add_argument("--per-kind", type=int, default=50, help="pairs per language and kind")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--serve", action="store_true", help="score through llama_cpp.server's OpenAI API")
+    ap.add_argument("--pairs", type=Path, help="pairs file (default: the evaluator's held-out test pairs)")
     args = ap.parse_args()
     if args.serve:
         from crag.llm.openai_chat import OpenAIChatLLM
@@ -85,7 +93,10 @@ def main() -> None:
 
 def run(args: argparse.Namespace, llm: Any, label: str) -> None:
     """Score every sampled pair with ``llm``; print the table and write the results file."""
-    pairs = sample(args.per_kind, args.seed)
+    pairs = sample(args.per_kind, args.seed, args.pairs)
+    kinds = NEAR_MISS if args.pairs is not None else KINDS
+    if args.pairs is not None:
+        label += f"-{args.pairs.stem}"
     t0 = time.perf_counter()
     for r in track(pairs, description=f"P(yes) {label}"):
         r["p"] = llm.yes_probability(verify_messages(r["query"], [r["passage"]], r["lang"]))
@@ -102,7 +113,7 @@ def run(args: argparse.Namespace, llm: Any, label: str) -> None:
         cells = {t: (sum(p >= t for p in pos) / len(pos), sum(p < t for p in neg) / len(neg)) for t in THRESHOLDS}
         best[lang] = max([t for t, (keep, _) in cells.items() if keep >= 0.9], default=None)
         by_kind = {}
-        for k in KINDS[lang][1:]:
+        for k in kinds[lang][1:]:
             kneg = [r["p"] for r in rows if r["kind"] == k]
             by_kind[k] = round(auroc([1] * len(pos) + [0] * len(kneg), pos + kneg), 3)
         summary[lang] = {

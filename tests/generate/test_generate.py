@@ -126,7 +126,9 @@ def test_a_source_sentence_quoted_in_the_answer_is_not_a_refusal() -> None:
     # Seen on data/hard: the answer, then the source's own "… is not known", was taken as declining.
     src = "Nearly 3,000 Protestants were slaughtered in Toulouse alone. The exact number of fatalities is not known."
     reply = "[1] 3,000 Protestants were slaughtered in Toulouse alone. The exact number of fatalities is not known."
-    g = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)], ScriptedLLM([reply]))
+    # "Protestants … slaughtered" for "Huguenots … killed": the model's reading holds it (a judge that agrees)
+    g = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)], ScriptedLLM([reply]),
+                 judge=lambda q, p: 0.9)  # fmt: skip
     assert not g.refused and g.rejected == "" and "3,000" in g.text
     declined = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)],
                         ScriptedLLM(["The number killed in Toulouse is not known."]))  # fmt: skip

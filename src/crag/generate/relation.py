@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from crag.correct.verify import verify_messages
 from crag.errors import CragError
 from crag.generate.grounding import SourceTerms, is_closed, new_terms
+from crag.grade.signals import question_focus
 from crag.protocols import LLM, YesNoLLM, offers
 from crag.text import split_sentences
 from crag.types import Strip
@@ -58,6 +59,9 @@ when the model could not be asked (the call failed, no token probabilities)."""
 # Per bundled model, from benchmarks/claim_check.py over near-miss pairs (None: too weak to ask).
 CALIBRATED: dict[str, float | None] = {"qwen2.5-coder-1.5b": 0.5, "qwen2.5-coder-0.5b": None}
 WINDOW_CHARS = 600  # the judge reads at most this much: a title and two sentences
+_YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")  # a year dates a claim; it is rarely the slot a near miss swaps
+_ROW = " | "  # between the cells of a table row (crag.ingest.tables)
+_LEAD_CHARS = 160  # a line this short before a table says what its rows are about
 # A figure and the word written after it: "8,640 mAh", "5200毫安时", "185 g", "3.5 kg".
 _FIGURE_UNIT = re.compile(r"\d[\d,，.]*\s*([A-Za-z%‰]{1,5}\b|[\u4e00-\u9fff]{1,3})?")
 # Units written the same way in both languages, so a zh source holds an en claim's unit.
@@ -138,14 +142,19 @@ class RelationCheck:
         self.closed = is_closed(question)
         # A yes/no question's claim is its own proposition: "No [1]." asserts the question's words.
         self._asked = new_terms(question, "") if self.closed else []
+        # What the question asks of its subject ("battery capacity"): a figure must come with it.
+        self._focus = [t for t in question_focus(question)[1] if t not in _LIGHT and not _is_figure(t)]
         self._windows: dict[str, list[tuple[str, SourceTerms]]] = {}
 
     def needs(self, sentence: str) -> tuple[list[str], list[str], list[str]]:
         """The claim's ``restated`` relation words, its ``new`` words and its ``units``."""
         new = new_terms(sentence, self.question)
         every = new_terms(sentence, "")
-        restated = [t for t in every if t not in new]
-        restated += [t for t in self._asked if t not in restated and t not in new]
+        # light verbs (give, get, provide…) say how, not what: "provide cars" states "give cars"
+        restated = [t for t in every if t not in new and t not in _LIGHT]
+        restated += [t for t in self._asked if t not in restated and t not in new and t not in _LIGHT]
+        if any(_is_figure(t) and not _YEAR.fullmatch(t) for t in new):  # "8,640" must be the asked attribute's
+            restated += [t for t in self._focus if t not in restated and t not in new]
         return restated, new, _units(sentence)
 
     def lexical(self, sentence: str, source: Strip) -> Verdict:
@@ -230,16 +239,26 @@ def model_judge(llm: LLM, lang: str) -> Judge | None:
 
 
 def windows(source: Strip) -> list[str]:
-    """Each sentence of ``source`` with the one before it, under the source's title.
+    """Each sentence of ``source`` with the one before it, under the source's title; a table
+    row (``key | column: value | …``, as ingest writes tables) gives one window per cell, with
+    its key and the line that introduces the table: a figure is read with its own headers only.
 
     >>> windows(Strip("It opened in 1901. It has a café.", "a", "web", "Museum"))
     ['Museum: It opened in 1901.', 'Museum: It opened in 1901. It has a café.']
+    >>> windows(Strip("Shipments by quarter.\\n\\nYunque S5 | Q2 2023: 6,120 | Q3 2023: 8,640", "t", "internal"))[1:]
+    ['Shipments by quarter. Yunque S5 | Q2 2023: 6,120', 'Shipments by quarter. Yunque S5 | Q3 2023: 8,640']
     """
     sentences = [s for line in source.text.splitlines() for s in split_sentences(line)] or [source.text]
     head = f"{source.title}: " if source.title else ""
     out = []
+    lead = ""  # the last line that is not a row: what the table's rows are about
     for i, sentence in enumerate(sentences):
-        text = sentence if i == 0 else f"{sentences[i - 1]} {sentence}"
+        if _ROW in sentence:
+            key, *cells = sentence.split(_ROW)
+            out += [(head + f"{lead} {key}{_ROW}{cell}".strip())[:WINDOW_CHARS] for cell in cells]
+            continue
+        lead = sentence if len(sentence) <= _LEAD_CHARS else ""
+        text = sentence if i == 0 or _ROW in sentences[i - 1] else f"{sentences[i - 1]} {sentence}"
         out.append((head + text)[:WINDOW_CHARS])
     return out
 
@@ -288,8 +307,8 @@ def _units(sentence: str) -> list[str]:
 def _holds(terms: SourceTerms, term: str) -> bool:
     """``terms.has(term)``; a Chinese word also without the particles jieba glued to it
     ("往来于" is held by "往来彩虹与机场之间")."""
-    if terms.has(term):
-        return True
+    if terms.has(term) or (term.isascii() and term.isalpha() and (terms.has(term + "s") or terms.has(term + "es"))):
+        return True  # "car" in "cars": the light stemmer leaves short words as they are
     core = term.strip(_ZH_PARTICLES)
     return len(core) >= 2 and core != term and terms.has(core)
 

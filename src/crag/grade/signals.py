@@ -40,3 +40,107 @@ def bm25_norm(score: float | None, half: float = 4.0) -> float:
     if not score or score <= 0:
         return 0.0
     return score / (score + half)
+
+
+# -- what a question asks for, and what it is about ------------------------------------------
+_EN_WORD = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*")
+_CODE = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9-]+$")  # S5, K2, E23P: a product's name
+_EN_QUESTION = frozenset(
+    "what which who whom whose when where why how is are was were do does did can could will would has have had "
+    "should shall may must".split()
+)
+# Where a Chinese question's subject ends: its last 的, else the first verb or preposition after it.
+_ZH_PREDICATE = frozenset("是 有 在 给 为 叫 属于 位于 由 被 把 对 向 从 能 会 可以 需要 提供 配 获得 享有".split())
+_ZH_PARTICLE = frozenset(
+    "的 了 是 在 和 与 及 也 都 就 而 被 把 对 于 从 以 之 其 这 那 有 给 为 叫 吗 呢 吧 啊 个 等 中 上 下 里 第".split()
+)
+_ZH_WH = frozenset(
+    "谁 什么 哪 哪里 哪儿 哪个 哪些 哪位 多少 几 几个 几天 几年 何时 何地 怎么 怎样 如何 为什么 为何 吗 呢 是否".split()
+)
+
+
+def question_focus(question: str) -> tuple[list[str], list[str]]:
+    """The question's ``subject`` words (what it is about) and ``focus`` words (what it asks of it).
+
+    A near miss is a passage about the subject that lacks the focus: "Who is the CEO of Kestrel
+    Labs?" asks "CEO" of "Kestrel Labs", and the sales director's page covers only the subject.
+    English: names (Title case, codes like S5) are the subject, the other content words the
+    focus. Chinese: what comes before the last 的 is the subject ("云雀S5的电池容量"), else the
+    words before the first verb or preposition ("新员工有几天年假").
+
+    >>> question_focus("Who is the CEO of Kestrel Labs?")
+    (['kestrel', 'labs'], ['ceo'])
+    >>> question_focus("What is the Yunque S5 battery capacity?")
+    (['yunque', 's5'], ['battery', 'capacity'])
+    >>> question_focus("红隼实验室的首席执行官是谁？")
+    (['红隼', '实验室'], ['首席', '执行官'])
+    >>> question_focus("新员工有几天年假？"), question_focus("红隼实验室给员工配公司车吗？")[1]
+    ((['新员工'], ['年假']), ['员工', '公司车'])
+    """
+    if _CJK_RUN.search(question):
+        return _zh_focus(question)
+    subject: list[str] = []
+    focus: list[str] = []
+    content = set(tokenize(question))
+    after_how = False
+    for i, m in enumerate(_EN_WORD.finditer(question)):
+        word = m.group(0)
+        low = word.lower()
+        asked, after_how = after_how, low == "how"  # "how far", "how many": the question's own words
+        if low in _EN_QUESTION or low not in content or asked:
+            continue
+        named = (word[0].isupper() and not word.isupper() and i > 0) or bool(_CODE.match(word))
+        (subject if named else focus).append(re.sub(r"['’]s$", "", low))
+    return list(dict.fromkeys(subject)), list(dict.fromkeys(focus))
+
+
+def _zh_focus(question: str) -> tuple[list[str], list[str]]:
+    from crag.text import zh_pos
+
+    words = [w for w, _ in zh_pos(question)]
+    cut = max((i for i, w in enumerate(words) if w == "的"), default=-1)
+    if cut < 0:
+        cut = next((i for i, w in enumerate(words) if i and w in _ZH_PREDICATE), len(words))
+
+    def keep(part: list[str]) -> list[str]:
+        # jieba cuts rare words into characters (红 隼, 年 假): a run of them is one word again
+        merged: list[str] = []
+        run = ""
+        glue = False  # the last word kept came right before: a lone character joins it (公司 车)
+        for w in [*part, ""]:
+            if len(w) == 1 and _CJK_RUN.match(w) and w not in _ZH_WH and w not in _ZH_PARTICLE | _ZH_PREDICATE:
+                run += w
+                continue
+            if run and len(run) == 1 and glue and merged:
+                merged[-1] += run  # 公司 + 车
+            elif len(run) > 1:
+                merged.append(run)
+            elif run and len(w) > 1:
+                w = run + w  # 新 + 员工
+            run = ""
+            glue = len(w) > 1 and w not in _ZH_WH and w not in _ZH_PREDICATE and bool(_CJK_RUN.match(w) or w.isalnum())
+            if glue:
+                merged.append(w.lower())
+        return list(dict.fromkeys(merged))
+
+    return keep(words[:cut]), keep(words[cut + 1 :] if words[cut : cut + 1] == ["的"] else words[cut:])
+
+
+def focus_coverage(focus: list[str], passage: str, sentences: list[str]) -> tuple[float, float]:
+    """Share of ``focus`` words in the passage, and the most of them one sentence (with the one
+    before it) holds; (1.0, 1.0) when the question has no focus words.
+
+    >>> focus_coverage(["ceo"], "Wang Lei is the sales director.", ["Wang Lei is the sales director."])
+    (0.0, 0.0)
+    """
+    if not focus:
+        return 1.0, 1.0
+    low = passage.lower()
+    whole = sum(1 for t in focus if t in low) / len(focus)
+    best = 0.0
+    prev = ""
+    for s in sentences[:80]:
+        window = (prev + " " + s).lower()
+        best = max(best, sum(1 for t in focus if t in window) / len(focus))
+        prev = s
+    return whole, best

@@ -33,12 +33,13 @@ import numpy as np
 from crag.config import CragSettings
 from crag.errors import ConfigError
 from crag.grade.heuristic import set_confidence
+from crag.grade.signals import focus_coverage, question_focus
 from crag.protocols import Embedder, EmbedKind
 from crag.registry import BackendDeps, Registries
 from crag.text import EN_STOP, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage, Query
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 DIM = 384
 # Long passages: embedders truncate on their own; the lexical features only look at the
 # head of the text so that tokenising a 50,000-character passage stays fast.
@@ -63,6 +64,10 @@ LEX_NAMES = (
     "missing_capitalised",
     "negation_mismatch",
     *(f"asks_{k}" for k in ("number", "time", "person", "place", "reason")),
+    # Near misses: the passage is about the question's subject but lacks what it asks of it.
+    "focus_coverage",
+    "focus_best_window",
+    "subject_coverage",
 )
 # Question-type cues: the model can learn e.g. "asks for a number, passage has none".
 _ASKS = {
@@ -108,6 +113,8 @@ class QueryInfo:
     asks: list[float]
     negated: bool
     cov_terms: list[tuple[str, float, bool]]  # (term, weight, is CJK) as signals.coverage has them
+    subject: list[str] = field(default_factory=list)  # what the question is about (signals.question_focus)
+    focus: list[str] = field(default_factory=list)  # what it asks of it, as stems
 
     @classmethod
     def of(cls, query: Query) -> QueryInfo:
@@ -126,6 +133,7 @@ class QueryInfo:
             if len(t) > 1 or t.isdigit():
                 cjk = bool(_CJK_START.match(t))
                 cov.append((t, float(min(len(t), 6) if cjk else min(len(t), 8) / 2), cjk))
+        subject, focus = question_focus(q)
         return cls(
             q,
             terms,
@@ -137,6 +145,8 @@ class QueryInfo:
             asks,
             bool(_NEG.search(low)),
             cov,
+            subject,
+            [_stem(t) for t in focus],
         )
 
 
@@ -169,7 +179,21 @@ def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
         min(1.0, sum(1 for c in qi.caps if c not in low) / 2),
         1.0 if (qi.negated and not _NEG.search(low)) else 0.0,
         *qi.asks,
+        *_focus(qi, low),
     ]
+
+
+def _stem(term: str) -> str:
+    """A long English word without its last two letters, so "established" meets "establishment"
+    and "director" meets "directed"; Chinese words and short words as they are."""
+    return term[:-2] if len(term) > 5 and term.isascii() and term.isalpha() else term
+
+
+def _focus(qi: QueryInfo, low: str) -> list[float]:
+    """Focus coverage (whole passage, best window) and subject coverage (1.0 when none)."""
+    whole, best = focus_coverage(qi.focus, low, split_sentences(low))
+    subject = sum(1 for t in qi.subject if t in low) / len(qi.subject) if qi.subject else 1.0
+    return [whole, best, subject]
 
 
 def _best_sentence(qi: QueryInfo, low: str) -> float:

@@ -1,0 +1,108 @@
+"""A claim is held by a source that states its relation, not by one about the same thing.
+
+Unit tests of :mod:`crag.generate.relation` and of the sentence gate with it, on near misses
+in both languages: the same company with another role, the same product with another figure,
+a yes/no question no source answers. The judge here is a function (the model's reading is
+tested end to end in tests/test_nearmiss_e2e.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from crag.generate.answer import generate
+from crag.generate.relation import RelationCheck, negative_reply, windows
+from crag.testing.fakes import ScriptedLLM
+from crag.types import Strip
+
+pytestmark = pytest.mark.unit
+
+SALES = Strip("Wang Lei is the sales director for southern China at Kestrel Labs.", "sales.md", "internal",
+              "Wang Lei (sales)", score=0.9)  # fmt: skip
+SHIPMENTS = Strip(
+    "Units shipped by product and quarter.\n\nYunque S5 | Q2 2023: 6,120 | Q3 2023: 8,640\n\n"
+    "Yunque S3 | Q2 2023: 5,240 | Q3 2023: 4,615",
+    "shipments.md", "internal", "Kestrel Labs quarterly shipments", score=0.9,
+)  # fmt: skip
+SPEC_ZH = Strip("参数 | 云雀 S5\n\n电池容量 | 云雀 S5: 5200 毫安时\n\n重量 | 云雀 S5: 198 克", "spec.md", "internal",
+                "云雀 S5（Yunque S5）产品规格", score=0.9)  # fmt: skip
+HANDBOOK = Strip(
+    "Employees receive a monthly transport allowance of 800 yuan. Parking at the Hangzhou office is free.",
+    "handbook.md", "internal", "Employee handbook", score=0.9,
+)  # fmt: skip
+
+
+def always(p: float):
+    return lambda question, passage: p
+
+
+def test_a_role_the_source_does_not_give_is_not_held_by_its_name() -> None:
+    check = RelationCheck("Who is the CEO of Kestrel Labs?")
+    verdict = check.lexical("The CEO of Kestrel Labs is Wang Lei.", SALES)
+    assert not verdict.held and verdict.missing == ["ceo"]
+    assert not check.settle("The CEO of Kestrel Labs is Wang Lei.", SALES, judge=None).held  # no model: words decide
+    assert check.lexical("Wang Lei is the sales director for southern China.", SALES).held  # what it does say
+    zh = RelationCheck("红隼实验室的首席执行官是谁？")
+    assert not zh.settle("红隼实验室的首席执行官是王磊。", Strip("王磊是红隼实验室华南区销售总监。", "a", "internal"),
+                         judge=None).held  # fmt: skip
+
+
+def test_a_figure_is_read_with_its_own_headers_and_unit() -> None:
+    check = RelationCheck("What is the Yunque S5 battery capacity?")
+    # 8,640 is a Q3 shipment count: no unit, no capacity, and a judge that agrees cannot save it
+    assert not check.settle("The Yunque S5 battery capacity is 8,640 mAh.", SHIPMENTS, judge=always(0.99)).held
+    assert not check.settle("It is 8,640 [1].", SHIPMENTS, judge=always(0.2)).held
+    # the Chinese spec states it in other words: the model's reading holds the English claim
+    held = check.settle("The Yunque S5 battery capacity is 5200 mAh.", SPEC_ZH, judge=always(0.9))
+    assert held.held and held.how == "judge" and "电池容量" in held.window and "5200" in held.window
+    # and the Chinese claim is held by its words alone
+    zh = RelationCheck("云雀S5的电池容量是多少？")
+    assert zh.lexical("云雀S5的电池容量是5200毫安时。", SPEC_ZH).held
+    assert not zh.lexical("云雀S5的电池容量是198克。", SPEC_ZH).held  # the weight's row, not the battery's
+
+
+def test_a_table_row_gives_one_window_per_cell_under_the_line_that_introduces_it() -> None:
+    cells = windows(SHIPMENTS)
+    assert "Kestrel Labs quarterly shipments: Units shipped by product and quarter. Yunque S5 | Q3 2023: 8,640" in cells
+    assert not any("6,120" in w and "8,640" in w for w in cells)
+
+
+def test_silence_is_not_no() -> None:
+    question = "Does Kestrel Labs give employees a company car?"
+    check = RelationCheck(question)
+    no = "No, Kestrel Labs does not give employees a company car."
+    assert negative_reply(no) and not check.settle(no, HANDBOOK, judge=always(0.95)).held  # a "no" must be written
+    written = Strip("Kestrel Labs does not provide company cars; employees receive a transport allowance.",
+                    "b.md", "internal", "Benefits")  # fmt: skip
+    assert check.settle(no, written, judge=None).held
+    zh = RelationCheck("红隼实验室给员工配公司车吗？")
+    assert not zh.settle("不，红隼实验室不给员工配公司车。", Strip("员工每月可领取800元交通补贴。", "a", "internal"),
+                         judge=always(0.95)).held  # fmt: skip
+
+
+def test_a_count_for_another_group_is_not_the_asked_one() -> None:
+    check = RelationCheck("How many days of annual leave do new employees get?")
+    senior = Strip("Employees with more than five years of service get 15 days of annual leave.", "h.md", "internal")
+    assert not check.settle("New employees get 15 days of annual leave.", senior, judge=always(0.2)).held
+    first = Strip("New employees receive 10 days of paid annual leave in their first year.", "h.md", "internal")
+    assert check.settle("New employees get 10 days of annual leave.", first, judge=None).held
+
+
+def test_the_gate_refuses_near_misses_and_says_what_is_missing() -> None:
+    g = generate("Who is the CEO of Kestrel Labs?", [SALES], ScriptedLLM(["The CEO of Kestrel Labs is Wang Lei [1]."]))
+    assert g.refused and "“CEO”" in g.text and "Wang Lei (sales) [1]" in g.text
+    assert g.checks and g.checks[0]["held"] is False and g.checks[0]["missing"] == ["ceo"]
+    no = ScriptedLLM(["No, Kestrel Labs does not give employees a company car [1]."])
+    car = generate("Does Kestrel Labs give employees a company car?", [HANDBOOK], no, judge=always(0.9))
+    assert car.refused and car.text.startswith("The sources found do not answer this question.")
+    assert "Employee handbook [1]" in car.text and [c.id for c in car.citations] == [1]
+    sales = Strip("王磊是红隼实验室华南区销售总监。", "a.md", "internal", "王磊")
+    zh = generate("红隼实验室的首席执行官是谁？", [sales], ScriptedLLM(["红隼实验室的首席执行官是王磊[1]。"]))
+    assert zh.refused and zh.text.startswith("找到的资料没有回答这个问题。") and "“首席”" in zh.text
+
+
+def test_the_gate_moves_a_claim_to_the_source_that_states_it() -> None:
+    battery = "The Yunque S5 battery capacity is 5200 mAh [1]."
+    g = generate("What is the Yunque S5 battery capacity?", [SHIPMENTS, SPEC_ZH], ScriptedLLM([battery]),
+                 judge=always(0.9))  # fmt: skip
+    assert not g.refused and [c.id for c in g.citations] == [2] and "5200" in g.citations[0].quote
