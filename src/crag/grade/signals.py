@@ -52,7 +52,9 @@ _EN_QUESTION = frozenset(
 # Where a Chinese question's subject ends: its last 的, else the first verb or preposition after it.
 _ZH_PREDICATE = frozenset("是 有 在 给 为 叫 属于 位于 由 被 把 对 向 从 能 会 可以 需要 提供 配 获得 享有".split())
 _ZH_PARTICLE = frozenset(
-    "的 了 是 在 和 与 及 也 都 就 而 被 把 对 于 从 以 之 其 这 那 有 给 为 叫 吗 呢 吧 啊 个 等 中 上 下 里 第".split()
+    (
+        "的 了 是 在 和 与 及 也 都 就 而 被 把 对 于 从 以 之 其 这 那 有 给 为 叫 吗 呢 吧 啊 个 等 中 上 下 里 第"
+    ).split()
 )
 _ZH_WH = frozenset(
     "谁 什么 哪 哪里 哪儿 哪个 哪些 哪位 多少 几 几个 几天 几年 何时 何地 怎么 怎样 如何 为什么 为何 吗 呢 是否".split()
