@@ -11,7 +11,8 @@
 * **Larkspur Mobility** (``internal/larkspur/``): scooters and e-bikes, mostly English; its
   leadership page names a CEO but no CTO.
 
-Every fact is invented. Tables are real tables in each format (Markdown pipes, HTML, DOCX).
+Every fact is invented. Tables are real tables in each format (Markdown pipes, HTML, DOCX, and one
+hand-drawn PDF).
 """
 
 from __future__ import annotations
@@ -356,6 +357,22 @@ def larkspur() -> list[Doc]:
             P("Use of a personal car for business is reimbursed at $0.67 per mile."),
             H("Approval"),
             P("Expenses above $2,000 need the approval of a vice president."),
+        ]),
+        Doc("internal/larkspur/warranty-terms.pdf", "Larkspur Mobility Limited Warranty", "en", L, [
+            P("This warranty covers Larkspur scooters and e-bikes bought new from Larkspur or an authorised "
+              "dealer. It starts on the date of delivery."),
+            table("Component | Glide 2 | Metro 3 | Ridge", [
+                "Frame | 3 years | 5 years | 5 years",
+                "Battery | 1 year | 2 years | 2 years",
+                "Motor | 1 year | 2 years | 2 years",
+                "Display and electronics | 1 year | 1 year | 2 years",
+            ]),
+            H("What is not covered"),
+            P("Tyres, brake pads and chains are wear parts and are not covered. Damage from accidents, racing or "
+              "rental use is excluded."),
+            H("Making a claim"),
+            P("Claims go through the dealer who sold the vehicle, or to support@larkspur.example with the order "
+              "number and a photo of the serial plate."),
         ]),
         Doc("internal/larkspur/台北办公室员工须知.md", "Larkspur 台北办公室员工须知", "zh", L, [
             P("台北办公室负责 Larkspur Mobility 的亚洲供应链和质量管理。"),

@@ -1,10 +1,11 @@
-"""Documents of the near-miss set as data, written out as Markdown, HTML or DOCX, and cut into passages.
+"""Documents of the near-miss set as data, written out as Markdown, HTML, DOCX or PDF, and cut into passages.
 
 A document is a title and a list of blocks: a heading (``H``), a paragraph (``P``) or a
 table (``T``). The same blocks give the file a user would have (``.md`` with pipe tables,
-``.html`` with ``<table>``, ``.docx`` with Word tables) and the passages the evaluator pairs
-are made of (one per section; a table is its own passage, its header repeated on each piece
-of at most ``ROWS_PER_PASSAGE`` rows). Used by ``scripts/build_nearmiss.py``.
+``.html`` with ``<table>``, ``.docx`` with Word tables, a one-page ``.pdf`` with ruled cells)
+and the passages the evaluator pairs are made of (one per section; a table is its own passage,
+its header repeated on each piece of at most ``ROWS_PER_PASSAGE`` rows). Used by
+``scripts/build_nearmiss.py``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def write(doc: Doc, root: Path) -> Path:
         path.write_text(to_html(doc), "utf-8")
     elif doc.format == "docx":
         path.write_bytes(to_docx(doc))
+    elif doc.format == "pdf":
+        path.write_bytes(to_pdf(doc))
     else:
         raise ValueError(f"no writer for {doc.path}")
     return path
@@ -175,6 +178,77 @@ def _fixed_zip(data: bytes) -> bytes:
             fixed.external_attr = 0o644 << 16
             dst.writestr(fixed, src.read(info.filename))
     return out.getvalue()
+
+
+def to_pdf(doc: Doc) -> bytes:
+    """A one-page PDF drawn by hand: Helvetica text, a table as text in ruled cells.
+
+    Latin-1 text only (the standard fonts have no CJK glyphs). Nothing but positions says which
+    words form a row, as in most PDFs a user has.
+    """
+    ops: list[str] = []
+    y = 842 - 64
+
+    def text(x: float, size: float, line: str, bold: bool = False) -> None:
+        line.encode("latin-1")  # fails loudly on characters Helvetica lacks
+        safe = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+        ops.append(f"BT /{'F2' if bold else 'F1'} {size} Tf {x:.1f} {y:.1f} Td ({safe}) Tj ET")
+
+    def wrapped(words: str, size: float, width: int = 96) -> None:
+        nonlocal y
+        line = ""
+        for w in words.split():
+            if len(line) + len(w) + 1 > width:
+                text(56, size, line)
+                y -= size * 1.4
+                line = ""
+            line = f"{line} {w}".strip()
+        text(56, size, line)
+        y -= size * 1.4 + 6
+
+    text(56, 16, doc.title, bold=True)
+    y -= 30
+    for b in doc.blocks:
+        if isinstance(b, H):
+            y -= 4
+            text(56, 12, b.text, bold=True)
+            y -= 20
+        elif isinstance(b, P):
+            wrapped(b.text, 10)
+        else:
+            widths = [max(len(r[j]) for r in (b.header, *b.rows)) * 5.2 + 12 for j in range(len(b.header))]
+            for i, row in enumerate((b.header, *b.rows)):
+                x = 56.0
+                for j, cell in enumerate(row):
+                    ops.append(f"{x:.1f} {y - 5:.1f} {widths[j]:.1f} 18 re S")
+                    text(x + 5, 9, cell, bold=i == 0)
+                    x += widths[j]
+                y -= 18
+            y -= 14
+    if y < 56:
+        raise ValueError(f"{doc.path} does not fit on one page")
+    stream = "\n".join(ops).encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R /F2 6 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>",
+        b"<< /Title (" + doc.title.encode("latin-1") + b") /Author (" + doc.company.encode("latin-1") + b") >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Info %d 0 R >>\n" % (len(objects) + 1, len(objects))
+    out += b"startxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
 
 
 # -- passages ------------------------------------------------------------------------------------
