@@ -18,6 +18,7 @@ a shared-name question must contain every gold string.
 
     python benchmarks/nearmiss.py                          # everything (~2 h on 2 shared cores)
     python benchmarks/nearmiss.py --limit 10 --lang zh     # 10 questions per language, all kinds
+    python benchmarks/nearmiss.py --cases                  # the four reported cases, both languages
     python benchmarks/nearmiss.py --search off             # one setting
     python benchmarks/nearmiss.py --report-only            # the tables of what is done so far
 
@@ -195,6 +196,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=0, help="questions per language (0: all), balanced over kinds")
     ap.add_argument("--lang", choices=(*LANGS, "all"), default="all")
+    ap.add_argument("--cases", action="store_true", help="only the questions of the four reported cases")
     ap.add_argument("--search", default="off,corpus", help="settings to run: off, corpus or both")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kb", default=str(OUT / "kb"))
@@ -203,7 +205,8 @@ def main() -> None:
 
     everything = load_dataset(SET / "questions.jsonl")
     langs = LANGS if args.lang == "all" else (args.lang,)
-    chosen = select(everything, langs, args.limit, args.seed)
+    pool = [it for it in everything if it.extra.get("case")] if args.cases else everything
+    chosen = select(pool, langs, args.limit, args.seed)
     if not args.report_only:
         run(args, everything, chosen)
     summary = summarize(everything, chosen)
