@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from crag import CRAG
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace, everything: list[EvalItem], chosen: list[EvalI
     t0 = time.perf_counter()
 
     def progress(done: int, total: int, label: str) -> None:
-        console.print(f"[dim]{done}/{total} {time.perf_counter() - t0:6.0f}s {label}[/]")
+        console.print(f"[dim]{done}/{total} {time.perf_counter() - t0:6.0f}s {escape(label)}[/]")  # "[rag]" is no tag
 
     for setting in settings:
         corpus = setting == "corpus"
