@@ -104,6 +104,7 @@ class FileJob:
     document: DocumentRecord | None = None  # its documents row, committed with its last chunks
     reuse: Mapping[str, str] | None = None  # the old metadata when only metadata changed: vectors are reused
     metadata_changed: bool = False
+    replaces: bool = False  # the next version of a document another file held
     first: Chunk | None = None  # the first chunk read (the document's title and url)
 
 
@@ -158,8 +159,14 @@ def plan_files(
             report.files.append(FileResult(key, "skipped", reason=f"cannot read {printable_path(f)}: {exc.strerror}"))
             continue
         previous = manifest.file_sha(key)
+        named = (names or {}).get(key)
         doc = manifest.document(key) if previous is not None else None
         stored = manifest.stored_metadata(key) if previous is not None else {}
+        # An upload under a new file name (report.md sent again as report.pdf) is the next
+        # version of the document that holds its id: it keeps that document's metadata.
+        replaced = manifest.document_by_id(named.id) if named and doc is None else None
+        if replaced is not None and replaced.file != key:
+            doc, stored = replaced, dict(replaced.metadata)
         effective = {} if clear else given if given is not None else stored
         content = info.sha256
         if effective:
@@ -169,7 +176,6 @@ def plan_files(
         if previous == info.sha256:
             report.files.append(FileResult(key, "unchanged", len(manifest.chunk_ids(key)), document=doc_id))
             continue
-        named = (names or {}).get(key)
         record = DocumentRecord(
             id=named.id if named else doc_id,
             file=key,
@@ -178,11 +184,11 @@ def plan_files(
             content=content,
             version=doc.version + 1 if doc is not None else 1,
         )
-        changed = previous is not None and effective != stored
-        same_text = doc is not None and doc.content == content
-        reuse = stored if changed and same_text else None
+        changed = doc is not None and effective != stored
+        same_file = doc is not None and doc.file == key and doc.content == content
+        reuse = stored if changed and same_file else None
         job = FileJob(key, Path(f), info, previous, base, meta=effective, document=record, reuse=reuse)
-        job.metadata_changed = changed
+        job.metadata_changed, job.replaces = changed, replaced is not None
         jobs.append(job)
         base += info.size
     return jobs
@@ -349,7 +355,7 @@ def _commit(seg: Segment, manifest: Manifest, vectors: VectorStore, report: Inge
         vectors.delete(sorted(gone))
     if seg.last:
         resumed = job.previous == PARTIAL + job.info.sha256
-        existed = job.previous is not None and not resumed
+        existed = (job.previous is not None and not resumed) or job.replaces
         reason = "resumed an interrupted ingest" if resumed else ""
         if job.reuse is not None and not resumed:
             reason = METADATA_ONLY
