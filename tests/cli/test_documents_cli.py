@@ -41,7 +41,8 @@ def crag(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def summary(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
     """added / updated / unchanged from the ingest table's one row of figures."""
     assert done.returncode == 0, done.stderr
-    row = next(line for line in done.stdout.splitlines() if line.strip("│ ").replace("│", "").replace(" ", "").isdigit())
+    lines = done.stdout.splitlines()
+    row = next(line for line in lines if line.strip("│ ").replace("│", "").replace(" ", "").isdigit())
     figures = [int(x) for x in row.replace("│", " ").split()]
     return dict(zip(("added", "updated", "unchanged", "removed", "skipped", "chunks"), figures, strict=True))
 
@@ -66,7 +67,7 @@ def test_a_plain_reingest_keeps_metadata_until_it_is_replaced_or_cleared(tmp_pat
     assert "metadata changed" not in plain.stdout
     docs_now = listed(tmp_path)
     assert sorted(docs_now) == ["docs/note0.md", "docs/note1.md", "docs/note2.md"]
-    assert {n: d["metadata"] for n, d in docs_now.items()} == dict.fromkeys(docs_now, {"team": "hr"})
+    assert {n: d["metadata"] for n, d in docs_now.items()} == {name: {"team": "hr"} for name in docs_now}
     assert (docs_now["docs/note0.md"]["version"], docs_now["docs/note1.md"]["version"]) == (2, 1)
 
     # --filter team=hr still finds every document, the edited one with its new text.
@@ -78,7 +79,8 @@ def test_a_plain_reingest_keeps_metadata_until_it_is_replaced_or_cleared(tmp_pat
     # Changed on purpose: --meta replaces it (the text is not embedded again), --clear-meta removes it.
     moved = crag("ingest", "docs/note1.md", "--kb", "kb", "--meta", "team=ops", cwd=tmp_path)
     assert summary(moved)["updated"] == 1 and summary(moved)["chunks"] == 1
-    assert "metadata changed on 1 document (1 with unchanged content: nothing re-embedded): now team=ops" in moved.stdout
+    said = "metadata changed on 1 document (1 with unchanged content: nothing re-embedded): now team=ops"
+    assert said in moved.stdout
     cleared = crag("ingest", "docs", "--kb", "kb", "--clear-meta", cwd=tmp_path)
     assert summary(cleared)["updated"] == 3 and "metadata changed on 3 documents" in cleared.stdout
     assert "now none (cleared)" in cleared.stdout

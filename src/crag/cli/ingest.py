@@ -147,9 +147,7 @@ def remove(
     files = [p for p in paths if str(p) not in ids]
     removed = (rag.remove(files) if files else []) + (base.remove_documents(ids) if ids else [])
     if not removed:
-        err.print(
-            "[yellow]nothing removed[/]: no ingested file or document id matches; `crag documents` lists them"
-        )
+        err.print("[yellow]nothing removed[/]: no ingested file or document id matches; `crag documents` lists them")
         raise typer.Exit(1)
     for f in removed:
         out.print(f"removed {escape(f.path)} ({f.chunks} chunks)")

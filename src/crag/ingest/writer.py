@@ -45,7 +45,16 @@ from crag.store.documents import DocumentRecord, path_id
 from crag.store.manifest import PARTIAL, Manifest
 from crag.types import Chunk
 
-__all__ = ["COMMIT_CHUNKS", "EMBED_BATCH", "METADATA_ONLY", "DocName", "FileResult", "IngestReport", "plan_files", "write_files"]
+__all__ = [
+    "COMMIT_CHUNKS",
+    "EMBED_BATCH",
+    "METADATA_ONLY",
+    "DocName",
+    "FileResult",
+    "IngestReport",
+    "plan_files",
+    "write_files",
+]
 
 COMMIT_CHUNKS = 256  # a large file is embedded and committed this many chunks at a time
 EMBED_BATCH = 32  # texts per embedder call

@@ -94,24 +94,8 @@ def create_app(
     app.state.collections = collections
     app.state.metrics = metrics
 
-    # Outermost last: metrics see every status, CORS headers reach error responses too,
-    # and the guards answer before any body is parsed.
-    # Innermost: every body the routes and their error handlers send names documents, not
-    # server paths (crag.server.public).
-    app.add_middleware(PublishMiddleware, publisher=Publisher(collections, collections.default))
-    app.add_middleware(_HeadMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
-    app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
-    if origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=origins,
-            allow_methods=["GET", "HEAD", "POST", "DELETE"],
-            allow_headers=["Authorization", "Content-Type"],
-            expose_headers=["X-Trace-Id", "Retry-After"],
-        )
-    app.add_middleware(_MetricsMiddleware, metrics=metrics)
+    _add_middleware(app, Publisher(collections, collections.default), auth, limiter, max_body_bytes, origins)
     _install_error_handlers(app, metrics)
     ui.install(app)
     docs.install(app)
@@ -141,6 +125,32 @@ def create_app(
     traces.install(app, collections, metrics)
 
     return app
+
+
+def _add_middleware(
+    app: FastAPI,
+    publisher: Publisher,
+    auth: Authenticator,
+    limiter: RateLimiter | None,
+    max_body_bytes: int,
+    origins: list[str],
+) -> None:
+    # Outermost last: metrics see every status, CORS headers reach error responses too,
+    # and the guards answer before any body is parsed. Innermost: every body the routes and
+    # their error handlers send names documents, not server paths (crag.server.public).
+    app.add_middleware(PublishMiddleware, publisher=publisher)
+    app.add_middleware(_HeadMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "HEAD", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Trace-Id", "Retry-After"],
+        )
+    app.add_middleware(_MetricsMiddleware, metrics=app.state.metrics)
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
