@@ -12,7 +12,7 @@
 Layout of a knowledge base folder::
 
     kb/
-      manifest.sqlite   files, chunk texts, generation counter  (the commit point)
+      manifest.sqlite   files, documents, chunk texts, generation counter  (the commit point)
       write.lock        one writer at a time across processes
       chroma/           vectors from our embedder
       bm25/             keyword index derived from the manifest

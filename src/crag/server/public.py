@@ -13,7 +13,7 @@ request's :class:`Publisher`:
   when no document has it; an object with a ``source`` and an empty ``url`` (a citation, a
   retrieved passage) gets its document's link, so a client can open every internal source;
 - any other text has the server's folders taken out: a collection's folder becomes its name,
-  a document's folder, the corpus, the model and the working directory their last part.
+  a document's folder, the corpus, the model and the cache their last part.
 
 The publisher is set per request by :class:`PublishMiddleware`; outside a request
 :func:`public` only redacts.
@@ -142,7 +142,7 @@ class Publisher:
 
     # -- roots ---------------------------------------------------------------------------
     def _fixed_roots(self, collections: list[_Collection]) -> dict[str, str]:
-        """Server folders that are not documents': collections (named), settings' paths, home, cwd."""
+        """Server folders that are not documents': collections (named), settings' paths, the cache."""
         roots: dict[str, str] = {}
         for c in collections:
             for p in {str(c.path), _resolved(c.path)}:
@@ -151,10 +151,11 @@ class Publisher:
             for value in _strings(c.engine.settings.model_dump(mode="json")):
                 if value.startswith("/") and len(value) > 1 and "://" not in value:
                     roots.setdefault(value.rstrip("/"), PurePath(value).name)
-        home, cwd = os.path.expanduser("~"), os.getcwd()
-        for p, shown in ((cwd, "."), (home, "~")):
-            if len(p) > 1:
-                roots.setdefault(p, shown)
+        # The cache (assembled models, embeddings) is named in model errors. Broader roots (the
+        # home folder, the working directory) would rewrite documents' own text that names them.
+        cache = os.environ.get("CRAG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "crag")
+        if cache.startswith("/") and len(cache) > 1:
+            roots.setdefault(cache.rstrip("/"), "crag-cache")
         return roots
 
     def refresh(self) -> None:

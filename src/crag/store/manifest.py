@@ -1,4 +1,4 @@
-"""The knowledge base manifest: SQLite holding files, chunk texts and a generation counter.
+"""The knowledge base manifest: SQLite holding files, their documents, chunk texts and a generation counter.
 
 The manifest is the commit point of ingestion. Vectors are written to the vector store
 first and the manifest rows commit after; anything in the vector store that the
