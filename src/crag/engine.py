@@ -28,7 +28,7 @@ from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError, RequestCancelled
 from crag.ingest.limits import InputLimits
-from crag.kb import IngestReport, KnowledgeBase, Progress, index_corpus
+from crag.kb import DocName, IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.metadata import check_metadata, parse_filters
 from crag.paths import is_disk_full
 from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
@@ -223,20 +223,35 @@ class CRAG:
         progress: Progress | None = None,
         workers: int = 1,
         metadata: dict[str, Any] | None = None,
+        clear_metadata: bool = False,
+        names: Mapping[str, DocName] | None = None,
     ) -> IngestReport:
         """Add files and folders to the knowledge base (created if needed).
 
         ``workers > 1`` embeds in that many processes (worth it on many-core machines).
-        ``metadata`` is given to every document, e.g. ``{"team": "产品"}``; a document's own
-        fields (Markdown front matter, JSONL) win a clash (:mod:`crag.metadata`).
+        ``metadata`` becomes the metadata of every document of the run, e.g. ``{"team": "产品"}``;
+        without it (or with ``{}``) each document keeps the metadata it had, and
+        ``clear_metadata=True`` removes it. A document's own fields (Markdown front matter,
+        JSONL) win a clash (:mod:`crag.metadata`). ``names`` gives files their document id and
+        name (the server's uploads).
         """
         if not paths:
             raise InputError("no paths given to ingest; pass files or folders")
         if workers < 1:
             raise InputError(f"workers must be at least 1, got {workers}")
         meta = check_metadata(metadata)
+        if meta and clear_metadata:
+            raise InputError("metadata and clear_metadata together: give new metadata, or clear it, not both")
         kb = self.knowledge_base(create=True)
-        return kb.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=meta)
+        return kb.ingest(
+            paths,
+            prune=prune,
+            progress=progress,
+            workers=workers,
+            metadata=meta or None,
+            clear_metadata=clear_metadata,
+            names=names,
+        )
 
     def remove(self, paths: Sequence[str | Path]) -> list[Any]:
         """Remove files (or everything under folders) from the knowledge base."""
@@ -461,4 +476,6 @@ def _check_history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str
 
 def _public_settings(s: CragSettings) -> dict[str, Any]:
     # Settings hold only env-var *names* for secrets, never the values; paths become text.
-    return merge({}, s.model_dump(mode="json"))
+    # The server's own settings (every collection, the keys' scopes) say nothing about how a
+    # question was answered, and a trace is shown to clients that may see one collection only.
+    return merge({}, s.model_dump(mode="json", exclude={"server"}))

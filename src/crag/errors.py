@@ -21,6 +21,7 @@
     ├── DiskFullError               a write failed for lack of disk space (names the folder)
     ├── ModelIntegrityError         a bundled model failed its checksum
     ├── TraceNotFoundError          unknown trace id
+    ├── DocumentNotFoundError       unknown document id
     ├── UnknownBackendError         unknown registry name (also a KeyError)
     ├── RequestCancelled            the caller stopped reading a streamed answer
     └── ApiError                    an HTTP request the server refuses (carries status, type)
@@ -134,6 +135,13 @@ class ModelIntegrityError(CragError):
 
 class TraceNotFoundError(CragError, KeyError):
     """No trace with the given id."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it a plain line
+        return str(self.args[0]) if self.args else ""
+
+
+class DocumentNotFoundError(CragError, KeyError):
+    """No document with the given id in the knowledge base."""
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it a plain line
         return str(self.args[0]) if self.args else ""

@@ -118,7 +118,8 @@ def test_models_list_each_collection_a_key_may_read(client: TestClient) -> None:
     scoped = client.get("/v1/models", headers=auth(HANDBOOK_READ)).json()
     assert [m["id"] for m in scoped["data"]] == ["handbook"]
     assert client.get("/v1/models/handbook", headers=auth(HANDBOOK_READ)).json()["id"] == "handbook"
-    error(client.get("/v1/models/catalogue", headers=auth(HANDBOOK_READ)), 403, "forbidden")
+    hidden = client.get("/v1/models/catalogue", headers=auth(HANDBOOK_READ))  # as if it did not exist
+    assert error(hidden, 404, "invalid_request_error") == "the model 'catalogue' does not exist; models: handbook"
     missing = client.get("/v1/models/nope", headers=auth(ADMIN))  # as OpenAI's models.retrieve expects
     assert "does not exist" in error(missing, 404, "invalid_request_error")
     assert missing.json()["error"]["code"] == "model_not_found"
@@ -171,25 +172,40 @@ def test_ask_needs_a_collection_when_there_are_several(client: TestClient) -> No
 
 
 # -- scoped keys ------------------------------------------------------------------------------------
-def test_key_scoped_to_one_collection_gets_403_on_the_other(client: TestClient) -> None:
+def test_key_scoped_to_one_collection_learns_no_other_collection(client: TestClient) -> None:
+    """Another collection is a 404 exactly like one that does not exist, and no message, list or
+    trace names it: a scoped key cannot tell the server holds more."""
     ask = client.post(
         "/v1/ask", headers=auth(HANDBOOK_READ), json={"question": "X200 烧水要多久？", "collection": "catalogue"}
     )
-    assert error(ask, 403, "forbidden") == "API key key-1 may not use collection 'catalogue'"
+    assert error(ask, 404, "collection_not_found") == "no collection 'catalogue'; this key may use handbook"
+    unknown = client.post("/v1/ask", headers=auth(HANDBOOK_READ), json={"question": "q?", "collection": "nope"})
+    assert error(unknown, 404, "collection_not_found") == "no collection 'nope'; this key may use handbook"
+    unnamed = client.post("/v1/ask", headers=auth(HANDBOOK_READ), json={"question": "q?"})
+    assert "(handbook)" in error(unnamed, 400, "collection_required")
     chat = client.post(
         "/v1/chat/completions",
         headers=auth(HANDBOOK_READ),
         json={"model": "catalogue", "messages": [{"role": "user", "content": "X200?"}]},
     )
-    error(chat, 403, "forbidden")
-    error(client.get("/v1/traces", params={"collection": "catalogue"}, headers=auth(HANDBOOK_READ)), 403, "forbidden")
+    assert error(chat, 404, "invalid_request_error").endswith("does not exist; models: handbook")
+    traces = client.get("/v1/traces", params={"collection": "catalogue"}, headers=auth(HANDBOOK_READ))
+    error(traces, 404, "collection_not_found")
     fb = {"trace_id": "20260101000000-abcdef", "rating": "up", "collection": "catalogue"}
-    error(client.post("/v1/feedback", headers=auth(HANDBOOK_READ), json=fb), 403, "forbidden")
-    # Its own collection works.
+    error(client.post("/v1/feedback", headers=auth(HANDBOOK_READ), json=fb), 404, "collection_not_found")
+    docs = client.get("/v1/documents", params={"collection": "catalogue"}, headers=auth(HANDBOOK_READ))
+    error(docs, 404, "collection_not_found")
+    # Its own collection works, and nothing it is sent names the other one.
     own = client.post(
         "/v1/ask", headers=auth(HANDBOOK_READ), json={"question": "年假有几天？", "collection": "handbook"}
     )
     assert own.status_code == 200, own.text
+    trace = client.get(
+        f"/v1/traces/{own.json()['trace_id']}", params={"collection": "handbook"}, headers=auth(HANDBOOK_READ)
+    )
+    seen = [unknown.text, unnamed.text, own.text, trace.text]  # (the others echo the name they were given)
+    seen += [client.get(p, headers=auth(HANDBOOK_READ)).text for p in ("/v1/models", "/v1/collections")]
+    assert not [body for body in seen if "catalogue" in body]
 
 
 def test_read_only_key_gets_403_on_writes_and_nothing_is_written(client: TestClient, root: Path) -> None:
@@ -200,7 +216,7 @@ def test_read_only_key_gets_403_on_writes_and_nothing_is_written(client: TestCli
     upload = client.post("/v1/ingest", headers=auth(HANDBOOK_READ), files=files, data={"collection": "handbook"})
     error(upload, 403, "forbidden")
     other = client.post("/v1/ingest", headers=auth(HANDBOOK_WRITE), json={**doc, "collection": "catalogue"})
-    error(other, 403, "forbidden")
+    error(other, 404, "collection_not_found")
     assert not (root / "handbook" / "uploads").exists() and not (root / "catalogue" / "uploads").exists()
 
 
@@ -233,6 +249,43 @@ def test_write_key_ingests_with_metadata_json_and_multipart(client: TestClient) 
     assert "is not KEY=VALUE" in error(bad_meta, 400, "invalid_input")
     stray = client.post("/v1/ingest", headers=auth(HANDBOOK_WRITE), files=files, data={"colection": "handbook"})
     assert "unknown form field 'colection'" in error(stray, 400, "invalid_input")
+
+
+# -- documents ---------------------------------------------------------------------------------------
+def test_documents_are_scoped_by_key_and_collection(client: TestClient, root: Path) -> None:
+    listed = client.get("/v1/documents", params={"collection": "handbook"}, headers=auth(HANDBOOK_READ)).json()
+    jsonl = next(d for d in listed["documents"] if d["name"] == "handbook.jsonl")
+    assert (jsonl["chunks"], jsonl["metadata"], jsonl["version"]) == (3, {"collection_src": "handbook"}, 1)
+    doc_id = jsonl["id"]
+    assert jsonl["link"] == f"/v1/documents/{doc_id}?collection=handbook"
+    # Its id in the other collection is no document there; the other collection is no collection for this key.
+    other = client.get(f"/v1/documents/{doc_id}", params={"collection": "catalogue"}, headers=auth(ADMIN))
+    error(other, 404, "document_not_found")
+    hidden = client.get(f"/v1/documents/{doc_id}", params={"collection": "catalogue"}, headers=auth(HANDBOOK_READ))
+    error(hidden, 404, "collection_not_found")
+
+    up = client.post(
+        "/v1/ingest",
+        headers=auth(HANDBOOK_WRITE),
+        files={"file": ("lockers.md", b"# Lockers\n\nLockers are on floor 2.", "text/markdown")},
+        data={"collection": "handbook"},
+    )
+    assert up.status_code == 200 and up.json()["files"][0]["id"] == "lockers.md", up.text
+    where = {"collection": "handbook"}
+    refused = client.delete("/v1/documents/lockers.md", params=where, headers=auth(HANDBOOK_READ))
+    assert error(refused, 403, "forbidden") == (
+        "API key key-1 is read-only on collection 'handbook'; it cannot delete documents"
+    )
+    gone = client.delete("/v1/documents/lockers.md", params=where, headers=auth(HANDBOOK_WRITE))
+    assert gone.json() == {"id": "lockers.md", "deleted": True, "chunks": 1}, gone.text
+    for again in (client.get, client.delete):
+        error(again("/v1/documents/lockers.md", params=where, headers=auth(HANDBOOK_WRITE)), 404, "document_not_found")
+    assert not list((root / "handbook" / "uploads").rglob("lockers.md"))  # its bytes are gone too
+    answer = client.post(
+        "/v1/ask", headers=auth(ADMIN), json={"question": "Where are the lockers?", "collection": "handbook"}
+    ).json()
+    trace = client.get(f"/v1/traces/{answer['trace_id']}", params=where, headers=auth(ADMIN)).json()
+    assert all("Lockers" not in h["text"] for h in trace["retrieved"])
 
 
 # -- filters over HTTP -----------------------------------------------------------------------------
@@ -319,7 +372,7 @@ def test_scoped_keys_come_from_the_environment(root: Path, monkeypatch: pytest.M
     with TestClient(app) as c:
         assert [m["id"] for m in c.get("/v1/models", headers=auth("support-key-777")).json()["data"]] == ["catalogue"]
         upload = {"documents": [{"text": "x"}], "collection": "catalogue"}
-        error(c.post("/v1/ingest", headers=auth("support-key-777"), json=upload), 403, "forbidden")
+        error(c.post("/v1/ingest", headers=auth("support-key-777"), json=upload), 403, "forbidden")  # read-only
         assert len(c.get("/v1/models", headers=auth(ADMIN)).json()["data"]) == 2
 
 

@@ -469,16 +469,24 @@ def test_ingest_multipart_upload(tmp_path: Path) -> None:
     assert not (tmp_path / "etc").exists()
 
 
-def test_two_clients_uploading_the_same_name_keep_both(tmp_path: Path) -> None:
+def test_an_upload_names_its_document_by_id_or_file_name(tmp_path: Path) -> None:
     engine = make_engine(tmp_path / "kb")
     app = create_app(engine, api_keys=[KEY])
     with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as c:
         texts = ["# Report\n\nAlice measured 41 degrees.", "# Report\n\nBob measured 17 degrees."]
-        results = [c.post("/v1/ingest", files={"file": ("report.md", t, "text/markdown")}).json() for t in texts]
-    paths = [r["files"][0]["path"] for r in results]
-    assert [r["added"] for r in results] == [1, 1] and paths[0] != paths[1]
-    stored = sorted((tmp_path / "kb" / p).read_text("utf-8") for p in paths)
-    assert stored == sorted(texts)  # neither upload overwrote the other
+        # Two uploads of report.md are two versions of one document: the second replaces the first.
+        same = [c.post("/v1/ingest", files={"file": ("report.md", t, "text/markdown")}).json() for t in texts]
+        assert [(r["added"], r["updated"]) for r in same] == [(1, 0), (0, 1)]
+        # Two clients that mean two documents give them ids: neither overwrites the other.
+        ids = [
+            c.post("/v1/ingest", files={"file": ("report.md", t, "text/markdown")}, data={"id": who}).json()
+            for t, who in zip(texts, ("alice-report", "bob-report"), strict=True)
+        ]
+        assert [r["added"] for r in ids] == [1, 1]
+        listed = {d["id"]: d for d in c.get("/v1/documents").json()["documents"]}
+    assert sorted(listed) == ["alice-report", "bob-report", "report.md"]
+    paths = [r["files"][0]["path"] for r in ids]
+    assert sorted((tmp_path / "kb" / p).read_text("utf-8") for p in paths) == sorted(texts)
 
 
 def test_safe_filename() -> None:

@@ -4,6 +4,7 @@
 module                      commands
 ==========================  ===============================================
 :mod:`crag.cli.ingest`      ``ingest``, ``remove``
+:mod:`crag.cli.documents`   ``documents``
 :mod:`crag.cli.ask`         ``ask``
 :mod:`crag.cli.chat`        ``chat``
 :mod:`crag.cli.serve`       ``serve``
@@ -28,6 +29,7 @@ from crag._version import __version__
 from crag.cli._common import RedactingStream, err, friendly, out, stdout
 from crag.cli.ask import ask, print_answer
 from crag.cli.chat import chat
+from crag.cli.documents import documents
 from crag.cli.eval import eval_command
 from crag.cli.feedback import feedback_app
 from crag.cli.grade import calibrate, evaluator_app, grade
@@ -59,6 +61,7 @@ def _main(
 app.add_typer(trace_app, name="trace")
 app.command()(ingest)
 app.command()(remove)
+app.command()(documents)
 app.command()(ask)
 app.command()(chat)
 app.command()(serve)

@@ -42,14 +42,20 @@ def ingest(
         list[str] | None,
         typer.Option(
             "--meta",
-            help="KEY=VALUE metadata for every document (repeatable); front matter and JSONL fields win a clash.",
+            help="KEY=VALUE metadata for every document (repeatable), replacing what it had; without --meta each "
+            "document keeps its metadata. Front matter and JSONL fields win a clash.",
         ),
     ] = None,
+    clear_meta: Annotated[
+        bool, typer.Option("--clear-meta", help="Remove the metadata of every document given (the opposite of --meta).")
+    ] = False,
 ) -> None:
     """Add documents (.txt .md .html .pdf .docx .jsonl) to the knowledge base."""
     # pypdf logs its own parse complaints ("EOF marker not found"); the skipped table says it once.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     metadata = parse_meta(meta or [])
+    if metadata and clear_meta:
+        raise InputError("--meta and --clear-meta together: --meta already replaces the metadata; give one of them")
     rag = engine(config, kb)
     # Bytes of input embedded and committed: a 100 MB file moves steadily (it is committed in
     # batches of kb.commit_chunks chunks), and a resumed file jumps over what is already stored.
@@ -69,7 +75,9 @@ def ingest(
         def progress(done: int, total: int, file: str) -> None:
             bar.update(task, completed=done, total=total or 1, file=escape(Path(file).name) if file else "")
 
-        report = rag.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=metadata)
+        report = rag.ingest(
+            paths, prune=prune, progress=progress, workers=workers, metadata=metadata, clear_metadata=clear_meta
+        )
 
     table = Table(title=f"Ingested into {rag.settings.kb.path}")
     for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):
@@ -86,15 +94,30 @@ def ingest(
         for f in report.skipped:
             skipped.add_row(escape(f.path), escape(f.reason))
         out.print(skipped)
+    from crag.ingest.writer import METADATA_ONLY
+
     for f in report.files:
-        if f.reason and f.status in ("added", "updated"):  # e.g. a large file resumed after a crash
+        if f.reason and f.reason != METADATA_ONLY and f.status in ("added", "updated"):  # e.g. a resumed large file
             out.print(f"{escape(f.path)}: {escape(f.reason)} ({f.chunks} chunks in all)")
+    if report.metadata_changed:
+        out.print(_metadata_line(report, metadata), soft_wrap=True)
     for w in report.warnings[:20]:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     stats = rag.knowledge_base().stats()
     out.print(f"knowledge base: {stats['files']} files, {stats['chunks']} chunks")
     if not any(report.count(s) for s in ("added", "updated", "unchanged", "removed")):
         raise InputError(_nothing_ingested(report, paths))
+
+
+def _metadata_line(report: IngestReport, metadata: dict[str, str]) -> str:
+    """``metadata changed on 3 documents (2 kept their content): now team=hr``."""
+    from crag.ingest.writer import METADATA_ONLY
+
+    n = report.metadata_changed
+    same = sum(1 for f in report.files if f.reason == METADATA_ONLY)
+    kept = f" ({same} with unchanged content: nothing re-embedded)" if same else ""
+    now = " ".join(f"{k}={v}" for k, v in metadata.items()) if metadata else "none (cleared)"
+    return f"metadata changed on {n} document{'s' if n != 1 else ''}{kept}: now {escape(now)}"
 
 
 def _nothing_ingested(report: IngestReport, paths: list[Path]) -> str:
@@ -111,15 +134,20 @@ def _nothing_ingested(report: IngestReport, paths: list[Path]) -> str:
 
 @friendly
 def remove(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders to forget.")],
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to forget, or document ids (crag documents).")],
     kb: KbOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Remove documents from the knowledge base."""
     rag = engine(config, kb)
-    removed = rag.remove(paths)
+    base = rag.knowledge_base()
+    # A name that is no file here but a document's id (an upload, a document listed by
+    # `crag documents`) removes that document.
+    ids = [str(p) for p in paths if not p.exists() and base.manifest.document_by_id(str(p)) is not None]
+    files = [p for p in paths if str(p) not in ids]
+    removed = (rag.remove(files) if files else []) + (base.remove_documents(ids) if ids else [])
     if not removed:
-        err.print("[yellow]nothing removed[/]: no ingested file matches; see `crag ingest` output for paths")
+        err.print("[yellow]nothing removed[/]: no ingested file or document id matches; `crag documents` lists them")
         raise typer.Exit(1)
     for f in removed:
         out.print(f"removed {escape(f.path)} ({f.chunks} chunks)")

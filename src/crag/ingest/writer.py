@@ -27,35 +27,52 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from crag.errors import CragError
+from crag.ingest.chunk import chunk_id
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import printable_path
 from crag.ingest.parallel import EmbedPool
 from crag.ingest.stream import FileScan, file_chunks, scan
 from crag.metadata import chunk_fields, fingerprint
 from crag.protocols import Embedder, Progress, VectorStore
+from crag.store.documents import DocumentRecord, path_id
 from crag.store.manifest import PARTIAL, Manifest
 from crag.types import Chunk
 
-__all__ = ["COMMIT_CHUNKS", "EMBED_BATCH", "FileResult", "IngestReport", "plan_files", "write_files"]
+__all__ = [
+    "COMMIT_CHUNKS",
+    "EMBED_BATCH",
+    "METADATA_ONLY",
+    "DocName",
+    "FileResult",
+    "IngestReport",
+    "plan_files",
+    "write_files",
+]
 
 COMMIT_CHUNKS = 256  # a large file is embedded and committed this many chunks at a time
 EMBED_BATCH = 32  # texts per embedder call
 PARALLEL_WINDOW = 2048  # new chunks embedded together when several workers embed
+METADATA_ONLY = "metadata changed, content unchanged"  # the reason of such an update (its vectors are reused)
 
 
 @dataclass
 class FileResult:
+    """What one ingest or removal did to one file. ``document`` is its document's id;
+    ``metadata_changed`` says the document's metadata changed (set, replaced or cleared)."""
+
     path: str
     status: str  # added | updated | unchanged | skipped | removed
     chunks: int = 0
     reason: str = ""
+    document: str = ""
+    metadata_changed: bool = False
 
 
 @dataclass
@@ -73,6 +90,11 @@ class IngestReport:
         return sum(f.chunks for f in self.files if f.status in ("added", "updated"))
 
     @property
+    def metadata_changed(self) -> int:
+        """Documents whose metadata this run changed (set, replaced or cleared)."""
+        return sum(1 for f in self.files if f.metadata_changed)
+
+    @property
     def skipped(self) -> list[FileResult]:
         return [f for f in self.files if f.status == "skipped"]
 
@@ -87,7 +109,20 @@ class FileJob:
     previous: str | None  # manifest sha before this run: None, a sha, or "partial:<sha>"
     base: int = 0  # bytes of the run's earlier files, for progress
     ids: set[str] = field(default_factory=set)  # every chunk id of the new version, filled as read
-    meta: Mapping[str, str] = field(default_factory=dict)  # the ingest's metadata (--meta) for its documents
+    meta: Mapping[str, str] = field(default_factory=dict)  # the document's metadata (--meta, kept or cleared)
+    document: DocumentRecord | None = None  # its documents row, committed with its last chunks
+    reuse: Mapping[str, str] | None = None  # the old metadata when only metadata changed: vectors are reused
+    metadata_changed: bool = False
+    replaces: bool = False  # the next version of a document another file held
+    first: Chunk | None = None  # the first chunk read (the document's title and url)
+
+
+@dataclass(frozen=True)
+class DocName:
+    """How a file's document is known: its id and the name clients see (an upload names both)."""
+
+    id: str
+    name: str
 
 
 @dataclass
@@ -101,16 +136,27 @@ class Segment:
 
 
 def plan_files(
-    files: Sequence[Path], manifest: Manifest, report: IngestReport, meta: Mapping[str, str] | None = None
+    files: Sequence[Path],
+    manifest: Manifest,
+    report: IngestReport,
+    meta: Mapping[str, str] | None = None,
+    *,
+    clear: bool = False,
+    names: Mapping[str, DocName] | None = None,
+    display: Callable[[Path], str] = lambda p: p.name,
 ) -> list[FileJob]:
     """Hash each file (streamed); unchanged ones are reported and left out, unreadable skipped.
 
-    With ``meta`` a file's version is its content *and* that metadata: ingesting it again with
-    other metadata rewrites it (its chunks get the new metadata), the same metadata skips it.
+    A document's metadata is ``meta`` when given, nothing with ``clear``, and otherwise what
+    it had (:mod:`crag.store.documents`): a plain re-ingest keeps it. A file's version is
+    its content *and* that metadata, so new metadata rewrites it (its chunks get the new
+    metadata, their vectors reused), the same metadata skips it. ``names`` gives a file's
+    document id and name (uploads); otherwise a new document is ``display(path)``, with an
+    id from its path, and a known one keeps its own.
     """
     jobs: list[FileJob] = []
     base = 0
-    meta = dict(meta or {})
+    given = dict(meta) if meta is not None else None
     for f in files:
         key = str(Path(f).resolve())
         try:
@@ -121,14 +167,38 @@ def plan_files(
         except OSError as exc:
             report.files.append(FileResult(key, "skipped", reason=f"cannot read {printable_path(f)}: {exc.strerror}"))
             continue
-        if meta:
-            tagged = hashlib.sha256(f"{info.sha256}\0{fingerprint(meta)}".encode()).hexdigest()
-            info = dataclasses.replace(info, sha256=tagged)
         previous = manifest.file_sha(key)
+        named = (names or {}).get(key)
+        doc = manifest.document(key) if previous is not None else None
+        stored = manifest.stored_metadata(key) if previous is not None else {}
+        # An upload under a new file name (report.md sent again as report.pdf) is the next
+        # version of the document that holds its id: it keeps that document's metadata.
+        replaced = manifest.document_by_id(named.id) if named and doc is None else None
+        if replaced is not None and replaced.file != key:
+            doc, stored = replaced, dict(replaced.metadata)
+        effective = {} if clear else given if given is not None else stored
+        content = info.sha256
+        if effective:
+            tagged = hashlib.sha256(f"{content}\0{fingerprint(effective)}".encode()).hexdigest()
+            info = dataclasses.replace(info, sha256=tagged)
+        doc_id = doc.id if doc is not None else path_id(key)
         if previous == info.sha256:
-            report.files.append(FileResult(key, "unchanged", len(manifest.chunk_ids(key))))
+            report.files.append(FileResult(key, "unchanged", len(manifest.chunk_ids(key)), document=doc_id))
             continue
-        jobs.append(FileJob(key, Path(f), info, previous, base, meta=meta))
+        record = DocumentRecord(
+            id=named.id if named else doc_id,
+            file=key,
+            name=named.name if named else doc.name if doc is not None else display(Path(f)),
+            metadata=dict(effective),
+            content=content,
+            version=doc.version + 1 if doc is not None else 1,
+        )
+        changed = doc is not None and effective != stored
+        same_file = doc is not None and doc.file == key and doc.content == content
+        reuse = stored if changed and same_file else None
+        job = FileJob(key, Path(f), info, previous, base, meta=effective, document=record, reuse=reuse)
+        job.metadata_changed, job.replaces = changed, replaced is not None
+        jobs.append(job)
         base += info.size
     return jobs
 
@@ -151,6 +221,8 @@ def _segments(
                 limits=limits,
             )
             for chunk, offset in chunks:
+                if job.first is None:
+                    job.first = chunk
                 job.ids.add(chunk.id)
                 buf.append((seq, chunk, job.base + offset))
                 seq += 1
@@ -216,11 +288,18 @@ def write_files(
         # Chunks committed before (an interrupted run, an unchanged passage) keep their vectors.
         known = manifest.known([c.id for s in group for _, c, _ in s.items])
         new: dict[str, tuple[Chunk, int, str]] = {}
+        jobs_of: dict[str, FileJob] = {}
         for s in group:
             for _, c, offset in s.items:
                 if c.id not in known:
                     new.setdefault(c.id, (c, offset, s.job.key))
-        todo = list(new.values())
+                    jobs_of.setdefault(c.id, s.job)
+        # Only the metadata changed: the same text's vector is stored under its old id.
+        reused = _reused([(c, jobs_of[c.id]) for c, _, _ in new.values()], vectors)
+        if reused:
+            part = [c for c, _, _ in new.values() if c.id in reused]
+            _upsert(vectors, part, np.stack([reused[c.id] for c in part]), text_in_store)
+        todo = [t for t in new.values() if t[0].id not in reused]
 
         def report_progress(done: int, _total: int, todo: list[tuple[Chunk, int, str]] = todo) -> None:
             if done:
@@ -242,6 +321,25 @@ def write_files(
             advance(s.items[-1][2], s.job.key)
 
 
+def _reused(chunks: Sequence[tuple[Chunk, FileJob]], vectors: VectorStore) -> dict[str, np.ndarray]:
+    """Stored vectors for chunks of documents whose text is unchanged and metadata changed.
+
+    A chunk id covers its metadata (:func:`crag.ingest.chunk.chunk_id`), so such a chunk is
+    new by id; its old id is worked out from the old metadata (a document's own fields are the
+    keys whose value is not the new metadata's) and its vector read back. A guess that misses
+    only costs an embedding.
+    """
+    old: dict[str, str] = {}
+    for c, job in chunks:
+        if job.reuse is not None:
+            own = {k: v for k, v in c.metadata.items() if job.meta.get(k) != v}
+            old[chunk_id(c.source, c.text, fingerprint({**job.reuse, **own}))] = c.id
+    if not old:
+        return {}
+    found = vectors.vectors(sorted(old))
+    return {old[i]: np.asarray(v, dtype=np.float32) for i, v in found.items()}
+
+
 def _upsert(vectors: VectorStore, chunks: list[Chunk], vecs: np.ndarray, text_in_store: bool) -> None:
     metas = [chunk_fields(c, with_text=text_in_store) for c in chunks]
     vectors.upsert([c.id for c in chunks], vecs, metas)
@@ -249,21 +347,32 @@ def _upsert(vectors: VectorStore, chunks: list[Chunk], vecs: np.ndarray, text_in
 
 def _commit(seg: Segment, manifest: Manifest, vectors: VectorStore, report: IngestReport) -> None:
     job = seg.job
+    doc = job.document
+    if doc is not None and job.first is not None:
+        doc = dataclasses.replace(doc, title=job.first.title, url=job.first.url)
     if seg.first and seg.last:
-        dropped = manifest.replace_file(job.key, job.info.sha256, [c for _, c, _ in seg.items], _now())
+        dropped = manifest.replace_file(job.key, job.info.sha256, [c for _, c, _ in seg.items], _now(), document=doc)
     else:
         items = [(n, c) for n, c, _ in seg.items]
         keep = job.ids if seg.last else None
-        dropped = manifest.write_chunks(job.key, job.info.sha256, items, _now(), final=seg.last, keep=keep)
+        dropped = manifest.write_chunks(
+            job.key, job.info.sha256, items, _now(), final=seg.last, keep=keep, document=doc if seg.last else None
+        )
     # Chunk ids are content hashes: one shared by another file must stay in the vector store.
     if dropped:
         gone = dropped - manifest.known(sorted(dropped))
         vectors.delete(sorted(gone))
     if seg.last:
         resumed = job.previous == PARTIAL + job.info.sha256
-        existed = job.previous is not None and not resumed
+        existed = (job.previous is not None and not resumed) or job.replaces
         reason = "resumed an interrupted ingest" if resumed else ""
-        report.files.append(FileResult(job.key, "updated" if existed else "added", seg.items[-1][0] + 1, reason))
+        if job.reuse is not None and not resumed:
+            reason = METADATA_ONLY
+        status = "updated" if existed else "added"
+        doc_id = doc.id if doc is not None else ""
+        result = FileResult(job.key, status, seg.items[-1][0] + 1, reason, document=doc_id)
+        result.metadata_changed = job.metadata_changed
+        report.files.append(result)
         job.ids = set()
 
 

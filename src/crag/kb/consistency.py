@@ -37,6 +37,7 @@ from crag.errors import ConfigError, KnowledgeBaseError
 from crag.paths import make_folder
 from crag.protocols import FilteringStore, RefreshableStore, ReleasableStore, VectorStore
 from crag.store.backfill import METADATA_IN_STORE, backfill_metadata
+from crag.store.documents import DOCUMENTS_IN_MANIFEST
 from crag.store.manifest import Manifest
 from crag.store.writelock import WriteLock, check_writable
 
@@ -157,9 +158,12 @@ class Consistency:
 
     def _upgrade(self) -> None:
         """Under the write lock: give the vector store the metadata of chunks ingested before
-        crag stored it there (once per knowledge base; see :mod:`crag.store.backfill`)."""
+        crag stored it there (once per knowledge base; see :mod:`crag.store.backfill`), and
+        each file ingested before documents its documents row (:mod:`crag.store.documents`)."""
         if self.manifest.get_meta(METADATA_IN_STORE) != "1":
             backfill_metadata(self.manifest, self.vectors, text_in_store=self.text_in_store)
+        if self.manifest.get_meta(DOCUMENTS_IN_MANIFEST) != "1":
+            self.manifest.upgrade_documents()  # files ingested before documents had rows
 
     def _refresh_store(self) -> None:
         if isinstance(self.vectors, RefreshableStore):

@@ -14,14 +14,23 @@ runs under the same lock (the retriever rebuilds its keyword index).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 
 from crag.config import ChunkSettings
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.load import discover
 from crag.ingest.parallel import EmbedPool
-from crag.ingest.writer import COMMIT_CHUNKS, EMBED_BATCH, FileResult, IngestReport, plan_files, write_files
+from crag.ingest.writer import (
+    COMMIT_CHUNKS,
+    EMBED_BATCH,
+    DocName,
+    FileResult,
+    IngestReport,
+    plan_files,
+    write_files,
+)
 from crag.kb.consistency import Consistency
 from crag.paths import said_disk_full
 from crag.protocols import Embedder, ParallelEmbedder, Progress
@@ -66,23 +75,30 @@ class Ingestor:
         prune: bool = False,
         progress: Progress | None = None,
         workers: int = 1,
-        metadata: dict[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        clear_metadata: bool = False,
+        names: Mapping[str, DocName] | None = None,
     ) -> IngestReport:
         """Add or update files and folders (see :meth:`crag.kb.KnowledgeBase.ingest`)."""
         # Listing the files (stat only, nothing opened) needs no lock: the lock is never held
         # while the file system is walked.
         files, missing = discover(paths)
         path = self.state.path
+        options = _Options(metadata, clear_metadata, names or {}, _display_names(paths))
         # The disk-full check wraps the catch-up too: reopening the store is where a full disk shows first.
         with said_disk_full(path, "the ingest stopped", RESUME), self.state.writing("ingest"):
-            return self._ingest(
-                paths, files, missing, prune=prune, progress=progress, workers=workers, metadata=metadata or {}
-            )
+            return self._ingest(paths, files, missing, prune=prune, progress=progress, workers=workers, options=options)
 
     def remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
         """Remove files (or every file under a folder)."""
         with said_disk_full(self.state.path, "the removal stopped", RESUME), self.state.writing("remove documents"):
             return self._remove(paths)
+
+    def remove_documents(self, ids: Sequence[str]) -> list[FileResult]:
+        """Remove documents by id (unknown ids are left out of the result)."""
+        with said_disk_full(self.state.path, "the removal stopped", RESUME), self.state.writing("remove documents"):
+            docs = [d for d in (self.state.manifest.document_by_id(i) for i in ids) if d is not None]
+            return self._remove_files([d.file for d in docs])
 
     def _ingest(
         self,
@@ -93,12 +109,20 @@ class Ingestor:
         prune: bool,
         progress: Progress | None,
         workers: int,
-        metadata: dict[str, str],
+        options: _Options,
     ) -> IngestReport:
         report = IngestReport()
         report.files += [FileResult(p, "skipped", reason=r) for p, r in missing]
         manifest = self.state.manifest
-        jobs = plan_files(files, manifest, report, metadata)
+        jobs = plan_files(
+            files,
+            manifest,
+            report,
+            options.metadata,
+            clear=options.clear,
+            names=options.names,
+            display=options.display,
+        )
         if jobs:
             self.state.mark_dirty()
         pool = self._embed_pool(workers, report) if jobs else None
@@ -151,17 +175,53 @@ class Ingestor:
         ]
 
     def _remove(self, paths: Sequence[str | Path]) -> list[FileResult]:
-        manifest = self.state.manifest
-        known = manifest.files()
+        known = self.state.manifest.files()
         targets: list[str] = []
         for p in paths:
             r = str(Path(p).resolve())
             targets += [f for f in known if f == r or f.startswith(r.rstrip("/") + "/")]
+        return self._remove_files(targets)
+
+    def _remove_files(self, targets: list[str]) -> list[FileResult]:
         if not targets:
             return []
+        manifest = self.state.manifest
         counts = {f: len(manifest.chunk_ids(f)) for f in targets}
+        ids = {f: d.id for f in targets if (d := manifest.document(f)) is not None}
         self.state.mark_dirty()
         dropped = manifest.remove_files(targets)
-        self.state.vectors.delete(sorted(dropped - manifest.chunk_ids()))
+        self.state.vectors.delete(sorted(dropped - manifest.known(sorted(dropped))))
         self._finish_write()
-        return [FileResult(f, "removed", counts[f]) for f in targets]
+        return [FileResult(f, "removed", counts[f], document=ids.get(f, "")) for f in targets]
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What an ingest says about its documents: metadata (None: keep theirs), clearing it, names."""
+
+    metadata: Mapping[str, str] | None
+    clear: bool
+    names: Mapping[str, DocName]
+    display: Callable[[Path], str]
+
+
+def _display_names(paths: Sequence[str | Path]) -> Callable[[Path], str]:
+    """A new document's name: its path from the folder given, that folder's name first
+    (``docs/hr/leave.md`` for ``crag ingest docs/``); a file given by itself is its file name."""
+    roots: list[Path] = []
+    for p in paths:
+        try:
+            r = Path(p).expanduser().resolve()
+        except (OSError, RuntimeError):
+            continue
+        if r.is_dir():
+            roots.append(r)
+    roots.sort(key=lambda r: len(r.parts), reverse=True)  # the innermost folder given wins
+
+    def display(file: Path) -> str:
+        for root in roots:
+            if file.is_relative_to(root):
+                return str(PurePath(root.name or "/", file.relative_to(root))).lstrip("/")
+        return file.name
+
+    return display

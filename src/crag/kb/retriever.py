@@ -40,6 +40,7 @@ __all__ = ["RELEASE_VECTORS_AT", "HybridRetriever"]
 # (~100 MB of HNSW index at this size; reopening it costs the next search about a second).
 RELEASE_VECTORS_AT = 50_000
 
+_ATTEMPTS = 3  # searches of one question while other writes commit under it
 Dense = list[tuple[str, float, np.ndarray | None]]
 Sparse = list[tuple[str, float]]
 
@@ -98,14 +99,24 @@ class HybridRetriever:
         # Refused before any search: a store that cannot filter, or not yet upgraded to.
         filtering = self.state.filtering_store() if where else None
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
-        dense_all, degraded = self._dense(qv, cfg.candidates, where, filtering)
-        sparse_all = self._sparse(query, cfg.candidates, where)
-        # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
-        # manifest about these candidates alone, never load every id of a large KB per query.
-        known = self.state.manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
-        dense = [(i, s, v) for i, s, v in dense_all if i in known]
-        sparse = [(i, s) for i, s in sparse_all if i in known]
-        return Retrieval(self._hits(qv, dense, sparse, k), [degraded] if degraded else [])
+        manifest = self.state.manifest
+        for attempt in range(_ATTEMPTS):
+            generation = manifest.generation
+            dense_all, degraded = self._dense(qv, cfg.candidates, where, filtering)
+            sparse_all = self._sparse(query, cfg.candidates, where)
+            # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
+            # manifest about these candidates alone, never load every id of a large KB per query.
+            known = manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
+            dense = [(i, s, v) for i, s, v in dense_all if i in known]
+            sparse = [(i, s) for i, s in sparse_all if i in known]
+            hits = self._hits(qv, dense, sparse, k)
+            found = {i for i, *_ in dense_all} | {i for i, _ in sparse_all}
+            # A commit during the search replaced some candidates (a new version of a document)
+            # after they were found: search again, now that its new chunks are committed, rather
+            # than answer with neither version.
+            if len(hits) == min(k, len(found)) or manifest.generation == generation or attempt == _ATTEMPTS - 1:
+                break
+        return Retrieval(hits, [degraded] if degraded else [])
 
     def _hits(self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int) -> list[Hit]:
         """The fused top ``k`` as hits, each with its dense score and vector where known."""

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from crag.errors import ApiError, CragError
 from crag.pipeline.live import AnswerStream
 from crag.server.body import parse_body
-from crag.server.collections import Collections, Run, authorize, chat_model
+from crag.server.collections import Collections, Run, chat_model, collection_for
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
 from crag.server.metrics import Metrics
 from crag.server.policy import check_search_choice
@@ -30,8 +30,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     @app.post("/v1/ask", response_model=None)
     async def ask(request: Request) -> Response:
         req = await parse_body(request, AskRequest)
-        col = collections.resolve(req.collection)
-        authorize(request, col)
+        col = collection_for(request, collections, req.collection)
         run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []])
         if req.stream:
             stream = await _start_stream(run, metrics, req.question)
@@ -45,8 +44,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         req = await parse_body(request, ChatRequest)
         _check_chat(req)
         question, history = req.conversation()  # the last user message, and the turns before it
-        col, mode = chat_model(collections, req.model)
-        authorize(request, col)
+        col, mode = chat_model(collections, req.model, request)
         run = Run(col, mode, None, req.filters, history)
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,

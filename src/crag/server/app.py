@@ -31,7 +31,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text
-from crag.server import answers, docs, feedback, traces, ui, uploads
+from crag.server import answers, docs, documents, feedback, traces, ui, uploads
 from crag.server import collections as collections_routes
 from crag.server.auth import (
     ApiKey,
@@ -47,6 +47,7 @@ from crag.server.body import describe_errors, document_bodies
 from crag.server.collections import Collections
 from crag.server.connection import ConnectionLimits, guarded_protocol
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
+from crag.server.public import Publisher, PublishMiddleware
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import crag_error_status
 
@@ -93,21 +94,8 @@ def create_app(
     app.state.collections = collections
     app.state.metrics = metrics
 
-    # Outermost last: metrics see every status, CORS headers reach error responses too,
-    # and the guards answer before any body is parsed.
-    app.add_middleware(_HeadMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
-    app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
-    if origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=origins,
-            allow_methods=["GET", "HEAD", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
-            expose_headers=["X-Trace-Id", "Retry-After"],
-        )
-    app.add_middleware(_MetricsMiddleware, metrics=metrics)
+    _add_middleware(app, Publisher(collections, collections.default), auth, limiter, max_body_bytes, origins)
     _install_error_handlers(app, metrics)
     ui.install(app)
     docs.install(app)
@@ -133,9 +121,36 @@ def create_app(
 
     answers.install(app, collections, metrics)
     uploads.install(app, collections)
+    documents.install(app, collections)
     traces.install(app, collections, metrics)
 
     return app
+
+
+def _add_middleware(
+    app: FastAPI,
+    publisher: Publisher,
+    auth: Authenticator,
+    limiter: RateLimiter | None,
+    max_body_bytes: int,
+    origins: list[str],
+) -> None:
+    # Outermost last: metrics see every status, CORS headers reach error responses too,
+    # and the guards answer before any body is parsed. Innermost: every body the routes and
+    # their error handlers send names documents, not server paths (crag.server.public).
+    app.add_middleware(PublishMiddleware, publisher=publisher)
+    app.add_middleware(_HeadMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(GuardMiddleware, auth=auth, limiter=limiter)
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "HEAD", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Trace-Id", "Retry-After"],
+        )
+    app.add_middleware(_MetricsMiddleware, metrics=app.state.metrics)
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
@@ -198,6 +213,7 @@ class _MetricsMiddleware:
         "/v1/ask",
         "/v1/chat/completions",
         "/v1/ingest",
+        "/v1/documents",
         "/v1/traces",
         "/v1/feedback",
         "/v1/models",
@@ -236,6 +252,8 @@ class _MetricsMiddleware:
             return "/v1/feedback/{id}"
         if path.startswith("/v1/models/"):
             return "/v1/models/{id}"
+        if path.startswith("/v1/documents/"):
+            return "/v1/documents/{id}"
         if path.startswith("/ui/trace/"):
             return "/ui/trace/{id}"
         if path.startswith("/ui/"):

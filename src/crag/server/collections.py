@@ -34,7 +34,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError
 from crag.server.auth import ApiKey
 
-__all__ = ["Collection", "Collections", "Run", "authorize", "chat_model", "install"]
+__all__ = ["Collection", "Collections", "Run", "authorize", "chat_model", "collection_for", "install"]
 
 
 @dataclass
@@ -91,35 +91,52 @@ class Collections:
     def __iter__(self) -> Iterator[Collection]:
         return iter(self._by_name.values())
 
-    def resolve(self, name: str | None) -> Collection:
-        """The collection called ``name`` (the default for ``None``); a 404 or 400 saying which exist."""
+    def resolve(self, name: str | None, key: ApiKey | None = None) -> Collection:
+        """The collection called ``name`` (the default for ``None``); a 404 or 400 saying which exist.
+
+        With a ``key`` scoped to some collections, the others do not exist for it: naming one
+        is the same 404 as naming none, and messages list only the key's own.
+        """
         if name is None or name == "":
-            if self.default is None:
+            if self.default is None or not _may(key, self.default):
                 raise ApiError(
                     400,
                     "collection_required",
-                    f"this server holds several collections ({self._listing()}); name one with collection",
+                    f"this server holds several collections ({self._listing(key)}); name one with collection",
                 )
             name = self.default
         found = self._by_name.get(name)
-        if found is None:
-            raise ApiError(404, "collection_not_found", f"no collection {name!r}; this server holds {self._listing()}")
+        if found is None or not _may(key, name):
+            raise ApiError(404, "collection_not_found", f"no collection {name!r}; {self._holds(key)}")
         return found
 
-    def for_model(self, model: str) -> tuple[Collection, str]:
+    def for_model(self, model: str, key: ApiKey | None = None) -> tuple[Collection, str]:
         """The collection and mode an OpenAI ``model`` asks for: a collection's name (CRAG),
         or ``rag`` for the plain baseline over the default collection."""
-        if model == "rag" and self.default is not None:
+        if model == "rag" and self.default is not None and _may(key, self.default):
             return self._by_name[self.default], "rag"
         found = self._by_name.get(model)
-        if found is None:
-            raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; models: {self._listing()}")
+        if found is None or not _may(key, model):
+            raise ApiError(404, "model_not_found", f"the model {model!r} does not exist; models: {self._listing(key)}")
         return found, "crag"
 
-    def _listing(self) -> str:
-        names = self.names
-        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
-        return shown
+    def visible(self, key: ApiKey | None) -> list[Collection]:
+        """The collections ``key`` may read (all without keys)."""
+        return [c for c in self if _may(key, c.name)]
+
+    def _holds(self, key: ApiKey | None) -> str:
+        scoped = key is not None and key.collections is not None
+        return f"{'this key may use' if scoped else 'this server holds'} {self._listing(key)}"
+
+    def _listing(self, key: ApiKey | None = None) -> str:
+        names = [c.name for c in self.visible(key)]
+        if not names:
+            return "none"
+        return ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+
+
+def _may(key: ApiKey | None, name: str) -> bool:
+    return key is None or key.may(name)
 
 
 @dataclass(frozen=True)
@@ -141,12 +158,27 @@ class Run:
         return info
 
 
-def chat_model(collections: Collections, model: str) -> tuple[Collection, str]:
-    """The collection an OpenAI ``model`` names; an unknown one is OpenAI's 404 ``model_not_found``."""
+def chat_model(collections: Collections, model: str, request: Request | None = None) -> tuple[Collection, str]:
+    """The collection an OpenAI ``model`` names; an unknown one (or one the request's key may
+    not read) is OpenAI's 404 ``model_not_found``."""
     try:
-        return collections.for_model(model)
+        return collections.for_model(model, _key(request))
     except ApiError as exc:
         raise ApiError(404, "invalid_request_error", str(exc), param="model", code="model_not_found") from None
+
+
+def collection_for(
+    request: Request, collections: Collections, name: str | None, *, write: bool = False, doing: str = "ingest"
+) -> Collection:
+    """The collection a request names, if its key may use it (404 otherwise, as for no such
+    collection) and, with ``write``, write to it (403 for a read-only key)."""
+    col = collections.resolve(name, _key(request))
+    authorize(request, col, write=write, doing=doing)
+    return col
+
+
+def _key(request: Request | None) -> ApiKey | None:
+    return getattr(request.state, "api_key", None) if request is not None else None
 
 
 def _created(path: Path) -> int:
@@ -162,8 +194,9 @@ def _created(path: Path) -> int:
     return int(row[0]) if row and str(row[0]).isdigit() else 0
 
 
-def authorize(request: Request, collection: Collection | str, *, write: bool = False) -> None:
-    """403, in one line, when the request's API key may not use ``collection`` this way.
+def authorize(request: Request, collection: Collection | str, *, write: bool = False, doing: str = "ingest") -> None:
+    """403, in one line, when the request's API key may not use ``collection`` this way
+    (``doing`` names the write a read-only key was refused).
 
     A server without keys serves only loopback clients (:mod:`crag.server.auth`), with full access.
     """
@@ -172,13 +205,12 @@ def authorize(request: Request, collection: Collection | str, *, write: bool = F
     if key is None or key.may(name, write=write):
         return
     if key.may(name):
-        raise ApiError(403, "forbidden", f"API key {key.label} is read-only on collection {name!r}; it cannot ingest")
+        raise ApiError(403, "forbidden", f"API key {key.label} is read-only on collection {name!r}; it cannot {doing}")
     raise ApiError(403, "forbidden", f"API key {key.label} may not use collection {name!r}")
 
 
 def _visible(request: Request, collections: Collections) -> list[Collection]:
-    key: ApiKey | None = getattr(request.state, "api_key", None)
-    return [c for c in collections if key is None or key.may(c.name)]
+    return collections.visible(_key(request))
 
 
 def _model(c: Collection) -> dict[str, Any]:
@@ -196,8 +228,7 @@ def install(app: FastAPI, collections: Collections) -> None:
     @app.get("/v1/models/{model_id}")
     async def get_model(request: Request, model_id: str) -> dict[str, Any]:
         """One model, as the chat endpoint resolves it (an unknown one: OpenAI's ``model_not_found``)."""
-        c, _ = chat_model(collections, model_id)
-        authorize(request, c)
+        c, _ = chat_model(collections, model_id, request)
         return {**_model(c), "id": model_id}
 
     @app.get("/v1/collections")
@@ -216,4 +247,7 @@ def install(app: FastAPI, collections: Collections) -> None:
                     "ready": ready,
                 }
             )
-        return {"collections": rows, "default": collections.default}
+        default = (
+            collections.default if any(c.name == collections.default for c in _visible(request, collections)) else None
+        )
+        return {"collections": rows, "default": default}

@@ -21,7 +21,7 @@ from crag.engine import CRAG
 from crag.errors import ConfigError
 from crag.grade.feedback import context_grades, feedback_pairs, likely_grader_miss
 from crag.server.body import document_bodies, parse_body
-from crag.server.collections import Collections, authorize
+from crag.server.collections import Collections, collection_for
 
 __all__ = ["FeedbackRequest", "install"]
 
@@ -42,9 +42,7 @@ def install(app: FastAPI, collections: Collections) -> None:
     """Add the feedback routes to ``app`` (and their request schema to ``/openapi.json``)."""
 
     def engine_for(request: Request, name: str | None) -> CRAG:
-        col = collections.resolve(name)
-        authorize(request, col)  # rating an answer is part of reading: read keys may
-        return col.engine
+        return collection_for(request, collections, name).engine  # rating is part of reading: read keys may
 
     @app.post("/v1/feedback")
     async def post_feedback(request: Request) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from crag.errors import CragError
 from crag.pipeline.events import StreamEvent
 from crag.pipeline.live import AnswerStream
 from crag.pipeline.reducer import AnswerText
-from crag.redact import redact
 from crag.server.metrics import Metrics
+from crag.server.public import public
 from crag.server.stream import crag_error_status, crag_meta, sse, url_citations
 
 __all__ = ["ask_events", "chat_events", "first_events", "live_events"]
@@ -129,7 +129,7 @@ async def chat_events(
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         body = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]} | extra
-        return f"data: {json.dumps(redact(body), ensure_ascii=False)}\n\n".encode()
+        return f"data: {json.dumps(public(body), ensure_ascii=False)}\n\n".encode()
 
     async def all_events() -> AsyncIterator[StreamEvent | None]:
         for seen in first:

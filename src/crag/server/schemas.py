@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.responses import JSONResponse
 
-from crag.redact import redact
+from crag.server.public import public
 
 __all__ = [
     "AskRequest",
@@ -171,12 +171,19 @@ class IngestDocument(_Strict):
 
 
 class IngestRequest(_Strict):
-    """Body of a JSON ``POST /v1/ingest``: ``metadata`` is given to every document (a
-    document's own ``metadata`` wins a clash)."""
+    """Body of a JSON ``POST /v1/ingest``: its documents are stored as one crag document.
+
+    ``id`` names it: a later request with the same ``id`` replaces it. Without one it is named
+    by its content, so a retry never stores a second copy. ``metadata`` becomes the
+    document's metadata (a line's own ``metadata`` wins a clash); without it a replaced
+    document keeps the metadata it had, and ``clear_metadata`` removes it.
+    """
 
     documents: list[IngestDocument] = Field(min_length=1, max_length=10_000)
     collection: StrictStr | None = Field(None, max_length=64)
+    id: StrictStr | None = Field(None, min_length=1, max_length=128)
     metadata: dict[str, Any] | None = None
+    clear_metadata: StrictBool = False
 
 
 def error_response(
@@ -193,11 +200,12 @@ def error_response(
 
 
 class RedactedJSONResponse(JSONResponse):
-    """The JSON response of every route: content passes through :func:`crag.redact.redact` first.
+    """The JSON response of every route: content passes through :func:`crag.redact.redact` first,
+    then loses the server's paths (:func:`crag.server.public.public`).
 
     >>> RedactedJSONResponse({"e": "Authorization: Bearer abc123def456"}).body
     b'{"e":"Authorization: ***"}'
     """
 
     def render(self, content: Any) -> bytes:
-        return super().render(redact(content))
+        return super().render(public(content))

@@ -25,6 +25,7 @@ from crag.errors import (
     ConfigError,
     CragError,
     DiskFullError,
+    DocumentNotFoundError,
     InputError,
     KnowledgeBaseError,
     LLMUnavailableError,
@@ -33,7 +34,7 @@ from crag.errors import (
     UnknownBackendError,
     UnsupportedFileError,
 )
-from crag.redact import redact
+from crag.server.public import public
 from crag.types import Answer
 
 __all__ = [
@@ -53,6 +54,7 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
     """HTTP status and error type for a crag error: the client's fault is 4xx, ours 5xx."""
     table: Sequence[tuple[type[CragError], int, str]] = (
         (TraceNotFoundError, 404, "not_found"),
+        (DocumentNotFoundError, 404, "document_not_found"),
         (DiskFullError, 507, "insufficient_storage"),
         (UnknownBackendError, 400, "unknown_backend"),
         (UnsupportedFileError, 415, "unsupported_file"),
@@ -73,7 +75,7 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
 
 def sse(event: str, data: Any) -> bytes:
     """One server-sent event; JSON data on one line so any SSE parser reads it (secrets redacted)."""
-    return f"event: {event}\ndata: {json.dumps(redact(data), ensure_ascii=False)}\n\n".encode()
+    return f"event: {event}\ndata: {json.dumps(public(data), ensure_ascii=False)}\n\n".encode()
 
 
 class SSEResponse(StreamingResponse):

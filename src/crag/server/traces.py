@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from crag.engine import CRAG
 from crag.errors import ApiError, CragError
 from crag.server.answers import answer_question
-from crag.server.collections import Collections, Run, authorize
+from crag.server.collections import Collections, Run, collection_for
 from crag.server.metrics import Metrics
 from crag.trace.store import STATUSES
 
@@ -21,9 +21,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     """Add ``GET /v1/traces``, ``GET /v1/traces/{id}`` and ``POST /v1/traces/{id}/replay`` to ``app``."""
 
     def readable(request: Request, name: str | None) -> CRAG:
-        col = collections.resolve(name)
-        authorize(request, col)
-        return col.engine
+        return collection_for(request, collections, name).engine
 
     @app.get("/v1/traces")
     async def list_traces(
@@ -58,14 +56,13 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
     ) -> dict[str, Any]:
         trace: dict[str, Any] = await run_in_threadpool(readable(request, collection).traces.get, trace_id)
-        return trace
+        return _shown(trace) or trace
 
     @app.post("/v1/traces/{trace_id}/replay")
     async def replay(
         request: Request, trace_id: str, collection: str | None = Query(None, max_length=64)
     ) -> dict[str, Any]:
-        col = collections.resolve(collection)
-        authorize(request, col)
+        col = collection_for(request, collections, collection)
         original: dict[str, Any] = await run_in_threadpool(col.engine.traces.get, trace_id)
         request_info = original.get("request")
         if not isinstance(request_info, dict):
@@ -79,7 +76,15 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         run = Run(col, str(mode), search, filters)
         answer = await answer_question(run, metrics, question, replay_of=str(original.get("id")))
         replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
-        return {"original": original, "replay": replayed, "answer": answer.to_dict()}
+        return {"original": _shown(original), "replay": _shown(replayed), "answer": answer.to_dict()}
+
+
+def _shown(trace: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A trace for a client: without the server's own settings, which traces recorded before
+    they were left out (every collection's name and path, the keys' scopes)."""
+    if trace is None or not isinstance(trace.get("settings"), dict) or "server" not in trace["settings"]:
+        return trace
+    return {**trace, "settings": {k: v for k, v in trace["settings"].items() if k != "server"}}
 
 
 def _trace_or_none(engine: CRAG, trace_id: str) -> dict[str, Any] | None:

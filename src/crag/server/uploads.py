@@ -1,4 +1,9 @@
-"""Files sent to ``/v1/ingest``: safe names, content-addressed paths, atomic writes.
+"""Files sent to ``/v1/ingest``: documents named by the client, safe names, atomic writes.
+
+Every upload names its document: the form's (or JSON body's) ``id``, else the file's name
+(a JSON body without ``id``: a hash of its documents). A document's files live in a folder
+of its own, ``uploads/<hash of id>/NAME``; a changed upload replaces the old version, whose
+chunks leave search in the same commit that adds the new ones.
 
 >>> safe_filename("../../etc/passwd"), safe_filename(".hidden notes?.md")
 ('passwd', 'hidden notes_.md')
@@ -8,11 +13,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +31,24 @@ from starlette.requests import Request
 from crag.atomic import write_atomic
 from crag.errors import ApiError
 from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.kb import DocName
 from crag.metadata import parse_meta
 from crag.server.body import parse_body
-from crag.server.collections import Collection, Collections, authorize
+from crag.server.collections import Collection, Collections, collection_for
 from crag.server.schemas import IngestRequest
+from crag.store.manifest import Manifest
 
-__all__ = ["ingest_summary", "one_field", "safe_filename", "save_uploads", "write_jsonl"]
+__all__ = [
+    "Upload",
+    "check_id",
+    "discard",
+    "document_file",
+    "ingest_summary",
+    "jsonl_upload",
+    "one_field",
+    "read_uploads",
+    "safe_filename",
+]
 
 _UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
 _MAX_NAME = 120
@@ -46,17 +65,48 @@ def safe_filename(name: str | None) -> str:
     return base or "upload.txt"
 
 
-FORM_FIELDS = ("collection", "meta")  # the text fields of a multipart upload beside its files
+FORM_FIELDS = ("collection", "meta", "clear_meta", "id")  # the text fields of a multipart upload beside its files
+_ID = re.compile(r"\w[\w.\- ]{0,127}")  # a document id: it sits in a URL path, one segment
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
 
 
-async def save_uploads(
-    request: Request, folder_for: Callable[[dict[str, list[str]]], Path]
-) -> tuple[list[Path], dict[str, list[str]]]:
-    """Save the uploaded files; return their paths and the form's text fields.
+@dataclass(frozen=True)
+class Upload:
+    """One uploaded file, not yet written: its document id, its file name and its bytes."""
 
-    ``folder_for(fields)`` gives the uploads folder for the form's ``collection`` and ``meta``
-    fields, and raises (an unknown collection, a key that may not write) before any file is
-    written.
+    id: str
+    name: str
+    data: bytes
+    own_folder: bool = True  # False: named by its content, kept as uploads/NAME (JSON without an id)
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """A client's document id, or a 400 naming what it may hold."""
+    if not _ID.fullmatch(value) or value != value.strip():
+        raise ApiError(
+            400,
+            "invalid_input",
+            f"{what} {value[:40]!r} is not a document id: 1 to 128 letters, digits, _ . - or spaces, "
+            "starting with a letter or digit",
+        )
+    return value
+
+
+def document_file(uploads: Path, doc_id: str, name: str) -> Path:
+    """Where an upload of document ``doc_id`` is kept: one folder per document (``uploads/<hash of
+    id>/NAME``), so a new version lands beside (or on) the old one and the same bytes again on
+    the same path (ingest says "unchanged")."""
+    return uploads / hashlib.sha256(doc_id.encode("utf-8")).hexdigest()[:16] / name
+
+
+async def read_uploads(
+    request: Request, check: Callable[[dict[str, list[str]]], None]
+) -> tuple[list[Upload], dict[str, list[str]]]:
+    """The uploaded files of a multipart form and its text fields; nothing is written.
+
+    ``check(fields)`` refuses the form (an unknown collection, a key that may not write, bad
+    metadata) before any file is read. A file's document is the form's ``id`` (one file only)
+    or its file name.
     """
     form = await request.form(max_files=100, max_fields=100)
     try:
@@ -65,25 +115,27 @@ async def save_uploads(
             if isinstance(value, str):
                 if name not in FORM_FIELDS:
                     raise ApiError(
-                        400, "invalid_input", f"unknown form field {name!r}; send files, collection and meta=KEY=VALUE"
+                        400,
+                        "invalid_input",
+                        f"unknown form field {name!r}; send files, collection, id, meta=KEY=VALUE and clear_meta",
                     )
                 fields.setdefault(name, []).append(value)
         files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
         if not files:
             raise ApiError(400, "invalid_input", "multipart upload has no file; send files in form fields")
-        uploads = folder_for(fields)
-        saved = []
+        given = one_field(fields, "id")
+        if given is not None and len(files) > 1:
+            raise ApiError(400, "invalid_input", f"id names one document, but {len(files)} files were sent; send one")
+        check(fields)
+        uploads = []
         for f in files:
             name = safe_filename(f.filename)
             if Path(name).suffix.lower() not in SUPPORTED_SUFFIXES:
                 kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
                 raise ApiError(415, "unsupported_file", f"cannot ingest {name!r}; supported file types: {kinds}")
-            data = await f.read()
-            # A folder per content: two clients uploading "notes.md" never overwrite each other,
-            # and the same bytes uploaded again land on the same path (ingest says "unchanged").
-            folder = uploads / hashlib.sha256(data).hexdigest()[:16]
-            saved.append(await run_in_threadpool(write_atomic, folder / name, data))
-        return saved, fields
+            doc_id = check_id(given) if given is not None else name
+            uploads.append(Upload(doc_id, name, await f.read()))
+        return uploads, fields
     finally:
         await form.close()
 
@@ -96,18 +148,65 @@ def one_field(fields: dict[str, list[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
-def write_jsonl(uploads: Path, req: IngestRequest) -> Path:
-    """The documents of a JSON ingest as one JSONL file named by their content.
+def flag_field(fields: dict[str, list[str]], name: str) -> bool:
+    """A yes/no form field (``true``/``false``, ``1``/``0``...); absent is no."""
+    value = (one_field(fields, name) or "").strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise ApiError(400, "invalid_input", f"form field {name!r} is {value[:20]!r}; send true or false")
+    return value in _TRUE
 
-    The name is a hash of the set of documents, so a client that retries (after a timeout,
-    or a connection error after the server committed) writes the same file again and ingest
-    says "unchanged": never a second copy. The same documents in another order land on the
-    same name and replace it (no duplicates either).
+
+def jsonl_upload(req: IngestRequest) -> Upload:
+    """The documents of a JSON ingest as one JSONL upload.
+
+    With an ``id`` it is that document, replaced by the next request with the same ``id``.
+    Without one it is named by a hash of the set of documents, so a client that retries
+    (after a timeout, or a connection error after the server committed) writes the same file
+    again and ingest says "unchanged": never a second copy. The same documents in another
+    order land on the same name and replace it (no duplicates either).
     """
     rows = (json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False, sort_keys=True) for d in req.documents)
     lines = list(dict.fromkeys(rows))  # the same document twice in one request is one document
+    data = ("\n".join(lines) + "\n").encode()
+    if req.id is not None:
+        doc_id = check_id(req.id)
+        name = safe_filename(doc_id if doc_id.lower().endswith(".jsonl") else f"{doc_id}.jsonl")
+        return Upload(doc_id, name, data)
     digest = hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:24]
-    return write_atomic(uploads / f"api-{digest}.jsonl", ("\n".join(lines) + "\n").encode())
+    return Upload(f"api-{digest}", f"api-{digest}.jsonl", data, own_folder=False)
+
+
+def store(uploads: Path, items: list[Upload]) -> dict[str, DocName]:
+    """Write the uploads (atomically); return each file's document id and name by its path."""
+    names: dict[str, DocName] = {}
+    for u in items:
+        path = write_atomic(document_file(uploads, u.id, u.name) if u.own_folder else uploads / u.name, u.data)
+        names[str(path.resolve())] = DocName(u.id, u.name)
+    return names
+
+
+def tidy(names: dict[str, DocName], manifest: Manifest | None) -> None:
+    """Delete the files of replaced versions: in each uploaded document's folder, the files the
+    knowledge base no longer holds (an upload of ``report.pdf`` replaced ``report.md``)."""
+    if manifest is None:
+        return
+    for kept, name in names.items():
+        if Path(kept).name != name.name or Path(kept).parent.name == "uploads":
+            continue  # named by its content: nothing to replace
+        for other in Path(kept).parent.iterdir():
+            if str(other.resolve()) != kept and other.is_file() and manifest.file_sha(str(other.resolve())) is None:
+                with contextlib.suppress(OSError):
+                    other.unlink()
+
+
+def discard(uploads: Path, file: str) -> None:
+    """Delete a removed document's uploaded file (and its folder, when empty); others are left."""
+    path = Path(file)
+    if not path.is_relative_to(uploads.resolve()):
+        return  # a document ingested from the server's own files: they are not ours to delete
+    with contextlib.suppress(OSError):
+        path.unlink()
+        path.parent.rmdir()
 
 
 def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
@@ -130,15 +229,23 @@ def ingest_summary(report: Any, uploads: Path) -> dict[str, Any]:
     return {
         **{s: report.count(s) for s in statuses},
         "chunks_written": report.chunks_written,
+        "metadata_changed": report.metadata_changed,
         "files": [
-            {"path": rel(f.path), "status": f.status, "chunks": f.chunks, "reason": private(f.reason)}
+            {
+                "path": rel(f.path),
+                "id": f.document,
+                "status": f.status,
+                "chunks": f.chunks,
+                "metadata_changed": f.metadata_changed,
+                "reason": private(f.reason),
+            }
             for f in report.files
         ],
         "warnings": [private(w) for w in report.warnings],
     }
 
 
-# -- parsing and errors -------------------------------------------------------------------
+# -- the route ----------------------------------------------------------------------------
 
 
 def install(app: FastAPI, collections: Collections) -> None:
@@ -146,23 +253,35 @@ def install(app: FastAPI, collections: Collections) -> None:
 
     @app.post("/v1/ingest")
     async def ingest(request: Request) -> dict[str, Any]:
-        def writable(name: str | None) -> Collection:
-            col = collections.resolve(name)
-            authorize(request, col, write=True)
-            return col
-
+        meta: dict[str, Any] | None
         if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
 
-            def folder_for(fields: dict[str, list[str]]) -> Path:
-                parse_meta(fields.get("meta", []), option="meta")  # a bad field: 400 before any file is written
-                return writable(one_field(fields, "collection")).path / "uploads"
+            def check(fields: dict[str, list[str]]) -> None:
+                parse_meta(fields.get("meta", []), option="meta")  # a bad field: 400 before any file is read
+                flag_field(fields, "clear_meta")
+                collection_for(request, collections, one_field(fields, "collection"), write=True)
 
-            paths, fields = await save_uploads(request, folder_for)
-            col, meta = writable(one_field(fields, "collection")), parse_meta(fields.get("meta", []), option="meta")
+            items, fields = await read_uploads(request, check)
+            col = collection_for(request, collections, one_field(fields, "collection"), write=True)
+            meta, clear = parse_meta(fields.get("meta", []), option="meta"), flag_field(fields, "clear_meta")
         else:
             req = await parse_body(request, IngestRequest)
-            col, meta = writable(req.collection), req.metadata or {}
-            paths = [await run_in_threadpool(write_jsonl, col.path / "uploads", req)]
-        async with col.ingest_lock:  # one ingest at a time per knowledge base: its writer is not re-entrant
-            report = await run_in_threadpool(lambda: col.engine.ingest(paths, metadata=meta))
-        return ingest_summary(report, col.path / "uploads")
+            col = collection_for(request, collections, req.collection, write=True)
+            meta, clear, items = req.metadata, req.clear_metadata, [jsonl_upload(req)]
+        if meta and clear:
+            raise ApiError(400, "invalid_input", "metadata and clear_metadata together: give new metadata or clear it")
+        uploads = col.path / "uploads"
+        # One ingest at a time per knowledge base (its writer is not re-entrant); the files are
+        # written under the same lock, so two versions of one document never cross.
+        async with col.ingest_lock:
+            report = await run_in_threadpool(_store_and_ingest, col, uploads, items, meta, clear)
+        return ingest_summary(report, uploads)
+
+
+def _store_and_ingest(
+    col: Collection, uploads: Path, items: list[Upload], meta: dict[str, Any] | None, clear: bool
+) -> Any:
+    names = store(uploads, items)
+    report = col.engine.ingest(list(names), metadata=meta, clear_metadata=clear, names=names)
+    tidy(names, col.engine.knowledge_base().manifest)
+    return report

@@ -1,4 +1,4 @@
-"""The knowledge base manifest: SQLite holding files, chunk texts and a generation counter.
+"""The knowledge base manifest: SQLite holding files, their documents, chunk texts and a generation counter.
 
 The manifest is the commit point of ingestion. Vectors are written to the vector store
 first and the manifest rows commit after; anything in the vector store that the
@@ -23,6 +23,8 @@ from crag._sqlite import set_wal
 from crag.errors import DiskFullError, KnowledgeBaseError
 from crag.metadata import CHUNK_FIELDS, Filters, is_key
 from crag.paths import disk_full_error, is_disk_full
+from crag.store import documents as docs
+from crag.store.documents import DocumentRecord
 from crag.types import Chunk
 
 _SCHEMA = """
@@ -52,7 +54,7 @@ class Manifest:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             set_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + docs.SCHEMA)
         except sqlite3.DatabaseError as exc:
             # WAL mode creates its -wal and -shm files on open: on a full disk that fails with
             # "disk I/O error", and the manifest is not damaged at all.
@@ -168,9 +170,13 @@ class Manifest:
         with self._lock:
             return self._db.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
 
-    def replace_file(self, file: str, sha: str, chunks: Sequence[Chunk], when: str) -> set[str]:
+    def replace_file(
+        self, file: str, sha: str, chunks: Sequence[Chunk], when: str, *, document: DocumentRecord | None = None
+    ) -> set[str]:
         """Atomically make ``chunks`` the chunks of ``file``; return the ids that were dropped."""
-        return self.write_chunks(file, sha, list(enumerate(chunks)), when, final=True, keep={c.id for c in chunks})
+        return self.write_chunks(
+            file, sha, list(enumerate(chunks)), when, final=True, keep={c.id for c in chunks}, document=document
+        )
 
     def write_chunks(
         self,
@@ -181,13 +187,16 @@ class Manifest:
         *,
         final: bool,
         keep: set[str] | None = None,
+        document: DocumentRecord | None = None,
     ) -> set[str]:
         """Commit one batch of a file's ``(position, chunk)`` rows; return the ids dropped.
 
         A batch that is not ``final`` marks the file ``partial:<sha>`` (so a later run with the
         same content resumes instead of calling it unchanged) and keeps every older row of the
         file. The ``final`` batch records ``sha`` and drops the file's rows whose ids are not in
-        ``keep`` (every id of the new version), all in one transaction.
+        ``keep`` (every id of the new version), all in one transaction; with ``document`` it
+        writes the file's documents row there too, dropping another file that held its id
+        (:func:`crag.store.documents.write_row`).
         """
         with self.transaction() as db:
             db.executemany(
@@ -205,6 +214,8 @@ class Manifest:
             marked = sha if final else PARTIAL + sha
             count = db.execute("SELECT COUNT(*) FROM chunks WHERE file=?", (file,)).fetchone()[0]
             db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?)", (file, marked, count, when))
+            if final and document is not None:
+                dropped |= docs.write_row(db, document)
             self._bump(db)
         return dropped
 
@@ -213,11 +224,49 @@ class Manifest:
         dropped: set[str] = set()
         with self.transaction() as db:
             for f in files:
-                dropped |= {r[0] for r in db.execute("SELECT id FROM chunks WHERE file=?", (f,))}
-                db.execute("DELETE FROM chunks WHERE file=?", (f,))
-                db.execute("DELETE FROM files WHERE path=?", (f,))
+                dropped |= docs.delete_rows(db, f)
             self._bump(db)
         return dropped
+
+    # -- documents (crag.store.documents) ------------------------------------------------
+    def document(self, file: str) -> DocumentRecord | None:
+        """The document of ``file`` (None for a file not ingested, or not yet complete)."""
+        with self._lock:
+            found = docs.read_rows(self._db, "d.file=?", (file,))
+        return found[0] if found else None
+
+    def document_by_id(self, doc_id: str) -> DocumentRecord | None:
+        with self._lock:
+            found = docs.read_rows(self._db, "d.id=?", (doc_id,))
+        return found[0] if found else None
+
+    def documents(self, offset: int = 0, limit: int = 50) -> list[DocumentRecord]:
+        """A page of the documents, by name (then id)."""
+        with self._lock:
+            return docs.read_rows(self._db, tail="ORDER BY d.name, d.id LIMIT ? OFFSET ?", args=(limit, offset))
+
+    def all_documents(self) -> list[DocumentRecord]:
+        with self._lock:
+            return docs.read_rows(self._db)
+
+    def count_documents(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+
+    def stored_metadata(self, file: str) -> dict[str, str]:
+        """A file's metadata given on purpose: its document's, else what all its chunks share."""
+        doc = self.document(file)
+        if doc is not None:
+            return dict(doc.metadata)
+        with self._lock:
+            return docs.common_metadata(self._db, file)
+
+    def upgrade_documents(self) -> int:
+        """Give every complete file a documents row (once per knowledge base); return how many."""
+        with self.transaction() as db:
+            made = docs.upgrade(db)
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (docs.DOCUMENTS_IN_MANIFEST,))
+        return made
 
     def _bump(self, db: sqlite3.Connection) -> None:
         row = db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
@@ -233,6 +282,21 @@ class Manifest:
             rows = self._select_in(cols, ids)
             order = {cid: n for n, cid in enumerate(ids)}
             rows.sort(key=lambda r: order[r[0]])
+        return [Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5])) for r in rows]
+
+    def chunk_file(self, chunk_id: str) -> str | None:
+        """The file a chunk belongs to (None for an unknown id)."""
+        with self._lock:
+            row = self._db.execute("SELECT file FROM chunks WHERE id=?", (chunk_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    def chunks_of(self, file: str, offset: int = 0, limit: int = 100) -> list[Chunk]:
+        """A file's chunks in file order, ``limit`` of them from ``offset``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, source, title, url, text, metadata FROM chunks WHERE file=? ORDER BY seq LIMIT ? OFFSET ?",
+                (file, limit, offset),
+            ).fetchall()
         return [Chunk(id=r[0], source=r[1], title=r[2], url=r[3], text=r[4], metadata=json.loads(r[5])) for r in rows]
 
     def _select_in(self, columns: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
