@@ -40,6 +40,8 @@ from crag.text import EN_STOP, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage, Query
 
 FEATURE_VERSION = 2
+# Lexical features per version: a model file trained before the near-miss features keeps working.
+LEX_COUNT = {1: 21, 2: 24}
 DIM = 384
 # Long passages: embedders truncate on their own; the lexical features only look at the
 # head of the text so that tokenising a 50,000-character passage stays fast.
@@ -156,6 +158,7 @@ def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
     low = p.lower()
     flat = _NON_WORD.sub("", low)
     pt = set(tokenize(p))
+    sentences = split_sentences(low)[:80]
     missing = [t for t in qi.terms if t not in pt and t not in low]
     word = sum(1 for t in qi.terms if t in pt or (len(t) > 3 and t in low)) / max(1, len(qi.terms))
     pb = _bigrams(flat)
@@ -166,7 +169,7 @@ def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
         word,
         bi,
         ch,
-        _best_sentence(qi, low),
+        _best_sentence(qi, sentences),
         math.log1p(len(passage)) / 10,
         math.log1p(len(qi.text)) / 5,
         qi.zh,
@@ -179,7 +182,7 @@ def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
         min(1.0, sum(1 for c in qi.caps if c not in low) / 2),
         1.0 if (qi.negated and not _NEG.search(low)) else 0.0,
         *qi.asks,
-        *_focus(qi, low),
+        *_focus(qi, low, sentences),
     ]
 
 
@@ -189,14 +192,14 @@ def _stem(term: str) -> str:
     return term[:-2] if len(term) > 5 and term.isascii() and term.isalpha() else term
 
 
-def _focus(qi: QueryInfo, low: str) -> list[float]:
+def _focus(qi: QueryInfo, low: str, sentences: list[str]) -> list[float]:
     """Focus coverage (whole passage, best window) and subject coverage (1.0 when none)."""
-    whole, best = focus_coverage(qi.focus, low, split_sentences(low))
+    whole, best = focus_coverage(qi.focus, low, sentences)
     subject = sum(1 for t in qi.subject if t in low) / len(qi.subject) if qi.subject else 1.0
     return [whole, best, subject]
 
 
-def _best_sentence(qi: QueryInfo, low: str) -> float:
+def _best_sentence(qi: QueryInfo, sentences: list[str]) -> float:
     """Largest share of the query's terms found together in one sentence.
 
     The answer usually sits in the sentence that repeats the question's terms; a window
@@ -206,7 +209,7 @@ def _best_sentence(qi: QueryInfo, low: str) -> float:
     if not terms:
         return 0.0
     best = 0
-    for sent in split_sentences(low)[:80]:
+    for sent in sentences[:80]:
         best = max(best, sum(1 for t in terms if t in sent))
     return best / len(terms)
 
@@ -236,6 +239,11 @@ class Model:
     b1: np.ndarray | None = None
     threshold: float = 0.5
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lex_count(self) -> int:
+        """How many lexical features this model reads (its file's feature version)."""
+        return LEX_COUNT[int(self.meta.get("feature_version", FEATURE_VERSION))]
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         A = (np.atleast_2d(X).astype(np.float32) - self.mean) / self.scale
@@ -276,7 +284,8 @@ class Model:
             )
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, EOFError) as exc:
             raise ConfigError(f"evaluator model file {path} is unreadable ({exc}); {hint}") from None
-        if meta.get("feature_version") != FEATURE_VERSION or model.mean.shape != (2 * DIM + len(LEX_NAMES),):
+        version = meta.get("feature_version")
+        if version not in LEX_COUNT or model.mean.shape != (2 * DIM + LEX_COUNT[version],):
             raise ConfigError(
                 f"evaluator model file {path} was made for other features "
                 f"(version {meta.get('feature_version')}); {hint}"
@@ -331,10 +340,10 @@ class TrainedEvaluator:
             qi = QueryInfo.of(query)
             rows, sigs = [], []
             for i, v in zip(live, vecs, strict=True):
-                lex = lexical_features(qi, passages[i].text)
+                lex = lexical_features(qi, passages[i].text)[: model.lex_count - 1]  # cosine is the first
                 x = combine(qv, v, lex)
                 rows.append(x)
-                sigs.append(dict(zip(LEX_NAMES, (float(x[2 * DIM]), *map(float, lex)), strict=True)))
+                sigs.append(dict(zip(LEX_NAMES, (float(x[2 * DIM]), *map(float, lex)), strict=False)))
             probs = model.predict(np.stack(rows))
             for i, s, sig in zip(live, probs, sigs, strict=True):
                 scores[i] = (float(s), sig)
