@@ -21,6 +21,11 @@ a shared-name question must contain every gold string.
     python benchmarks/nearmiss.py --cases                  # the four reported cases, both languages
     python benchmarks/nearmiss.py --search off             # one setting
     python benchmarks/nearmiss.py --report-only            # the tables of what is done so far
+    python benchmarks/nearmiss.py --pairs                  # the evaluator alone on pairs_test.jsonl
+
+``--pairs`` grades ``data/nearmiss/pairs_test.jsonl`` with the configured evaluator: AUROC of
+passages that state the answer against near misses, per language and per kind of near miss, and
+the share of near misses at or above ``evaluator.upper`` (``pairs.json``).
 
 Resumable (the ``crag eval`` runner): rerun the same command after an interruption. Results:
 ``benchmarks/out/nearmiss/`` (``off/`` and ``corpus/`` with results.jsonl and the eval report,
@@ -47,6 +52,9 @@ from crag.eval.metrics import gold_match
 from crag.eval.report import write_report
 from crag.eval.run import RESULTS, EvalRun
 from crag.eval.runner import EvalOptions, load_results, run_eval
+from crag.grade.metrics import auroc
+from crag.grade.pairs import score_pairs
+from crag.grade.train import load_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 SET = ROOT / "data" / "nearmiss"
@@ -193,6 +201,43 @@ def show(summary: dict[str, Any]) -> None:
         console.print(c)
 
 
+def pairs(args: argparse.Namespace) -> None:
+    """The configured evaluator on ``pairs_test.jsonl``: does it score a near miss below a passage
+    that answers? AUROC per language and per kind of near miss, and how many near misses reach
+    ``evaluator.upper`` (the Correct path, where no correction runs)."""
+    engine = CRAG.from_config(kb={"path": args.kb})
+    rows = [r for r in load_pairs(SET / "pairs_test.jsonl") if args.lang in ("all", r["lang"])]
+    scores = [s for s, _ in score_pairs(engine.evaluator, rows)]
+    upper = engine.settings.evaluator.upper
+    result: dict[str, Any] = {"evaluator": engine.settings.evaluator.backend, "upper": upper, "langs": {}}
+    t = Table(title=f"near-miss pairs: evaluator {result['evaluator']} (upper {upper})")
+    for col in ("lang", "pairs", "AUROC", "near misses ≥ upper", "answers ≥ upper", "AUROC per miss"):
+        t.add_column(col)
+    for lang in (*LANGS, "all"):
+        mine = [(r, sc) for r, sc in zip(rows, scores, strict=True) if lang in ("all", r["lang"])]
+        if not mine:
+            continue
+        y, sc = [int(r["label"]) for r, _ in mine], [s for _, s in mine]
+        pos = [s for r, s in mine if r["label"]]
+        by_miss = {}
+        for miss in sorted({r["miss"] for r, _ in mine if not r["label"]}):
+            sub = [(1, s) for s in pos] + [(0, s) for r, s in mine if r["miss"] == miss and not r["label"]]
+            by_miss[miss] = round(auroc([a for a, _ in sub], [b for _, b in sub]), 3)
+        neg = [s for r, s in mine if not r["label"]]
+        result["langs"][lang] = row = {
+            "pairs": len(mine),
+            "auroc": round(auroc(y, sc), 3),
+            "near_miss_at_upper": round(sum(s >= upper for s in neg) / len(neg), 3),
+            "answer_at_upper": round(sum(s >= upper for s in pos) / len(pos), 3),
+            "auroc_by_miss": by_miss,
+        }
+        t.add_row(lang, str(row["pairs"]), f"{row['auroc']:.3f}", f"{row['near_miss_at_upper']:.1%}",
+                  f"{row['answer_at_upper']:.1%}", ", ".join(f"{k} {v:.2f}" for k, v in by_miss.items()))  # fmt: skip
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "pairs.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    Console(width=200).print(t)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=0, help="questions per language (0: all), balanced over kinds")
@@ -202,7 +247,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kb", default=str(OUT / "kb"))
     ap.add_argument("--report-only", action="store_true", help="the tables of the results so far, no answering")
+    ap.add_argument("--pairs", action="store_true", help="the evaluator alone on pairs_test.jsonl (no answers)")
     args = ap.parse_args()
+    if args.pairs:
+        return pairs(args)
 
     everything = load_dataset(SET / "questions.jsonl")
     langs = LANGS if args.lang == "all" else (args.lang,)
