@@ -1,18 +1,24 @@
 """Templated training pairs for the near-miss evaluator: invented companies none of the dev set's.
 
-For each invented company (Chinese ones in Chinese, English ones in English) the generator draws
-products with specifications, handbook policies, benefits, people (some sharing a name), a
-leadership team, offices and a shipments table, then asks about one attribute at a time and pairs
-the question with passages written from the same facts:
+For each invented company (Chinese ones write in Chinese, English ones in English) the generator
+draws products with specifications (no two of a company's products share a value), handbook
+policies, benefits, people (two sharing a name, who joined in different years), a leadership team
+(one person per role), offices and a shipments table, then asks about one attribute at a time,
+a third of the time in the other language (``nearmiss_train_names``), and pairs the question with
+passages written from the same facts (``nearmiss_train_pairs``; tables in the forms of
+``nearmiss_train_tables``):
 
 * ``positive`` (label 1): a passage about the asked entity that states the asked attribute;
-* ``near_miss`` (label 0), ``miss`` says how: ``other_attribute`` (same entity, other facts),
-  ``other_entity`` (a sibling product, another office, another company's handbook stating the
-  same attribute), ``other_period`` (the same table row for another year), ``namesake`` (the
-  other person of the same name), ``unnamed_role`` (a leadership passage without the asked role),
-  ``silent`` (a benefits passage that does not mention the asked benefit).
+* ``near_miss`` (label 0), ``miss`` says how: ``other_attribute`` (same entity, other facts, or
+  another table about it), ``other_entity`` (a sibling product, another office, other rows of the
+  same table, another company's handbook stating the same attribute), ``other_period`` (the same
+  table row for another year), ``namesake`` (the other person of the same name), ``unnamed_role``
+  (a leadership passage without the asked role), ``silent`` (a benefits passage that does not
+  mention the asked benefit).
 
-Deterministic for a given ``random.Random``.
+Each pair carries the ``answer`` as its passage writes it and the ``field`` it stands under, so
+``scripts/check_nearmiss_pairs.py`` can check every label. Deterministic for a given
+``random.Random``.
 """
 
 from __future__ import annotations
@@ -250,6 +256,15 @@ def _address(r: random.Random, lang: str, city: str) -> str:
     return f"{r.randint(1, 999)} {street} {r.choice(['Road', 'Street', 'Avenue'])}, {city}"
 
 
+def _distinct(r: random.Random, lang: str, a: Attr, done: list[Product]) -> str:
+    """A value of ``a`` no sibling product has: a sibling's passage then never states the asked value."""
+    for _ in range(50):
+        value = a.value(r, lang)
+        if all(p.facts[a.key] != value for p in done):
+            return value
+    raise ValueError(f"cannot draw distinct values of {a.key}")
+
+
 def make_company(r: random.Random, lang: str, used: set[str]) -> Company:
     category = r.choice(sorted(CATEGORIES))
     stems = ZH_STEMS if lang == "zh" else EN_STEMS
@@ -265,7 +280,8 @@ def make_company(r: random.Random, lang: str, used: set[str]) -> Company:
     family = r.choice(ZH_FAMILY if lang == "zh" else EN_FAMILY)
     attrs = CATEGORIES[category][2]
     for model in r.sample(MODELS, 3):
-        c.products.append(Product(f"{family} {model}", {a.key: a.value(r, lang) for a in attrs}, attrs))
+        facts = {a.key: _distinct(r, lang, a, c.products) for a in attrs}
+        c.products.append(Product(f"{family} {model}", facts, attrs))
     c.policies = {p[0]: p[5](r) for p in POLICIES}
     c.benefits = {b[0]: r.random() < 0.5 for b in BENEFITS}
     cities = r.sample(ZH_CITIES if lang == "zh" else EN_CITIES, 4)
@@ -273,10 +289,14 @@ def make_company(r: random.Random, lang: str, used: set[str]) -> Company:
     names = [shared, shared, _person(r, lang), _person(r, lang)]
     jobs = r.sample(range(len(JOBS)), 4)
     unis = ZH_UNIS if lang == "zh" else EN_UNIS
-    c.people = [
-        (n, j, r.choice(cities), r.randint(2010, 2023), r.choice(unis)) for n, j in zip(names, jobs, strict=True)
-    ]
-    c.roles = {k: _person(r, lang) for k in ROLES}
+    years = r.sample(range(2010, 2024), 4)  # the two namesakes never joined in the same year
+    c.people = [(n, j, r.choice(cities), y, r.choice(unis)) for n, j, y in zip(names, jobs, years, strict=True)]
+    leaders: list[str] = []
+    while len(leaders) < len(ROLES):  # one person per role: a list without the CEO never names them
+        name = _person(r, lang)
+        if name not in leaders and name not in names:
+            leaders.append(name)
+    c.roles = dict(zip(ROLES, leaders, strict=True))
     c.offices = [(city, _address(r, lang, city), r.randrange(20, 600, 5), r.randint(2005, 2022)) for city in cities]
     for p in c.products:
         for year in (2022, 2023, 2024):
@@ -292,10 +312,26 @@ def _label(company: Company, key: str) -> tuple[str, str]:
     raise KeyError(key)
 
 
-def pair(
-    query: str, passage: str, label: int, c: Company, entity: str, miss: str = "", attr: str = ""
-) -> dict[str, Any]:
-    """One pairs line; ``title`` is the company, so the trainer's validation split keeps a company whole."""
-    return {"query": query, "passage": passage, "label": label, "lang": c.lang, "source": "nearmiss-train",
-            "kind": "positive" if label else "near_miss", "miss": miss, "title": c.name, "entity": entity,
-            "attribute": attr}  # fmt: skip
+@dataclass(frozen=True)
+class Ask:
+    """A question and what answers it, in the passages' language: the ``answer`` text, under ``field``
+    (a column, an attribute label, a job or a role; "" when the answer is a whole sentence)."""
+
+    query: str
+    lang: str
+    entity: str
+    attribute: str
+    answer: str
+    field: str = ""
+
+
+def pair(ask: Ask, passage: str, label: int, c: Company, miss: str = "", form: str = "") -> dict[str, Any]:
+    """One pairs line; ``title`` is the company, so the trainer's validation split keeps a company whole.
+
+    ``lang`` is the question's language, ``passage_lang`` the company's (the passages'); ``table_form``
+    is how a table passage is written (``nearmiss_train_tables.FORMS``), "" for prose.
+    """
+    return {"query": ask.query, "passage": passage, "label": label, "lang": ask.lang, "passage_lang": c.lang,
+            "source": "nearmiss-train", "kind": "positive" if label else "near_miss", "miss": miss, "title": c.name,
+            "entity": ask.entity, "attribute": ask.attribute, "answer": ask.answer, "field": ask.field,
+            "table_form": form}  # fmt: skip

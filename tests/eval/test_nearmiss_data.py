@@ -4,12 +4,16 @@ What makes it a near-miss set must stay true: a third of the questions in each l
 their answer nowhere while documents about the same entity exist, a quarter are answered by a
 table cell, some only by the external corpus; every gold answer is in the document it is said
 to come from (read the way ingest reads it), no external or unanswerable answer is in the
-internal documents, and the evaluator pairs' train and test companies are disjoint.
+internal documents, and the evaluator pairs' train and test companies are disjoint. The training
+pairs' labels hold (scripts/check_nearmiss_pairs.py), a third of their questions are asked in the
+other language than their passages, and their tables come both as raw text and as crag ingests them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -22,7 +26,8 @@ from crag.ingest.load import load_file
 
 pytestmark = pytest.mark.unit
 
-SET = Path(__file__).resolve().parents[2] / "data" / "nearmiss"
+ROOT = Path(__file__).resolve().parents[2]
+SET = ROOT / "data" / "nearmiss"
 LANGS = ("zh", "en")
 # Names of the dev set's companies, products and people: never in the training pairs.
 DEV_NAMES = ("Kestrel", "红隼", "Yunque", "云雀", "Qinglan", "青岚", "Larkspur", "Wang Lei", "王磊", "陈静",
@@ -161,3 +166,52 @@ def test_test_pairs_positives_hold_a_gold_answer(questions: list[dict]) -> None:
         q = by_id[p["qid"]]
         assert p["query"] == q["question"]
         assert gold_match(p["passage"], q["answers"]) == bool(p["label"]), (p["qid"], p["passage"][:80])
+
+
+def _checker():  # scripts/check_nearmiss_pairs.py, the label checker (scripts are not a package)
+    spec = importlib.util.spec_from_file_location("check_nearmiss_pairs", ROOT / "scripts" / "check_nearmiss_pairs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_training_labels_hold_and_the_checker_sees_a_wrong_one() -> None:
+    check = _checker()
+    train, test = check.read(SET / "pairs_train.jsonl"), check.read(SET / "pairs_test.jsonl")
+    assert check.problems(train, test) == []
+    positive = next(p for p in train if p["label"] and p["table_form"] == "rows")
+    near = next(p for p in train if p["query"] == positive["query"] and not p["label"])
+    wrong = [positive | {"label": 0}, near | {"passage": positive["passage"], "table_form": "rows"}]
+    assert len(check.problems(wrong, test)) == 2
+
+
+def test_training_questions_cross_languages_and_tables_come_in_every_form() -> None:
+    train = _read(SET / "pairs_train.jsonl")
+    for lang in LANGS:
+        mine = [p for p in train if p["lang"] == lang]
+        cross = [p for p in mine if p["passage_lang"] != lang]
+        assert 0.25 <= len(cross) / len(mine) <= 0.4, (lang, len(cross), len(mine))
+        assert Counter(p["label"] for p in cross)[1] >= 100  # positives and near misses alike
+    forms = Counter((p["table_form"], p["label"]) for p in train if p["table_form"])
+    assert {(f, label) for f in ("pipe", "markdown", "rows") for label in (0, 1)} == set(forms), forms
+    assert sum(n for (f, _), n in forms.items() if f == "rows") >= sum(forms.values()) * 0.4
+    for p in train:  # a row: its key, then "column: value" cells; rows between blank lines, under a caption
+        if p["table_form"] == "rows":
+            caption, *rows = p["passage"].split("\n\n")
+            assert " | " not in caption and rows, p["passage"]
+            assert all(re.fullmatch(r"[^|\n]+( \| [^|\n:]+: [^|\n]+)+", row) for row in rows), p["passage"]
+
+
+def test_row_form_is_what_crag_reads_from_the_markdown_form() -> None:
+    markdown = pytest.importorskip("crag.ingest.markdown", reason="crag reads Markdown tables as rows")
+    from crag.ingest.sections import Outline
+
+    train = _read(SET / "pairs_train.jsonl")
+    for p in [p for p in train if p["table_form"] == "markdown"][:200]:
+        read = "".join(piece.text for piece in markdown.markdown_pieces(p["passage"], Outline()))
+        caption, _, table = p["passage"].partition("\n\n")
+        cells = [[c.strip() for c in line.strip("|").split("|")] for line in table.split("\n")]
+        head = cells[0]
+        rows = [" | ".join([r[0], *(f"{h}: {v}" for h, v in zip(head[1:], r[1:], strict=True))]) for r in cells[2:]]
+        assert re.sub(r"\n\s*\n", "\n\n", read).strip() == "\n\n".join([caption, *rows])
