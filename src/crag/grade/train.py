@@ -116,16 +116,21 @@ def _split(rows: Sequence[dict[str, Any]], share: float, seed: int) -> np.ndarra
     """Validation mask grouped by article title (else query), drawn per language.
 
     Per language, so a language with few articles (SQuAD's half dev set has 16) still
-    gets validation data; by group, so no article is on both sides.
+    gets validation data; by group, so no article is on both sides. The language is the
+    passage's (``passage_lang``, else ``lang``): a company asked about in both languages is
+    one group, not one per question language.
     """
     rng = np.random.default_rng(seed)
 
+    def lang_of(r: dict[str, Any]) -> str:
+        return str(r.get("passage_lang") or r.get("lang", ""))
+
     def group(r: dict[str, Any]) -> str:
-        return f"{r.get('lang', '')}|{r.get('title') or r['query']}"
+        return f"{lang_of(r)}|{r.get('title') or r['query']}"
 
     val: set[str] = set()
-    for lang in sorted({str(r.get("lang", "")) for r in rows}):
-        groups = sorted({group(r) for r in rows if str(r.get("lang", "")) == lang})
+    for lang in sorted({lang_of(r) for r in rows}):
+        groups = sorted({group(r) for r in rows if lang_of(r) == lang})
         take = max(1, round(len(groups) * share)) if len(groups) > 1 else 0
         val |= set(rng.permutation(groups)[:take].tolist())
     return np.array([group(r) in val for r in rows])
