@@ -251,23 +251,46 @@ class Manifest:
 
         ``source``/``title``/``url`` are the chunk's columns; other keys are read from its
         metadata JSON. One scan of the chunks table; the knowledge base caches the result per
-        generation.
+        generation. Each key is one condition whose values come in as one JSON array
+        (``IN (SELECT value FROM json_each(?))``), so the statement's expression tree stays a
+        few levels deep whatever the number of values.
         """
         conds: list[str] = []
         args: list[str] = []
         for key, values in filters.items():
             if not is_key(key):
                 raise ValueError(f"filter key {key!r} is not a metadata key")
-            marks = ",".join("?" * len(values))
-            if key in CHUNK_FIELDS:
-                conds.append(f"{key} IN ({marks})")
-            else:
-                conds.append(f"json_extract(metadata, ?) IN ({marks})")
+            field = key if key in CHUNK_FIELDS else "json_extract(metadata, ?)"
+            if key not in CHUNK_FIELDS:
                 args.append(f'$."{key}"')  # quoted: dotted keys are one key, not a path
-            args += values
+            conds.append(f"{field} IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(values), ensure_ascii=False))
         where = " AND ".join(conds) or "1"
         with self._lock:
             return {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE {where}", args)}
+
+    def metadata_keys(self) -> set[str]:
+        """Every metadata key some chunk carries (what a filter may name besides the chunk fields).
+
+        Documents share their metadata across their chunks, so the distinct metadata objects are
+        few: one scan of the chunks table, then a small ``json_each``.
+        """
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT j.key FROM (SELECT DISTINCT metadata FROM chunks) AS m, json_each(m.metadata) AS j"
+                " WHERE json_valid(m.metadata) AND json_type(m.metadata) = 'object'"
+            ).fetchall()
+        return {r[0] for r in rows if isinstance(r[0], str)}
+
+    def metadata_values(self, key: str, limit: int) -> list[str]:
+        """Up to ``limit`` distinct values of metadata ``key``, sorted (for a message that lists them)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT CAST(json_extract(metadata, ?) AS TEXT) AS v FROM chunks"
+                " WHERE json_valid(metadata) AND v IS NOT NULL ORDER BY v LIMIT ?",
+                (f'$."{key}"', limit),
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def metadata_rows(self, after: str, limit: int) -> list[Chunk]:
         """Chunks with metadata, in id order after ``after`` (a batch of a metadata upgrade)."""
