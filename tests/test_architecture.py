@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.types",
             "crag.errors",
             "crag.redact",
+            "crag.secret_forms",
             "crag.text",
             "crag.normalize",
             "crag.collection_names",
