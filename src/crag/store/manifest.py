@@ -14,6 +14,7 @@ import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,11 +49,9 @@ class Manifest:
         self.path = path
         self._lock = threading.RLock()
         self.read_only = False  # opened for reading only: the disk is full (see _open_read_only)
+        self._tried_writable = 0.0  # when a read-only manifest last tried to open for writing
         try:
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            set_wal(self._db)
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db = self._connect_writable()
         except sqlite3.DatabaseError as exc:
             # WAL mode creates its -wal and -shm files on open: on a full disk that fails with
             # "disk I/O error", and the manifest is not damaged at all.
@@ -64,6 +63,33 @@ class Manifest:
         if not self.read_only and self.get_meta("created") is None:  # when the KB began (/v1/models' "created")
             with contextlib.suppress(DiskFullError), self.transaction() as db:  # a full disk: noted later
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('created', CAST(strftime('%s', 'now') AS TEXT))")
+
+    def _connect_writable(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        try:
+            set_wal(db)
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _try_writable(self, *, every: float = 0.0) -> None:
+        """A manifest opened read-only on a full disk: open it for writing once space is back
+        (at most once per ``every`` seconds), so a long-running server sees new commits and can
+        write again without a restart."""
+        now = time.monotonic()
+        if not self.read_only or now - self._tried_writable < every:
+            return
+        self._tried_writable = now
+        try:
+            db = self._connect_writable()
+        except sqlite3.DatabaseError:
+            return  # still full: stay read-only
+        with self._lock:
+            old, self._db, self.read_only = self._db, db, False
+        old.close()
 
     def _open_read_only(self, cause: BaseException) -> None:
         """Open for reading without writing a byte (SQLite's ``immutable``), or raise ``DiskFullError``.
@@ -90,11 +116,12 @@ class Manifest:
 
     @contextmanager
     def transaction(self) -> Any:
+        self._try_writable()
         if self.read_only:
             raise disk_full_error(
                 self.path.parent,
                 "the knowledge base is open for reading only",
-                "nothing was changed: free space and run the command again",
+                "nothing was changed and what was committed is intact: free space and run the command again",
             )
         with self._lock:
             try:
@@ -131,6 +158,7 @@ class Manifest:
 
     @property
     def generation(self) -> int:
+        self._try_writable(every=5.0)  # read before every search: how a reader notices space is back
         return int(self.get_meta("generation") or 0)
 
     def file_sha(self, path: str) -> str | None:
