@@ -60,7 +60,7 @@ def render_trace_text(data: Mapping[str, Any]) -> str:
     head = [_row("trace", data.get("id") or "?", _time(data.get("created_at")))]
     head += [_row(label, value.plain) for label, value in header_rows(data, clip=False)]
     sections = ["".join(head)]
-    for build in (_retrieved, _queries, _external, _strips, _context, _answer, _timings, _problems):
+    for build in (_retrieved, _queries, _external, _strips, _cut, _context, _answer, _timings, _problems):
         text = build(data)
         if text:
             sections.append(text)
@@ -112,6 +112,15 @@ def _strips(data: Mapping[str, Any]) -> str:
         for s in strips
     ]
     return "knowledge strips\n" + _row("kept", "score", "origin", "source", "text") + "".join(rows)
+
+
+def _cut(data: Mapping[str, Any]) -> str:
+    rows = [
+        _row(f.get("source"), c.get("reason"), c.get("text"))
+        for f in _dicts(data.get("instruction_like_strips"))
+        for c in _dicts(f.get("cut"))
+    ]
+    return "cut as instructions\n" + _row("source", "why", "text") + "".join(rows) if rows else ""
 
 
 def _kept(value: Any) -> str:

@@ -51,7 +51,7 @@ def render_list(rows: Iterable[Mapping[str, Any]]) -> Table:
 def render_trace(data: Mapping[str, Any]) -> Group:
     """The whole decision path of one trace: header, evidence, answer, timings, problems."""
     parts: list[RenderableType] = [_header(data)]
-    for builder in (_retrieved, _queries, _external, _strips, _context, _answer, _timings, _problems):
+    for builder in (_retrieved, _queries, _external, _strips, _cut, _context, _answer, _timings, _problems):
         part = builder(data)
         if part is not None:
             parts.append(part)
@@ -191,6 +191,21 @@ def _strips(data: Mapping[str, Any]) -> Table | None:
         mark = Text("✓", style="green") if kept else Text("✗", style="red") if kept is False else Text("")
         source = f"{s.get('origin') or ''} {s.get('source') or ''}".strip()
         table.add_row(mark, _num(s.get("score")), Text(source), Text(_clip(s.get("text"), SNIPPET)))
+    return table
+
+
+def _cut(data: Mapping[str, Any]) -> Table | None:
+    """What was cut from instruction-like strips before the model read them, and why."""
+    rows = [(f, c) for f in _dicts(data.get("instruction_like_strips")) for c in _dicts(f.get("cut"))]
+    if not rows:
+        return None
+    table = Table(title="cut as instructions", title_justify="left", box=box.SIMPLE_HEAD, expand=True)
+    table.add_column("source")
+    table.add_column("why")
+    table.add_column("text", ratio=1)
+    for f, c in rows:
+        table.add_row(Text(str(f.get("source") or "")), Text(str(c.get("reason") or "")),
+                      Text(_clip(c.get("text"), SNIPPET)))  # fmt: skip
     return table
 
 
