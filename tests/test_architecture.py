@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.types",
             "crag.errors",
             "crag.redact",
+            "crag.secret_forms",
             "crag.text",
             "crag.normalize",
             "crag.collection_names",
@@ -220,3 +221,17 @@ def test_the_size_check_catches_a_long_file_and_function(tmp_path: Path) -> None
         f"crag.big ({MAX_FUNCTION_LINES + 1 + MAX_FILE_LINES} lines)",
         f"crag.big:long ({MAX_FUNCTION_LINES + 1} lines)",
     ]
+
+
+def test_jieba_has_one_home() -> None:
+    """jieba announces its dictionary on stderr unless it is set quiet first; ``crag.text``
+    loads it quietly (``zh_cut``, ``zh_pos``), so no other module may import it."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == "jieba" or n.startswith("jieba.") for n in names) and module_name(path) != "crag.text":
+                found.append(f"{module_name(path)}:{node.lineno}")
+    assert found == []

@@ -40,7 +40,10 @@ def test_a_role_no_document_names_is_not_given_to_someone_with_another(rag: CRAG
     assert "Wang Lei" not in a.answer.split(".")[0] and "王磊" not in a.answer.split("。")[0], a.answer
 
 
-@pytest.mark.parametrize("question", ["Does Kestrel Labs give employees a company car?", "红隼实验室会给员工配公司车吗？"])
+CAR = ["Does Kestrel Labs give employees a company car?", "红隼实验室会给员工配公司车吗？"]
+
+
+@pytest.mark.parametrize("question", CAR)
 def test_silence_is_not_no(rag: CRAG, question: str) -> None:
     a = rag.ask(question)
     assert a.refused and is_refusal(a.answer), a.answer

@@ -340,19 +340,10 @@ class GenerationSettings(_Section):
         "many tokens (crag.text.approx_tokens): each token is read before the first word, ~10 ms on 2 cores "
         "(benchmarks/prompt_eval.py). None: max_sources alone decides.",
     )
-    check_claims: bool = Field(
-        True,
-        description="Check that each answer sentence's source states the relation it asserts (the question's "
-        "own words, figures with their units, a written 'no'), asking the model (one yes/no token per sentence) "
-        "when the words differ (crag.generate.relation).",
-    )
-    claim_threshold: float | None = Field(
-        None,
-        ge=0.0,
-        le=1.0,
-        description="P(yes) at which the model's reading of a source holds a claim; None: the bundled model's "
-        "calibrated value, and for other models no model reading (the relation's words must be in the source).",
-    )
+    check_claims: bool = Field(True, description="Answer sentences need a source that states their relation "
+                               "(crag.generate.relation).")  # fmt: skip
+    claim_threshold: float | None = Field(None, ge=0.0, le=1.0, description="P(yes) at which the model's reading "
+                                          "holds a claim; None: the bundled model's, else words only.")  # fmt: skip
 
 
 class TraceSettings(_Section):

@@ -356,9 +356,10 @@ class CRAG:
         """The components a question runs through; a missing knowledge base raises here."""
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
-        scope = parse_filters(filters, what="filters")
+        parse_filters(filters, what="filter")  # its size and shape, before anything opens
         kb = self.knowledge_base()
         kb.require_chunks()
+        scope = kb.scope(filters) if filters else {}  # known keys, and some document matching
         return Deps(
             kb=kb,
             evaluator=self.evaluator,

@@ -6,7 +6,8 @@
     ├── ConfigError                 bad or missing setting (names the setting)
     │   └── MissingAPIKeyError      a backend needs a secret from the environment
     ├── InputError                  bad user input (question, file, dataset line)
-    │   └── UnsupportedFileError    a file that cannot be ingested (skipped, with reason)
+    │   ├── UnsupportedFileError    a file that cannot be ingested (skipped, with reason)
+    │   └── NoMatchError            a metadata filter that no document of the knowledge base matches
     ├── KnowledgeBaseError          missing / empty / inconsistent knowledge base
     ├── BackendError                an external component failed (carries backend_id, step)
     │   ├── EmbedderError
@@ -61,6 +62,13 @@ class InputError(CragError, ValueError):
 
 class UnsupportedFileError(InputError):
     """A file cannot be ingested; ingest skips it and reports this message."""
+
+
+class NoMatchError(InputError):
+    """A metadata filter no document matches: said instead of searching nothing and refusing.
+
+    The CLI exits 2, the server answers 422.
+    """
 
 
 class KnowledgeBaseError(CragError):

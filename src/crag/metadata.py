@@ -14,6 +14,14 @@ of the values (different keys AND, the values of one key OR). ``source``, ``titl
 {'lang': ('zh',), 'team': ('产品', 'support'), 'year': ('2024',)}
 >>> parse_pairs(["lang=zh", "team=产品", "lang=en"], option="--filter")
 {'lang': ('zh', 'en'), 'team': ('产品',)}
+
+A filter is small (:data:`MAX_FILTER_KEYS` keys, :data:`MAX_FILTER_VALUES` values in all) and
+names keys the knowledge base has (:func:`check_filters`): a key no document carries is a
+mistake (``tema`` for ``team``), never a silent empty search.
+
+>>> check_filters({"tema": "hr"}, known={"team", "lang"})
+Traceback (most recent call last):
+crag.errors.InputError: filters key 'tema' is not a field of any document; known keys: lang, source, team, title, url
 """
 
 from __future__ import annotations
@@ -30,12 +38,15 @@ from crag.types import Chunk
 
 __all__ = [
     "CHUNK_FIELDS",
+    "MAX_FILTER_KEYS",
     "MAX_FILTER_VALUES",
     "MAX_VALUE_CHARS",
     "Filters",
+    "check_filters",
     "check_key",
     "check_metadata",
     "chunk_fields",
+    "describe",
     "fingerprint",
     "is_key",
     "meta_value",
@@ -56,7 +67,12 @@ _KEY = re.compile(r"[^\W\d][\w.\-]{0,63}")
 CHUNK_FIELDS = ("source", "title", "url")  # a filter on these reads the document's own field
 _STORE_RESERVED = {*CHUNK_FIELDS, "id", "text", "vector", "sparse"}  # columns of the stores
 MAX_VALUE_CHARS = 1000  # a metadata value given on the command line or over HTTP
-MAX_FILTER_VALUES = 100  # values of one key in one filter
+# A filter's size. Every store turns a filter into one expression (Chroma's where, Milvus'
+# filter, the manifest's SQL); thousands of keys crashed Chroma's Rust bindings and made
+# SQLite's expression tree too deep. Real scopes name a few fields and a few values.
+MAX_FILTER_KEYS = 10  # keys of one filter
+MAX_FILTER_VALUES = 100  # values of one filter, all keys together
+_LISTED_KEYS = 30  # known keys an error message names
 
 
 def is_key(key: object) -> bool:
@@ -188,7 +204,10 @@ def parse_filters(raw: Mapping[str, Any] | None, *, what: str = "filter") -> Fil
         return {}
     if not isinstance(raw, Mapping):
         raise InputError(f'{what} must be an object of key: value, e.g. {{"lang": "zh"}}')
+    if len(raw) > MAX_FILTER_KEYS:
+        raise InputError(f"{what} has {len(raw):,} keys; the limit is {MAX_FILTER_KEYS}: scope by fewer fields")
     out: Filters = {}
+    total = 0
     for key, spec in raw.items():
         key = check_key(key, what)
         if isinstance(spec, Mapping):
@@ -196,8 +215,11 @@ def parse_filters(raw: Mapping[str, Any] | None, *, what: str = "filter") -> Fil
                 raise InputError(f'{what} {key!r}: the only operator is "$in", e.g. {{"$in": ["a", "b"]}}')
             spec = spec["$in"]
         values = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+        total += len(values)
         if not values or len(values) > MAX_FILTER_VALUES:
-            raise InputError(f"{what} {key!r} needs 1 to {MAX_FILTER_VALUES} values, got {len(values)}")
+            raise InputError(f"{what} {key!r} needs 1 to {MAX_FILTER_VALUES} values, got {len(values):,}")
+        if total > MAX_FILTER_VALUES:
+            raise InputError(f"{what} has more than {MAX_FILTER_VALUES} values in all; give at most that many")
         texts: list[str] = []
         for v in values:
             if v is None or isinstance(v, (Mapping, list, tuple)):
@@ -208,6 +230,38 @@ def parse_filters(raw: Mapping[str, Any] | None, *, what: str = "filter") -> Fil
                 texts.append(text)
         out[key] = tuple(texts)
     return out
+
+
+def check_filters(raw: Mapping[str, Any] | None, *, known: Iterable[str], what: str = "filters") -> Filters:
+    """The one check of a filter, for every way in (CLI ``--filter``, ``CRAG.ask(filters=)``, HTTP ``filters``).
+
+    :func:`parse_filters` (its shape and size), then every key must be one of ``known`` (the
+    metadata keys the knowledge base's documents carry) or a document field (``source``,
+    ``title``, ``url``). Raises ``InputError`` naming the first unknown key and the known ones.
+
+    >>> check_filters({"team": ["hr", "support"]}, known=["team"])
+    {'team': ('hr', 'support')}
+    """
+    filters = parse_filters(raw, what=what)
+    names = set(known) | set(CHUNK_FIELDS)
+    for key in filters:
+        if key not in names:
+            listed = sorted(names)
+            more = f" and {len(listed) - _LISTED_KEYS:,} more" if len(listed) > _LISTED_KEYS else ""
+            raise InputError(
+                f"{what} key {key!r} is not a field of any document; known keys: "
+                f"{', '.join(listed[:_LISTED_KEYS])}{more}"
+            )
+    return filters
+
+
+def describe(filters: Filters) -> str:
+    """A filter as a reader writes it on the command line.
+
+    >>> describe({"team": ("hr", "support"), "lang": ("zh",)})
+    'team=hr|support, lang=zh'
+    """
+    return ", ".join(f"{k}={'|'.join(v)}" for k, v in filters.items())
 
 
 def _check_value(value: str, what: str, key: str) -> None:

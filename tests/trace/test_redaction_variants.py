@@ -63,3 +63,42 @@ def test_plain_urls_and_bad_urls_give_no_secret() -> None:
     assert url_secrets("http://127.0.0.1:8080/v1?q=museum&lang=en") == []
     assert url_secrets("https://api.tavily.com") == []
     assert url_secrets("http://[::1:8080/v1") == []
+
+
+@pytest.mark.parametrize("key", ["tvly-dev-Zr7Qp/4mWx9KtLb2Nc", "ZephyrKite/BlueSecretValue", "pässwört-Ключ 42"])
+def test_a_known_key_is_redacted_in_every_form_it_is_echoed_in(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    import base64
+    import html
+    import json
+    import urllib.parse
+
+    monkeypatch.setenv("SEARCH_GATEWAY_TOKEN", key)
+    raw = key.encode()
+    forms = [
+        json.dumps(key)[1:-1].replace("/", "\\/"),  # PHP's json_encode
+        json.dumps(key, ensure_ascii=True)[1:-1].replace("/", "\\u002f"),
+        json.dumps(key)[1:-1].replace("/", "\\/").replace("\\", "\\\\"),  # escaped again: backslashes doubled
+        urllib.parse.quote(key, safe=""),
+        urllib.parse.quote_plus(key).lower(),
+        "".join(f"&#{ord(c)};" if c in "/ " else html.escape(c) for c in key),
+        base64.b64encode(b"user:" + raw).decode(),
+        base64.b64encode(b"ab:" + raw).decode(),
+        base64.urlsafe_b64encode(b"a:" + raw + b"?").decode(),
+        key.upper(),
+    ]
+    for form in forms:
+        out = redact_text(f"provider said: bad key {form} (check it)")
+        assert out.startswith("provider said: bad key ***") and out.endswith(" (check it)"), (form, out)
+    stream = StreamRedactor()
+    echoed = forms[0]
+    out = stream.push(f"bad key {echoed[:9]}") + stream.push(f"{echoed[9:]} ok") + stream.flush()
+    assert out == "bad key *** ok"
+
+
+def test_forms_of_a_key_spare_ordinary_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SEARCH_GATEWAY_TOKEN", "ZephyrKite/BlueSecretValue")
+    text = (
+        'The Zephyr kite is blue. {"path": "a\\/b", "q": "x%2Fy"} &amp; &#47; '
+        "dGhlIHF1aWNrIGJyb3duIGZveA== Basic dXNlcjpwYXNz https://example.org/a+b"
+    )
+    assert redact_text(text) == text

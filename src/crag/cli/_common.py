@@ -105,6 +105,13 @@ class SafeConsole(Console):
     'doc\\x1b[2Jtitle\n'
     """
 
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **kwargs: Any) -> None:
+        """As rich prints, except that output to a pipe or file is never wrapped: a line is as
+        long as its text (rich would fold it at 80 columns, mid-word where a word is long)."""
+        if soft_wrap is None and not self.is_terminal:
+            soft_wrap = True
+        super().print(*objects, soft_wrap=soft_wrap, **kwargs)
+
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         # rich's one place where segments become text (15.x; pinned by tests/cli/test_terminal_escapes.py).
         safe = (seg if seg.control else Segment(terminal_safe(seg.text), seg.style, None) for seg in buffer)

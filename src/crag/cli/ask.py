@@ -196,7 +196,8 @@ def print_sources(answer: Answer) -> None:
             out.print(f"  [bold][{c.id}][/] {escape(c.title or '')} [dim]{escape(where)}[/]")
             if c.quote:  # the source's own sentence that holds the claim: the reader can check it
                 quote = " ".join(c.quote.split())
-                quote = quote if len(quote) <= 160 else quote[:159] + "…"
+                if out.is_terminal and len(quote) > 160:  # a pipe gets it whole
+                    quote = quote[:159] + "…"
                 out.print(f"      [dim italic]“{escape(redact_text(quote))}”[/]")
     for d in answer.degradations:
         err.print(f"[yellow]degraded:[/] {escape(redact_text(d))}")

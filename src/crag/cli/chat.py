@@ -31,6 +31,7 @@ from crag.cli._common import (
     friendly,
     out,
     stdin_closed,
+    stdout,
     warm_search,
 )
 from crag.cli.ask import show_stream
@@ -124,15 +125,11 @@ class Session:
         elif self.last is None and name in ("/sources", "/trace"):
             err.print("[dim]no answer yet: ask a question first[/]")
         elif name == "/sources" and self.last is not None:
-            for c in self.last.citations:
-                out.print(f"  [bold]\\[{c.id}][/] {escape(c.title or '')} [dim]{escape(c.url or c.source)}[/]")
-                out.print(f"      {escape(redact_text(' '.join(c.text.split())[:240]))}", soft_wrap=True)
-            if not self.last.citations:
-                out.print("[dim]the last answer cites no source[/]")
+            show_citations(self.last)
         elif name == "/trace" and self.last is not None:
-            from crag.trace.render import render_trace
+            from crag.cli.trace import print_trace
 
-            out.print(render_trace(self.rag.traces.get(self.last.trace_id)))
+            print_trace(self.rag.traces.get(self.last.trace_id))
         else:
             err.print(f"[dim]unknown command {escape(name)}; {HELP}[/]")
         return True
@@ -147,3 +144,18 @@ class Session:
         except (EOFError, KeyboardInterrupt):
             out.print()
             return None
+
+
+def show_citations(answer: Answer) -> None:
+    """``/sources``: each citation's title, where it is, and its text. On a terminal the text is
+    cut to a few lines; in a pipe everything is whole, one line each, never wrapped or cut."""
+    if not answer.citations:
+        out.print("[dim]the last answer cites no source[/]")
+        return
+    for c in answer.citations:
+        text = " ".join(c.text.split())
+        if not out.is_terminal:
+            stdout.write(f"[{c.id}] {c.title or ''}\t{c.url or c.source}\n\t{redact_text(text)}\n")
+            continue
+        out.print(f"  [bold]\\[{c.id}][/] {escape(c.title or '')} [dim]{escape(c.url or c.source)}[/]")
+        out.print(f"      {escape(redact_text(text if len(text) <= 240 else text[:239] + '…'))}")

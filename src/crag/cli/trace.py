@@ -1,10 +1,15 @@
-"""``crag trace list`` and ``crag trace show``: the decision path of past questions."""
+"""``crag trace list`` and ``crag trace show``: the decision path of past questions.
+
+On a terminal they print rich views fitted to its width; in a pipe, whole values with no
+wrapping or "…" (``list``: TSV with a header row; ``show``: ``label<TAB>value`` lines and TSV
+sections, :mod:`crag.trace.plain`). ``--json`` is the same either way.
+"""
 
 from __future__ import annotations
 
 import enum
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,7 +21,7 @@ from crag.types import Action
 # The outcomes a trace can have, as a choice the CLI checks and lists in --help.
 Status = enum.Enum("Status", {s.upper(): s for s in STATUSES}, type=str)  # type: ignore[misc]
 
-__all__ = ["trace_app"]
+__all__ = ["print_trace", "trace_app"]
 
 trace_app = typer.Typer(help="Inspect the decision path of past questions.", no_args_is_help=True)
 
@@ -35,16 +40,20 @@ def trace_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")] = False,
 ) -> None:
     """Recent questions with their action, confidence and latency."""
-    from crag.trace.render import render_list
-
     rag = engine(config, kb)
     rows = traces(rag).list(
         limit=limit, action=action.value if action else None, status=status.value if status else None, grep=grep
     )
     if as_json:
         stdout.write("".join(json.dumps(redact(row), ensure_ascii=False) + "\n" for row in rows))
-    else:
+    elif out.is_terminal:
+        from crag.trace.render import render_list
+
         out.print(render_list(rows))
+    else:
+        from crag.trace.plain import render_list_tsv
+
+        stdout.write(render_list_tsv(rows))
 
 
 @trace_app.command("show")
@@ -56,11 +65,21 @@ def trace_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw trace JSON.")] = False,
 ) -> None:
     """The full decision path of one question."""
-    from crag.trace.render import render_trace
-
     rag = engine(config, kb)
     data = traces(rag).get(trace_id)
     if as_json:
         stdout.write(json.dumps(redact(data), ensure_ascii=False, indent=2) + "\n")
     else:
+        print_trace(data)
+
+
+def print_trace(data: dict[str, Any]) -> None:
+    """One trace for a person: the rich view on a terminal, whole plain text in a pipe."""
+    if out.is_terminal:
+        from crag.trace.render import render_trace
+
         out.print(render_trace(data))
+    else:
+        from crag.trace.plain import render_trace_text
+
+        stdout.write(render_trace_text(redact(data)))

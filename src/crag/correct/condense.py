@@ -36,7 +36,7 @@ from typing import Any
 
 from crag.errors import InputError, LLMError
 from crag.protocols import LLM
-from crag.text import EN_STOP, detect_language, keywords
+from crag.text import EN_STOP, detect_language, keywords, zh_cut, zh_pos
 
 __all__ = ["Condensed", "check_rewrite", "condense", "history_turns", "needs_context", "person_of", "topic_of"]
 
@@ -248,9 +248,7 @@ def person_of(turns: Sequence[tuple[str, str]], question: str) -> str:
     """
     answer = next((text for role, text in reversed(turns) if role == "assistant"), "")
     if detect_language(answer) == "zh":
-        import jieba.posseg as pseg
-
-        names = [w for w, flag in pseg.cut(answer) if flag.startswith("nr") and len(w) >= 2]
+        names = [w for w, flag in zh_pos(answer) if flag.startswith("nr") and len(w) >= 2]
     else:
         names = _en_names(answer)
     return next((n for n in names if n.lower() not in question.lower()), "")
@@ -343,9 +341,7 @@ def _fill_ellipsis(question: str, turns: Sequence[tuple[str, str]]) -> str:
         return ""
     term = m.group(1)
     if zh:
-        import jieba
-
-        words = [w for w in jieba.cut(last) if len(w) >= 2 and not _ZH_QUESTION.search(w)]
+        words = [w for w in zh_cut(last) if len(w) >= 2 and not _ZH_QUESTION.search(w)]
         shared = max(words, key=lambda w: (len(set(w) & set(term)), len(w)), default="")
         old = shared if shared and set(shared) & set(term) else _zh_subject(last)
     else:
@@ -391,10 +387,8 @@ def _en_names(text: str) -> list[str]:
 
 def _zh_subject(text: str) -> str:
     """The noun phrase a Chinese question opens with (天津犹太会堂, 侯活·韦比), or "" for none."""
-    import jieba.posseg as pseg  # jieba is a core dependency; loaded on first Chinese use
-
     subject = ""
-    for word, flag in pseg.cut(text.strip()):
+    for word, flag in zh_pos(text.strip()):  # the shared dictionary, loaded quietly on first Chinese use
         if flag.startswith(_ZH_SUBJECT_TAGS) or (word == "·" and subject):
             subject += word
             continue

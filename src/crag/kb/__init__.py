@@ -257,6 +257,12 @@ class KnowledgeBase:
         """Hybrid search: dense (vector store) + BM25, fused by RRF or weighted scores."""
         return self.retrieve(query, k=k, query_vector=query_vector, filters=filters).hits
 
+    def scope(self, filters: Filters | dict[str, Any] | None, *, what: str = "filter") -> Filters:
+        """``filters`` checked against this knowledge base (:meth:`HybridRetriever.scope`): at most
+        ``MAX_FILTER_KEYS`` keys and ``MAX_FILTER_VALUES`` values (:mod:`crag.metadata`), every
+        key carried by some document, and some document matching. ``InputError`` otherwise."""
+        return self.retriever.scope(filters, what=what)
+
     def retrieve(
         self,
         query: str,

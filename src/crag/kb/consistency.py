@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from crag.errors import ConfigError, KnowledgeBaseError
-from crag.paths import make_folder
+from crag.errors import ConfigError, DiskFullError, KnowledgeBaseError, StoreError
+from crag.paths import is_disk_full, make_folder
 from crag.protocols import FilteringStore, RefreshableStore, ReleasableStore, VectorStore
 from crag.store.backfill import METADATA_IN_STORE, backfill_metadata
 from crag.store.documents import DOCUMENTS_IN_MANIFEST
@@ -109,8 +109,15 @@ class Consistency:
         held = self.lock.try_hold() if not self.manifest.read_only else None
         if held is not None:
             with held:
-                self._reconcile()
-                self._upgrade()
+                try:
+                    self._reconcile()
+                    self._upgrade()
+                except (DiskFullError, StoreError) as exc:
+                    # No room to clean up or upgrade: leave it for the next writer. Questions go
+                    # on (orphan vectors are filtered by the manifest; a store that cannot open
+                    # even read-only leaves keyword search), and every write is refused anyway.
+                    if not is_disk_full(self.path, exc):
+                        raise
 
     # -- writes ------------------------------------------------------------------------
     @contextmanager

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from crag.config import RetrievalSettings
-from crag.errors import ConfigError, StoreError
+from crag.errors import ConfigError, NoMatchError, StoreError
 from crag.kb.consistency import Consistency
-from crag.metadata import Filters, parse_filters
+from crag.metadata import CHUNK_FIELDS, Filters, check_filters, describe, parse_filters
 from crag.protocols import Embedder, FilteringStore, FullTextStore
 from crag.store.hybrid import fuse_ranks
 from crag.store.keyword import BM25Index
@@ -74,6 +74,7 @@ class HybridRetriever:
         self.keyword = BM25Index(state.path / "bm25")
         self._keyword_lock = threading.Lock()
         self._admitted: dict[tuple[int, str], frozenset[str]] = {}  # (generation, filter) -> chunk ids
+        self._keys: tuple[int, frozenset[str]] | None = None  # (generation, metadata keys)
 
     def search(self, query: str, *, k: int | None = None) -> list[Hit]:
         """The best ``k`` chunks for ``query``, best first."""
@@ -117,6 +118,41 @@ class HybridRetriever:
             if len(hits) == min(k, len(found)) or manifest.generation == generation or attempt == _ATTEMPTS - 1:
                 break
         return Retrieval(hits, [degraded] if degraded else [])
+
+    def scope(self, filters: Filters | dict[str, Any] | None, *, what: str = "filter") -> Filters:
+        """``filters`` checked against this knowledge base, before any search runs.
+
+        :func:`crag.metadata.check_filters` (size, shape, every key carried by some document),
+        then at least one chunk must match: a :class:`~crag.errors.NoMatchError` says which key
+        matches nothing and the values it has, instead of an empty search and a refusal.
+        """
+        where = check_filters(filters, known=self.metadata_keys(), what=what)
+        if where and not self._admitted_ids(where):
+            raise NoMatchError(f"no document matches the {what} {describe(where)}{self._why_none(where)}")
+        return where
+
+    def metadata_keys(self) -> frozenset[str]:
+        """The metadata keys the documents carry, from the manifest, cached per generation."""
+        manifest = self.state.manifest
+        gen = manifest.generation
+        cached = self._keys
+        if cached is None or cached[0] != gen:
+            cached = (gen, frozenset(manifest.metadata_keys()))
+            self._keys = cached
+        return cached[1]
+
+    def _why_none(self, where: Filters) -> str:
+        """The first key that alone matches nothing, with some of its values; or that only the
+        combination does."""
+        for key, values in where.items():
+            if self._admitted_ids({key: values}):
+                continue
+            if key in CHUNK_FIELDS:  # document paths and titles: too many to list, and not a key's vocabulary
+                return f"; no document has that {key}"
+            found = self.state.manifest.metadata_values(key, 11)
+            shown = ", ".join(found[:10]) + (", …" if len(found) > 10 else "")
+            return f"; {key} is one of: {shown}" if shown else ""
+        return "; each key matches some documents, but no document matches them all"
 
     def _hits(self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int) -> list[Hit]:
         """The fused top ``k`` as hits, each with its dense score and vector where known."""

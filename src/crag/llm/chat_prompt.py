@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Rendered", "prompt_tokens", "prompt_with_head"]
+__all__ = ["CHATML", "Rendered", "prompt_tokens", "prompt_with_head"]
 
 # Private-use characters: no template writes them, and each message's content is swapped
 # for one numbered slot before rendering, so no content is in the rendered text either.
@@ -79,3 +79,10 @@ def prompt_with_head(
             if content:
                 tokens += llama.tokenize(content.encode("utf-8"), add_bos=False, special=False)
     return tokens, head
+
+
+# Fallback for GGUFs without an embedded chat template.
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crag.errors import LLMError, LLMUnavailableError
-from crag.llm.chat_prompt import prompt_with_head
+from crag.llm.chat_prompt import CHATML, prompt_with_head
 from crag.llm.compute import COMPUTE
+from crag.llm.logits import logsumexp, single_token_ids
 from crag.llm.lookup import DRAFT_TOKENS, greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.llm.prefix_cache import PrefixStates, common_prefix, read_prompt
@@ -156,13 +157,8 @@ class LlamaCppLLM:
         self._loaded = loaded
 
     def session(self) -> LlamaCppLLM:
-        """The same model in a context of its own, for short calls while this one streams.
-
-        The weights are memory-mapped, so the second context costs its cache (~30 MB at
-        2,048 tokens), not another copy of the model; its lock is its own, so the sentence
-        gate can ask a yes/no question between two tokens of a streaming answer. The two
-        never compute at once (:mod:`crag.llm.compute`).
-        """
+        """The same model in a context of its own (its cache, ~30 MB; the weights are mapped once), for
+        short calls between two tokens of a stream of this one (:mod:`crag.llm.compute`)."""
         return LlamaCppLLM(
             self.model,
             n_ctx=min(self.n_ctx, SESSION_CTX),
@@ -289,8 +285,8 @@ class LlamaCppLLM:
         logits = self._first_answer_logits(loaded, messages, "yes_probability")
         assert loaded.yes_ids is not None and loaded.no_ids is not None
         # log-sum-exp keeps this finite when both answers are very unlikely.
-        ly = _logsumexp(logits[loaded.yes_ids])
-        ln = _logsumexp(logits[loaded.no_ids])
+        ly = logsumexp(logits[loaded.yes_ids])
+        ln = logsumexp(logits[loaded.no_ids])
         return float(1.0 / (1.0 + np.exp(np.clip(ln - ly, -700.0, 700.0))))
 
     def choice_probabilities(self, messages: Sequence[dict[str, str]], choices: Sequence[str]) -> list[float]:
@@ -304,7 +300,7 @@ class LlamaCppLLM:
         logits = self._first_answer_logits(loaded, messages, "choice_probabilities")
         for c in choices:  # a judge asks the same digits again and again: tokenise them once
             if c not in loaded.choice_ids:
-                loaded.choice_ids[c] = _single_token_ids(loaded.llama, [c])
+                loaded.choice_ids[c] = single_token_ids(loaded.llama, [c])
         ids = [loaded.choice_ids[c] for c in choices]
         missing = [c for c, i in zip(choices, ids, strict=True) if not len(i)]
         if missing:
@@ -313,7 +309,7 @@ class LlamaCppLLM:
                 backend_id=BACKEND_ID,
                 step="choice_probabilities",
             )
-        lp = np.array([_logsumexp(logits[i]) for i in ids])
+        lp = np.array([logsumexp(logits[i]) for i in ids])
         p = np.exp(lp - lp.max())
         return [float(x) for x in p / p.sum()]
 
@@ -429,7 +425,7 @@ class LlamaCppLLM:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
             llama = loaded.llama
-            template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+            template = llama.metadata.get("tokenizer.chat_template") or CHATML
             eos, bos = llama.token_eos(), llama.token_bos()
             eos_text = llama.detokenize([eos], special=True).decode("utf-8", "replace") if eos >= 0 else ""
             loaded.formatter = Jinja2ChatFormatter(
@@ -450,8 +446,8 @@ class LlamaCppLLM:
         if loaded.yes_ids is not None:
             return
         llama = loaded.llama
-        loaded.yes_ids = _single_token_ids(llama, _YES)
-        loaded.no_ids = _single_token_ids(llama, _NO)
+        loaded.yes_ids = single_token_ids(llama, _YES)
+        loaded.no_ids = single_token_ids(llama, _NO)
         if not len(loaded.yes_ids) or not len(loaded.no_ids):
             raise ValueError("the model vocabulary has no single token for yes/no")
 
@@ -470,13 +466,6 @@ class LlamaCppLLM:
             return np.ctypeslib.as_array(ptr, shape=(llama.n_vocab(),)).astype(np.float64)
 
 
-# Fallback for GGUFs without an embedded chat template.
-_CHATML = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
 def _chunk_delta(chunk: Any) -> str:
     """The text of one streamed ``text_completion`` chunk ("" for the finish chunk)."""
     try:
@@ -485,21 +474,6 @@ def _chunk_delta(chunk: Any) -> str:
         raise LLMError(
             f"{BACKEND_ID}: unexpected stream chunk format from llama-cpp-python", backend_id=BACKEND_ID, step="stream"
         ) from None
-
-
-def _single_token_ids(llama: Any, words: Sequence[str]) -> np.ndarray:
-    ids: set[int] = set()
-    for word in words:
-        for variant in (word, " " + word):
-            toks = llama.tokenize(variant.encode("utf-8"), add_bos=False, special=False)
-            if len(toks) == 1:
-                ids.add(int(toks[0]))
-    return np.asarray(sorted(ids), dtype=np.int64)
-
-
-def _logsumexp(x: np.ndarray) -> float:
-    m = float(np.max(x))
-    return m + float(np.log(np.sum(np.exp(x - m))))
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:

@@ -10,6 +10,10 @@ in another order by each process that opens it, and missed one of the true 20 ne
 chunks in one process of three, so the same question retrieved other passages after a
 restart. Larger collections, and filtered searches, go through Chroma's index.
 
+On a full disk Chroma cannot open its folder (it writes to its SQLite file on every open);
+the store then opens a copy taken where there is room (:mod:`crag.store.snapshot`) and
+refuses writes with a ``DiskFullError`` until it can open its own folder again.
+
 >>> import numpy as np
 >>> store = ChromaVectorStore("/tmp/kb-doc/chroma", dim=3)   # doctest: +SKIP
 >>> store.upsert(["a"], np.array([[1, 0, 0]], "float32"), [{"source": "x"}])  # doctest: +SKIP
@@ -29,10 +33,11 @@ from typing import Any, Literal
 import numpy as np
 
 from crag.errors import ConfigError, StoreError
-from crag.paths import is_disk_full
+from crag.paths import disk_full_error, is_disk_full
 from crag.protocols import StoreSpec
 from crag.redact import clip
 from crag.registry import BackendDeps, Registries
+from crag.store.snapshot import Snapshot, snapshot
 
 COLLECTION = "chunks"
 _BATCH = 1000  # Chroma caps the rows of one call; stay well below it
@@ -57,11 +62,16 @@ class ChromaVectorStore:
         # The vectors for exact search: (ids, vectors, norms), None until loaded, False when the
         # collection is too large. Dropped whenever the collection changes or is reopened.
         self._exact: tuple[list[str], np.ndarray, np.ndarray] | Literal[False] | None = None
+        self._snapshot: Snapshot | None = None  # the copy read while the disk is full
+
+    @property
+    def read_only(self) -> bool:
+        """True while the store reads a copy of its folder because the disk is full."""
+        return self._snapshot is not None
 
     def warm_up(self) -> None:
         if self._col is None:
-            self._col = self._open()
-            self._exact = None
+            self._use(*self._open())
 
     def refresh(self) -> None:
         """Reopen the collection from disk, to see what other processes wrote since it opened.
@@ -75,10 +85,9 @@ class ChromaVectorStore:
         """
         if self._col is None:
             return
-        col = self._open()
+        col, copy = self._open()
         self._call("refresh", col.peek, 1)  # load the index now, while the caller holds the lock
-        self._col = col
-        self._exact = None
+        self._use(col, copy)
 
     def release(self) -> None:
         """Drop the in-memory engine and its HNSW index (~2 KB per chunk); the next call reopens it.
@@ -90,28 +99,68 @@ class ChromaVectorStore:
         if self._col is None:
             return
         self._forget_engine()
-        self._col = None
-        self._exact = None
+        self._use(None, None)
         gc.collect()
         _trim_heap()
 
-    def _forget_engine(self) -> None:
+    def _use(self, col: Any, copy: Snapshot | None) -> None:
+        """Make ``col`` (opened from ``copy`` when the disk is full) the collection; drop the old copy."""
+        old = self._snapshot
+        self._col, self._snapshot, self._exact = col, copy, None
+        if old is not None and old is not copy:
+            self._forget_engine(old.path)
+            old.drop()
+
+    def _forget_engine(self, path: Path | None = None) -> None:
         """Drop Chroma's per-process cache entry for this folder (the engine lives while used)."""
         from chromadb.api.shared_system_client import SharedSystemClient
 
+        folder = path or (self._snapshot.path if self._snapshot else self.path)
         for cache in (SharedSystemClient._identifier_to_system, SharedSystemClient._identifier_to_refcount):
-            cache.pop(str(self.path), None)
+            cache.pop(str(folder), None)
 
-    def _open(self) -> Any:
+    def _open(self, *, copy_if_full: bool = True) -> tuple[Any, Snapshot | None]:
+        """The collection, from the folder; on a full disk, from a copy of it taken where there is room."""
+        try:
+            return self._open_at(self.path), None
+        except StoreError as exc:
+            if not (copy_if_full and is_disk_full(self.path, exc)):
+                raise
+            copy = snapshot(self.path)
+            if copy is None:
+                raise
+            try:
+                return self._open_at(copy.path), copy
+            except StoreError:
+                copy.drop()
+                raise exc from None
+
+    def _writable(self) -> Any:
+        """The collection for a write: the folder itself, never a copy (reopened once space is back)."""
+        if self._snapshot is not None:
+            try:
+                col, _ = self._open(copy_if_full=False)
+            except StoreError as exc:
+                if not is_disk_full(self.path, exc):
+                    raise
+                raise disk_full_error(
+                    self.path,
+                    "the vector store is open for reading only",
+                    "nothing was changed: free space and run the command again",
+                ) from None
+            self._use(col, None)
+        return self.col
+
+    def _open_at(self, folder: Path) -> Any:
         try:
             import chromadb
             from chromadb.config import Settings
 
             # Never reuse the engine another store object of this process cached for the folder:
             # it may predate writes by other processes. A new one loads the files as they are now.
-            self._forget_engine()
+            self._forget_engine(folder)
 
-            client = chromadb.PersistentClient(path=str(self.path), settings=Settings(anonymized_telemetry=False))
+            client = chromadb.PersistentClient(path=str(folder), settings=Settings(anonymized_telemetry=False))
             col = client.get_or_create_collection(
                 COLLECTION,
                 embedding_function=None,
@@ -150,11 +199,12 @@ class ChromaVectorStore:
         return self._col
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict[str, Any]]) -> None:
+        col = self._writable()
         try:
             for i in range(0, len(ids), _BATCH):
                 self._call(
                     "upsert",
-                    self.col.upsert,
+                    col.upsert,
                     ids=list(ids[i : i + _BATCH]),
                     embeddings=np.asarray(vectors[i : i + _BATCH], dtype=np.float32),
                     metadatas=[_clean_meta(m) for m in metadatas[i : i + _BATCH]],
@@ -166,9 +216,10 @@ class ChromaVectorStore:
 
     def delete(self, ids: Sequence[str]) -> None:
         ids = list(ids)
+        col = self._writable()
         try:
             for i in range(0, len(ids), _BATCH):
-                self._call("delete", self.col.delete, ids=ids[i : i + _BATCH])
+                self._call("delete", col.delete, ids=ids[i : i + _BATCH])
         finally:
             self._exact = None  # after the write (see upsert)
 

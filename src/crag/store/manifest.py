@@ -14,6 +14,7 @@ import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,11 +51,9 @@ class Manifest:
         self.path = path
         self._lock = threading.RLock()
         self.read_only = False  # opened for reading only: the disk is full (see _open_read_only)
+        self._tried_writable = 0.0  # when a read-only manifest last tried to open for writing
         try:
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            set_wal(self._db)
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA + docs.SCHEMA)
+            self._db = self._connect_writable()
         except sqlite3.DatabaseError as exc:
             # WAL mode creates its -wal and -shm files on open: on a full disk that fails with
             # "disk I/O error", and the manifest is not damaged at all.
@@ -66,6 +65,33 @@ class Manifest:
         if not self.read_only and self.get_meta("created") is None:  # when the KB began (/v1/models' "created")
             with contextlib.suppress(DiskFullError), self.transaction() as db:  # a full disk: noted later
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('created', CAST(strftime('%s', 'now') AS TEXT))")
+
+    def _connect_writable(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        try:
+            set_wal(db)
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA + docs.SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _try_writable(self, *, every: float = 0.0) -> None:
+        """A manifest opened read-only on a full disk: open it for writing once space is back
+        (at most once per ``every`` seconds), so a long-running server sees new commits and can
+        write again without a restart."""
+        now = time.monotonic()
+        if not self.read_only or now - self._tried_writable < every:
+            return
+        self._tried_writable = now
+        try:
+            db = self._connect_writable()
+        except sqlite3.DatabaseError:
+            return  # still full: stay read-only
+        with self._lock:
+            old, self._db, self.read_only = self._db, db, False
+        old.close()
 
     def _open_read_only(self, cause: BaseException) -> None:
         """Open for reading without writing a byte (SQLite's ``immutable``), or raise ``DiskFullError``.
@@ -92,11 +118,12 @@ class Manifest:
 
     @contextmanager
     def transaction(self) -> Any:
+        self._try_writable()
         if self.read_only:
             raise disk_full_error(
                 self.path.parent,
                 "the knowledge base is open for reading only",
-                "nothing was changed: free space and run the command again",
+                "nothing was changed and what was committed is intact: free space and run the command again",
             )
         with self._lock:
             try:
@@ -133,6 +160,7 @@ class Manifest:
 
     @property
     def generation(self) -> int:
+        self._try_writable(every=5.0)  # read before every search: how a reader notices space is back
         return int(self.get_meta("generation") or 0)
 
     def file_sha(self, path: str) -> str | None:
@@ -315,23 +343,46 @@ class Manifest:
 
         ``source``/``title``/``url`` are the chunk's columns; other keys are read from its
         metadata JSON. One scan of the chunks table; the knowledge base caches the result per
-        generation.
+        generation. Each key is one condition whose values come in as one JSON array
+        (``IN (SELECT value FROM json_each(?))``), so the statement's expression tree stays a
+        few levels deep whatever the number of values.
         """
         conds: list[str] = []
         args: list[str] = []
         for key, values in filters.items():
             if not is_key(key):
                 raise ValueError(f"filter key {key!r} is not a metadata key")
-            marks = ",".join("?" * len(values))
-            if key in CHUNK_FIELDS:
-                conds.append(f"{key} IN ({marks})")
-            else:
-                conds.append(f"json_extract(metadata, ?) IN ({marks})")
+            field = key if key in CHUNK_FIELDS else "json_extract(metadata, ?)"
+            if key not in CHUNK_FIELDS:
                 args.append(f'$."{key}"')  # quoted: dotted keys are one key, not a path
-            args += values
+            conds.append(f"{field} IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(values), ensure_ascii=False))
         where = " AND ".join(conds) or "1"
         with self._lock:
             return {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE {where}", args)}
+
+    def metadata_keys(self) -> set[str]:
+        """Every metadata key some chunk carries (what a filter may name besides the chunk fields).
+
+        Documents share their metadata across their chunks, so the distinct metadata objects are
+        few: one scan of the chunks table, then a small ``json_each``.
+        """
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT j.key FROM (SELECT DISTINCT metadata FROM chunks) AS m, json_each(m.metadata) AS j"
+                " WHERE json_valid(m.metadata) AND json_type(m.metadata) = 'object'"
+            ).fetchall()
+        return {r[0] for r in rows if isinstance(r[0], str)}
+
+    def metadata_values(self, key: str, limit: int) -> list[str]:
+        """Up to ``limit`` distinct values of metadata ``key``, sorted (for a message that lists them)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT CAST(json_extract(metadata, ?) AS TEXT) AS v FROM chunks"
+                " WHERE json_valid(metadata) AND v IS NOT NULL ORDER BY v LIMIT ?",
+                (f'$."{key}"', limit),
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def metadata_rows(self, after: str, limit: int) -> list[Chunk]:
         """Chunks with metadata, in id order after ``after`` (a batch of a metadata upgrade)."""

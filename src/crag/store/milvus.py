@@ -393,13 +393,14 @@ class MilvusVectorStore:
 
 
 def _filter(where: dict[str, Any] | None) -> str:
-    """A Milvus boolean expression: equality per key (a list: any of its values), keys ANDed.
+    """A Milvus boolean expression: equality per key (a list: ``in`` its values), keys ANDed.
 
     Values are JSON-quoted, so no injection; a key that is not a plain identifier (a dotted
     key of nested metadata, a Chinese key) is addressed in the dynamic field as ``$meta["key"]``.
+    Several values are one ``in`` term, not a chain of ``or``: the expression stays flat.
 
     >>> _filter({"lang": ("zh",), "a.b": ["x", "y"]})
-    'lang == "zh" and ($meta["a.b"] == "x" or $meta["a.b"] == "y")'
+    'lang == "zh" and $meta["a.b"] in ["x", "y"]'
     """
     if not where:
         return ""
@@ -409,8 +410,10 @@ def _filter(where: dict[str, Any] | None) -> str:
             raise ValueError(f"filter key {key!r} is not a metadata key")
         field = key if key.isidentifier() and key.isascii() else f"$meta[{json.dumps(key, ensure_ascii=False)}]"
         values = list(value) if isinstance(value, (list, tuple)) else [value]
-        eqs = [f"{field} == {json.dumps(v, ensure_ascii=False)}" for v in values]
-        parts.append(eqs[0] if len(eqs) == 1 else "(" + " or ".join(eqs) + ")")
+        if len(values) == 1:
+            parts.append(f"{field} == {json.dumps(values[0], ensure_ascii=False)}")
+        else:
+            parts.append(f"{field} in {json.dumps(values, ensure_ascii=False)}")
     return " and ".join(parts)
 
 

@@ -14,21 +14,28 @@ for the canaries with :func:`leaks`.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import http.server
+import itertools
 import json
 import threading
+import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
     "CANARIES",
     "ECHO_KEY",
+    "ESCAPED_KEYS",
     "UNKNOWN_KEYS",
     "Collector",
     "EchoProvider",
+    "EscapingEcho",
     "OffsetEcho",
     "canary_env",
+    "echoed_forms",
+    "escaped_leaks",
     "key_fragments",
     "leaks",
 ]
@@ -234,3 +241,69 @@ class OffsetEcho(_Server):
     def __init__(self, key: str = ECHO_KEY, *, offset: int = 0, mode: str = "error") -> None:
         super().__init__()
         self.key, self.offset, self.mode = key, offset, mode
+
+
+# Keys a provider echoes escaped (issue 47): one with digits and a slash (PHP's json_encode writes
+# it "\\/", which cut a Bearer pattern's match at the backslash), one with a slash and no digit
+# (no key shape at all: only its known value can catch it).
+ESCAPED_KEYS = {
+    "TAVILY_API_KEY": "tvly-dev-Zr7Qp/4mWx9KtLb2Nc",
+    "SEARCH_GATEWAY_TOKEN": "ZephyrKite/BlueSecretValue",
+}
+
+
+def echoed_forms(key: str) -> dict[str, str]:
+    """``key`` as careless providers echo it: JSON-escaped two ways, URL-encoded, HTTP Basic, upper case."""
+    return {
+        "json_slash": key.replace("/", "\\/"),
+        "json_unicode": key.replace("/", "\\u002f"),
+        "url": urllib.parse.quote(key, safe=""),
+        "basic": base64.b64encode(f"crag-client:{key}".encode()).decode("ascii"),
+        "upper": key.upper(),
+    }
+
+
+def escaped_leaks(outputs: Iterable[str | bytes], keys: Iterable[str] = ESCAPED_KEYS.values()) -> list[str]:
+    """Pieces of ``keys`` found in ``outputs``: 8 characters of a key in a row, 8 of a form's
+    text between escapes, or 12 of its base64."""
+    data = [o if isinstance(o, bytes) else o.encode("utf-8", "surrogatepass") for o in outputs]
+    found: set[str] = set()
+    for key in keys:
+        found.update(key_fragments(data, key))
+        for name, form in echoed_forms(key).items():
+            size = 12 if name == "basic" else 8
+            pieces = {form[i : i + size] for i in range(len(form) - size + 1)}
+            pieces = {p for p in pieces if "%" not in p and "\\" not in p} if name != "basic" else pieces
+            found.update(f"{name}:{p}" for p in pieces if any(p.encode() in d for d in data))
+    return sorted(found)
+
+
+class _EscapingHandler(_Quiet):
+    def do_POST(self) -> None:
+        self._body()
+        owner: EscapingEcho = self.owner
+        with owner.lock:
+            key_name, form = next(owner.cycle)
+            owner.served.append((key_name, form))
+        echo = echoed_forms(ESCAPED_KEYS[key_name])[form]
+        # Written by hand, as PHP would: json.dumps would double the backslash of "\\/".
+        data = ('{"error":"invalid api key ' + echo + '","status":400}').encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class EscapingEcho(_Server):
+    """A Tavily-compatible search API on 127.0.0.1 that answers every search HTTP 400 with a
+    key of :data:`ESCAPED_KEYS` echoed in its error body, one form of :func:`echoed_forms` per
+    request, in turn (``served`` lists them)."""
+
+    handler = _EscapingHandler
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.cycle = itertools.cycle([(k, f) for f in echoed_forms("x") for k in ESCAPED_KEYS])
+        self.served: list[tuple[str, str]] = []

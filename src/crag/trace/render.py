@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["ACTION_STYLES", "render_list", "render_trace"]
+__all__ = ["ACTION_STYLES", "header_rows", "render_list", "render_trace"]
 
 ACTION_STYLES = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "rag": "blue"}
 SNIPPET = 160  # characters of passage text shown in tables
@@ -51,7 +51,7 @@ def render_list(rows: Iterable[Mapping[str, Any]]) -> Table:
 def render_trace(data: Mapping[str, Any]) -> Group:
     """The whole decision path of one trace: header, evidence, answer, timings, problems."""
     parts: list[RenderableType] = [_header(data)]
-    for builder in (_retrieved, _queries, _external, _strips, _context, _answer, _timings, _problems):
+    for builder in (_retrieved, _queries, _external, _strips, _cut, _context, _answer, _timings, _problems):
         part = builder(data)
         if part is not None:
             parts.append(part)
@@ -62,11 +62,20 @@ def _header(data: Mapping[str, Any]) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
-    grid.add_row("question", Text(str(data.get("question") or "")))
+    for label, value in header_rows(data):
+        grid.add_row(label, value)
+    title = Text.assemble(("trace ", "bold"), (str(data.get("id") or "?"), "cyan"))
+    return Panel(grid, title=title, subtitle=_time(data.get("created_at")) or None, title_align="left")
+
+
+def header_rows(data: Mapping[str, Any], *, clip: bool = True) -> list[tuple[str, Text]]:
+    """The trace's header as (label, value) rows: question, decision, escalation, verification,
+    mode. The rich view lays them out in a panel, the plain view (:mod:`crag.trace.plain`) one per line."""
+    rows: list[tuple[str, Text]] = [("question", Text(str(data.get("question") or "")))]
     turn = data.get("conversation")
     if isinstance(turn, Mapping):  # a follow-up: the question above is the condensed one
         how = f"  ({turn.get('method')}, {turn.get('history')} earlier messages)"
-        grid.add_row("asked", Text.assemble(str(turn.get("asked") or ""), (how, "dim")))
+        rows.append(("asked", Text.assemble(str(turn.get("asked") or ""), (how, "dim"))))
     from crag.trace.store import trace_status
 
     status = trace_status(dict(data))
@@ -82,7 +91,7 @@ def _header(data: Mapping[str, Any]) -> Panel:
             + ")",
             style="dim",
         )
-    grid.add_row("decision", decision)
+    rows.append(("decision", decision))
     escalated = data.get("escalated")
     if isinstance(escalated, Mapping):  # Correct at first; the reply found no answer, so it searched
         why = f"from {escalated.get('from')}: the reply was {escalated.get('rejected') or 'refused'}"
@@ -93,18 +102,17 @@ def _header(data: Mapping[str, Any]) -> Panel:
         if escalated.get("rejected") == "shared name":  # before generation (correction.search_shared_names)
             why = (f"from {escalated.get('from')}: {escalated.get('bearers')} people named {escalated.get('name')} "
                    "in the documents and the question does not say which: searched outside too")  # fmt: skip
-        reply = _clip(escalated.get("reply"), SNIPPET)
-        grid.add_row("escalated", Text.assemble(why, (f" ({reply})" if reply else "", "dim")))
+        reply = _clip(escalated.get("reply"), SNIPPET if clip else None)
+        rows.append(("escalated", Text.assemble(why, (f" ({reply})" if reply else "", "dim"))))
     check = data.get("verification")
     if isinstance(check, Mapping) and check.get("confirmed"):  # Correct, checked by the LLM (or not askable)
         p = check.get("probability")
         said = f"P(yes) {p} ≥ {check.get('threshold')}" if p is not None else str(check.get("note") or "")
-        grid.add_row("verified", Text(said))
+        rows.append(("verified", Text(said)))
     for key in ("mode", "query_type", "evaluator", "evaluation_reason"):
         if data.get(key) not in (None, ""):
-            grid.add_row(key.replace("_", " "), Text(str(data[key])))
-    title = Text.assemble(("trace ", "bold"), (str(data.get("id") or "?"), "cyan"))
-    return Panel(grid, title=title, subtitle=_time(data.get("created_at")) or None, title_align="left")
+            rows.append((key.replace("_", " "), Text(str(data[key]))))
+    return rows
 
 
 def _retrieved(data: Mapping[str, Any]) -> Table | None:
@@ -183,6 +191,21 @@ def _strips(data: Mapping[str, Any]) -> Table | None:
         mark = Text("✓", style="green") if kept else Text("✗", style="red") if kept is False else Text("")
         source = f"{s.get('origin') or ''} {s.get('source') or ''}".strip()
         table.add_row(mark, _num(s.get("score")), Text(source), Text(_clip(s.get("text"), SNIPPET)))
+    return table
+
+
+def _cut(data: Mapping[str, Any]) -> Table | None:
+    """What was cut from instruction-like strips before the model read them, and why."""
+    rows = [(f, c) for f in _dicts(data.get("instruction_like_strips")) for c in _dicts(f.get("cut"))]
+    if not rows:
+        return None
+    table = Table(title="cut as instructions", title_justify="left", box=box.SIMPLE_HEAD, expand=True)
+    table.add_column("source")
+    table.add_column("why")
+    table.add_column("text", ratio=1)
+    for f, c in rows:
+        table.add_row(Text(str(f.get("source") or "")), Text(str(c.get("reason") or "")),
+                      Text(_clip(c.get("text"), SNIPPET)))  # fmt: skip
     return table
 
 
@@ -309,6 +332,7 @@ def _time(value: Any) -> str:
     return str(value or "")[:19].replace("T", " ")
 
 
-def _clip(value: Any, limit: int) -> str:
+def _clip(value: Any, limit: int | None) -> str:
+    """``value`` on one line, cut to ``limit`` characters with "…" (``None``: whole)."""
     text = " ".join(str(value or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"

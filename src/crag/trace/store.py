@@ -3,6 +3,10 @@
 Each trace is kept twice: summary columns for listing and filtering, and the full
 JSON in ``data`` for ``crag trace show``. Secrets are redacted before anything is
 written, so the database file never holds an API key.
+
+On a full disk the database opens for reading only (SQLite cannot create its journals):
+traces already saved can be listed and shown, and saving says the disk is full (the answer
+stands, without its trace) until space is back.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from crag._sqlite import set_wal
 from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
-from crag.paths import make_folder
+from crag.paths import disk_full_error, is_disk_full, make_folder
 from crag.redact import redact
 
 __all__ = ["MIGRATIONS", "MIN_PREFIX", "TraceStore", "apply_migrations", "migration"]
@@ -161,15 +165,19 @@ class TraceStore:
         # Serialises writers inside this process; SQLite's busy timeout covers other processes.
         self._write_lock = threading.Lock()
         self.recovered: Path | None = None  # where a corrupt database was moved, if it was
+        self.read_only = False  # the disk is full: read what is saved, save nothing (see _writable)
         try:
             self._open()
         except KnowledgeBaseError as exc:
-            if not _corrupt(exc):
+            if is_disk_full(self.path.parent, exc):
+                self.read_only = True
+            elif not _corrupt(exc):
                 raise
-            self.recover()
+            else:
+                self.recover()
 
     def _open(self) -> None:
-        with self._connect() as db:
+        with self._connect(write=True) as db:
             set_wal(db)
             self.applied = apply_migrations(db, self._migrations)
 
@@ -191,10 +199,42 @@ class TraceStore:
         log.warning("trace database %s was corrupt; moved it to %s and started a new one", self.path, bad)
         return bad
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _writable(self) -> None:
+        """Before a write: open for writing again if the disk had been full, or say it still is."""
+        if not self.read_only:
+            return
         try:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._open()
+        except KnowledgeBaseError as exc:
+            if not is_disk_full(self.path.parent, exc):
+                raise
+            raise disk_full_error(
+                self.path.parent, "the trace database is open for reading only", "free space to record traces again"
+            ) from None
+        self.read_only = False
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """A connection that writes nothing: the file as it is (SQLite's ``immutable``, when no
+        write-ahead log holds commits the file lacks), or an empty database when there is none."""
+        wal = Path(f"{self.path}-wal")
+        has_log = wal.exists() and wal.stat().st_size > 0
+        if self.path.exists() and self.path.stat().st_size > 0:
+            mode = "mode=ro" if has_log else "mode=ro&immutable=1"
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True, isolation_level=None)
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'traces'").fetchone():
+                return db
+            db.close()
+        db = sqlite3.connect(":memory:", isolation_level=None)  # created on a full disk: no trace yet
+        apply_migrations(db, self._migrations)
+        return db
+
+    @contextmanager
+    def _connect(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        try:
+            if self.read_only and not write:
+                db = self._read_only_connection()
+            else:
+                db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except sqlite3.Error as exc:
             raise KnowledgeBaseError(f"cannot open trace database {self.path}: {exc}") from exc
         db.row_factory = sqlite3.Row
@@ -249,6 +289,7 @@ class TraceStore:
         return trace_id
 
     def _insert(self, row: tuple[Any, ...]) -> None:
+        self._writable()
         with self._write_lock, self._connect() as db:
             slots = ", ".join("?" * (len(SUMMARY_COLUMNS) + 1))
             db.execute(
@@ -291,6 +332,7 @@ class TraceStore:
             raise InputError(f"rating {rating!r} is not 'up' or 'down'")
         full_id = str(self.get(trace_id)["id"])
         row = {"trace_id": full_id, "rating": rating, "comment": redact(comment), "created_at": _now()}
+        self._writable()
         with self._write_lock, self._connect() as db:
             db.execute(
                 "INSERT INTO feedback (trace_id, rating, comment, created_at) VALUES (?, ?, ?, ?) "
