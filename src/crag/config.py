@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from crag.collection_names import SINGLE_COLLECTION, check_collection_name
+from crag.config_state import KBName, StateTimeout, StateUri
 from crag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "crag.toml"
@@ -55,6 +56,9 @@ class KBSettings(_Section):
         description="Chunks embedded and committed together: a large file is committed every commit_chunks "
         "chunks, so memory stays bounded and an interrupted ingest resumes after the last committed batch.",
     )
+    state_uri: StateUri = ""
+    name: KBName = ""
+    state_timeout: StateTimeout = 5.0
 
 
 class ChunkSettings(_Section):

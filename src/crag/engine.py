@@ -36,6 +36,7 @@ from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register, register_env, url_secrets
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
+from crag.state import TRACES, state_for
 from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer
@@ -92,14 +93,15 @@ class CRAG:
         """A CRAG over another knowledge base folder that shares this one's models.
 
         A server holding several collections loads the embedder, evaluator and LLM once;
-        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``).
+        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``), or
+        under its folder's name in a shared ``kb.state_uri``.
 
         >>> handbook = rag.for_kb("kb/handbook")   # doctest: +SKIP
         """
         s = self.settings
         settings = s.model_copy(
             update={
-                "kb": s.kb.model_copy(update={"path": Path(path)}),
+                "kb": s.kb.model_copy(update={"path": Path(path), "name": ""}),
                 "trace": s.trace.model_copy(update={"path": None}),
             }
         )
@@ -211,7 +213,7 @@ class CRAG:
     def traces(self) -> TraceStore:
         with self._lock:
             if self._traces is None:
-                self._traces = TraceStore(self.settings.trace_path)
+                self._traces = TraceStore(state_for(self.settings, TRACES, sqlite_path=self.settings.trace_path))
             return self._traces
 
     # -- operations ------------------------------------------------------------------------
@@ -426,7 +428,8 @@ class CRAG:
 
     def _not_saved(self, exc: BaseException) -> str:
         folder = self.settings.trace_path.parent
-        if is_disk_full(folder, exc):  # the answer stands; reads work while writes fail
+        local = not self.settings.kb.state_uri  # a shared database's failure says nothing of this disk
+        if local and is_disk_full(folder, exc):  # the answer stands; reads work while writes fail
             return f"trace not saved: disk full at {folder}; free space to record traces again"
         return f"trace not saved ({exc})"
 
