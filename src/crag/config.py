@@ -24,7 +24,7 @@ from pydantic_settings import (
 )
 
 from crag.collection_names import SINGLE_COLLECTION, check_collection_name
-from crag.config_state import KBName, StateTimeout, StateUri
+from crag.config_state import KBName, Shared, StateTimeout, StateUri
 from crag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "crag.toml"
@@ -383,7 +383,7 @@ class ServerSettings(_Section):
     idle_timeout: float = Field(
         15.0, gt=0, description="Seconds a connection may idle between requests or mid-body; then it is closed."
     )
-
+    shared: Shared = False
     collections: dict[str, Path] = Field(
         {},
         description="Knowledge bases one `crag serve` holds, name -> folder (also `crag serve --kb NAME=PATH`). "

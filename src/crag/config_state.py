@@ -1,7 +1,7 @@
-"""The ``[kb]`` settings of where a knowledge base's state lives (:mod:`crag.state`).
+"""The settings of where a knowledge base's state lives (:mod:`crag.state`) and of replicas.
 
 Kept beside :mod:`crag.config` (which uses them as the types of ``kb.state_uri``,
-``kb.name`` and ``kb.state_timeout``) so that file stays small.
+``kb.name``, ``kb.state_timeout`` and ``server.shared``) so that file stays small.
 
 >>> check_state_uri(" postgresql://crag@db:5432/crag ")
 'postgresql://crag@db:5432/crag'
@@ -18,7 +18,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-__all__ = ["STATE_SCHEMES", "KBName", "StateTimeout", "StateUri", "check_state_uri"]
+__all__ = ["STATE_SCHEMES", "KBName", "Shared", "StateTimeout", "StateUri", "check_state_uri"]
 
 STATE_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")  # kb.state_uri values besides unset
 
@@ -61,5 +61,13 @@ StateTimeout = Annotated[
         le=300,
         description="Seconds to connect to the state database (kb.state_uri) and for each statement: past them "
         "a request fails at once (HTTP 503) instead of waiting for the database.",
+    ),
+]
+Shared = Annotated[
+    bool,
+    Field(
+        description="This server is one of several `crag serve` replicas of the same knowledge bases (also "
+        "`crag serve --shared`): it refuses to start, in one line, while state, vectors or keywords would stay in "
+        "its own folder (kb.state_uri unset, Chroma, a Milvus Lite file, kb.keyword_index = 'local')."
     ),
 ]

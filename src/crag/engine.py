@@ -216,6 +216,16 @@ class CRAG:
                 self._traces = TraceStore(state_for(self.settings, TRACES, sqlite_path=self.settings.trace_path))
             return self._traces
 
+    def check_state(self) -> None:
+        """Raise :class:`~crag.errors.StateUnavailableError` when the shared state database
+        (``kb.state_uri``) does not answer now; nothing to check for SQLite files.
+
+        The server calls it before a question, so a request fails at once with a 503
+        instead of answering without recording (and the trace viewer, feedback and budgets
+        of every replica missing it)."""
+        if self.settings.kb.state_uri:
+            state_for(self.settings, TRACES).ping()
+
     # -- operations ------------------------------------------------------------------------
     def ingest(
         self,
