@@ -243,13 +243,13 @@ class CorrectionSettings(_Section):
         None, ge=0, description="Most LLM tokens one request may spend (unset: no limit)."
     )
     per_day_llm_tokens: int | None = Field(
-        None, ge=0, description="Most LLM tokens per UTC day, counted in <kb>/budget.sqlite (unset: no limit)."
+        None, ge=0, description="Most LLM tokens per UTC day, counted in the state database (unset: no limit)."
     )
     per_request_searches: int | None = Field(
         None, ge=0, description="Most search calls one request may make (unset: no limit)."
     )
     per_day_searches: int | None = Field(
-        None, ge=0, description="Most search calls per UTC day, counted in <kb>/budget.sqlite (unset: no limit)."
+        None, ge=0, description="Most search calls per UTC day, counted in the state database (unset: no limit)."
     )
 
 
@@ -348,7 +348,7 @@ class GenerationSettings(_Section):
 
 class TraceSettings(_Section):
     enabled: bool = Field(True, description="Record a trace for every question.")
-    path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
+    path: Path | None = Field(None, description="Trace database (SQLite state); default <kb.path>/traces.sqlite.")
 
 
 class IngestSettings(_Section):
