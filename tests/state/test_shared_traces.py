@@ -87,3 +87,20 @@ def test_the_same_trace_id_in_two_knowledge_bases_is_two_traces(pg_url: str, tmp
     a.rate("20260101000000-000001", "up")
     assert a.get("20260101000000-000001")["question"] == "in a" and b.get("20260101000000")["question"] == "in b"
     assert len(a.feedback()) == 1 and b.feedback() == []
+
+
+def test_crag_trace_list_reads_a_shared_database_from_an_empty_folder(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from crag.cli import app
+
+    monkeypatch.setenv("CRAG_KB__STATE_URI", pg_url)
+    monkeypatch.setenv("CRAG_KB__NAME", "handbook")
+    writer = CRAG.from_config(kb={"path": str(tmp_path / "replica1")})
+    tid = writer.traces.save(trace("20260102030405-def456", "no-secret-here"))
+    result = CliRunner().invoke(app, ["trace", "list", "--kb", str(tmp_path / "replica2"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in result.output.splitlines()] == [tid]  # JSON lines
+    assert not (tmp_path / "replica2").exists()  # no folder needed, none created
