@@ -114,3 +114,9 @@ def test_a_search_cached_by_one_process_is_a_hit_in_another(pg_url: str, tmp_pat
     assert [r.content for r in got] == ["Built in 1873."] and inner.queries == [] and cached.hits == 1
     other = CachedSearch(inner, state_for(CragSettings(kb={**kb, "name": "catalogue"}), CACHE), ttl_seconds=600)
     assert [r.title for r in other.search("Who built the lighthouse?", k=3)] == ["other"]  # not shared across KBs
+
+
+def test_a_day_may_count_past_two_billion_tokens(pg_url: str, tmp_path: Path) -> None:
+    settings = CragSettings(kb={"path": str(tmp_path / "kb"), "state_uri": pg_url})
+    Budget(state_for(settings, BUDGET), per_day_tokens=10**12).charge_tokens(3 * 10**9)
+    assert Budget(state_for(settings, BUDGET), per_day_tokens=10**12).used_today("tokens") == 3 * 10**9

@@ -78,7 +78,7 @@ budget_usage = sa.Table(
     _kb(),
     sa.Column("day", sa.Text, nullable=False),  # UTC, YYYY-MM-DD
     sa.Column("kind", sa.Text, nullable=False),  # "tokens" | "searches"
-    sa.Column("used", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("used", sa.BigInteger, nullable=False, server_default="0"),  # tokens: a big day passes 2^31
     sa.PrimaryKeyConstraint("kb", "day", "kind", name="budget_usage_pk"),
 )
 

@@ -1,5 +1,6 @@
 """Budget usage carries ``kb``: the primary key becomes ``(kb, day, kind)``, the table is
-rebuilt (SQLite cannot change a primary key in place) and existing rows get ``kb = ''``."""
+rebuilt (SQLite cannot change a primary key in place) and existing rows get ``kb = ''``;
+``used`` becomes a 64-bit integer (PostgreSQL's ``integer`` stops at 2^31 tokens a day)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def upgrade() -> None:
         sa.Column("kb", sa.Text, nullable=False, server_default=""),
         sa.Column("day", sa.Text, nullable=False),
         sa.Column("kind", sa.Text, nullable=False),
-        sa.Column("used", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("used", sa.BigInteger, nullable=False, server_default="0"),  # a big day passes 2^31 tokens
         sa.PrimaryKeyConstraint("kb", "day", "kind", name="budget_usage_pk"),
     )
     op.execute("INSERT INTO budget_usage_new (kb, day, kind, used) SELECT '', day, kind, used FROM budget_usage")
