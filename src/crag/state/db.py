@@ -5,9 +5,10 @@ path. It is cheap to build (nothing connects), opens its SQLAlchemy engine on fi
 then migrates the group once per process (:mod:`crag.state.migrate`), and hands out
 connections inside a transaction:
 
-* SQLite: a connection per use (as crag always did: a file moved aside or replaced is seen
-  at once), WAL, a 30 s busy timeout, and ``BEGIN IMMEDIATE`` for writes, so two processes
-  never both pass a check-then-write.
+* SQLite: a connection per use, or a small pool kept open for the caches
+  (``Group.keep_open``; closed when the file is moved aside or deleted, :meth:`StateDB.reset`),
+  WAL, a 30 s busy timeout, and ``BEGIN IMMEDIATE`` for writes, so two processes never both
+  pass a check-then-write.
 * PostgreSQL (psycopg 3): a pool per process checked before each use, a connect timeout and
   a statement timeout (``kb.state_timeout``), TCP keepalives. A database that cannot be
   reached raises :class:`~crag.errors.StateUnavailableError` (one line, no password) within
@@ -38,7 +39,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, QueuePool
 
 from crag._sqlite import set_wal
 from crag.config_state import STATE_SCHEMES
@@ -113,8 +114,7 @@ class StateDB:
         atomic across processes. Driver errors come out as crag errors naming the database.
         """
         try:
-            engine = self._engine()
-            self._migrate(engine)
+            engine = self._ready()
             with engine.connect() as conn:
                 if write:
                     conn = conn.execution_options(crag_write=True)
@@ -144,10 +144,14 @@ class StateDB:
             )
         return KnowledgeBaseError(f"{self.group.label} database {self.display}: {reason}")
 
-    def forget(self) -> None:
-        """Forget that the group was migrated here (its SQLite file was replaced): check again on next use."""
+    def reset(self) -> None:
+        """Close this process's connections and forget the group was migrated (its SQLite file
+        was moved aside or deleted): the next use opens, creates and migrates the file anew."""
         with _lock:
             _migrated.discard(self._key())
+            engine = _engines.pop((os.getpid(), self.url), None)
+        if engine is not None:
+            engine.dispose()
 
     # -- statements that differ between the engines ----------------------------------------
     def insert(self, table: sa.Table) -> Any:
@@ -172,10 +176,13 @@ class StateDB:
         if not self.shared:
             assert self.path is not None
             path = self.path
+            # Kept open (Group.keep_open): a read needs no file open, and the last connection
+            # closing (which checkpoints the WAL, with its fsyncs) does not happen per statement.
+            pool: dict[str, Any] = {"poolclass": QueuePool, "pool_size": 5, "max_overflow": 20}
             engine = sa.create_engine(
                 "sqlite://",
-                poolclass=NullPool,
                 creator=lambda: sqlite3.connect(path, timeout=30, check_same_thread=False),
+                **(pool if self.group.keep_open else {"poolclass": NullPool}),
             )
             sa.event.listen(engine, "connect", _sqlite_autocommit)
             sa.event.listen(engine, "begin", _sqlite_begin)
@@ -206,13 +213,15 @@ class StateDB:
     def _key(self) -> tuple[int, str, str, str]:
         return (os.getpid(), self.url, self.group.name, self.group.head)
 
-    def _migrate(self, engine: sa.Engine) -> None:
-        key = self._key()
+    def _ready(self) -> sa.Engine:
+        """The engine, once the group's tables are at their newest revision in this database."""
         if self.path is not None and not self.path.exists():
-            self.forget()  # deleted or moved since: a new file is created and migrated
+            self.reset()  # deleted or moved since: pooled connections would write to the old file
+        key = self._key()
         with _lock:
-            if key in _migrated:
-                return
+            migrated = key in _migrated
+        if migrated:
+            return self._engine()
         if self.path is not None:
             make_folder(self.path.parent, f"{self.group.label} database")
             try:
@@ -223,6 +232,7 @@ class StateDB:
                     raw.close()
             except sqlite3.Error as exc:
                 raise self.error(exc) from exc
+        engine = self._engine()
         with engine.connect() as conn:
             applied: list[str] = []
             if current_revision(conn, self.group) != self.group.head:
@@ -235,6 +245,7 @@ class StateDB:
         with _lock:
             _migrated.add(key)
         self.applied = applied
+        return engine
 
 
 def _sqlite_autocommit(dbapi_connection: Any, _record: Any) -> None:

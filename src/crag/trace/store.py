@@ -108,6 +108,7 @@ class TraceStore:
         if self.path is None:
             raise KnowledgeBaseError(f"trace database {self.db.display} cannot be recovered by moving a file")
         with self._write_lock:
+            self.db.reset()  # pooled connections hold the damaged file open
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
             bad = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
             os.replace(self.path, bad)
@@ -115,7 +116,6 @@ class TraceStore:
                 side = Path(f"{self.path}{suffix}")
                 if side.exists():
                     os.replace(side, Path(f"{bad}{suffix}"))
-            self.db.forget()
             self._open()
             self.recovered = bad
         log.warning("trace database %s was corrupt; moved it to %s and started a new one", self.path, bad)
