@@ -203,7 +203,8 @@ class StateDB:
                 "connect_timeout": max(2, math.ceil(self.timeout)),  # libpq counts whole seconds, at least 2
                 "options": f"-c statement_timeout={ms} -c lock_timeout={ms}",
                 "application_name": "crag",
-                "keepalives": 1,  # a server that vanishes mid-statement is noticed, not waited on
+                "tcp_user_timeout": ms,  # a host that stops acknowledging (a partition) fails the call
+                "keepalives": 1,  # a server that vanishes between statements is noticed, not waited on
                 "keepalives_idle": 5,
                 "keepalives_interval": 2,
                 "keepalives_count": 2,
