@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool, QueuePool
 
@@ -156,7 +155,13 @@ class StateDB:
     # -- statements that differ between the engines ----------------------------------------
     def insert(self, table: sa.Table) -> Any:
         """An INSERT of ``table`` with ``on_conflict_do_update`` / ``on_conflict_do_nothing``."""
-        return (postgresql.insert if self.shared else sqlite.insert)(table)
+        if self.shared:  # imported here: the PostgreSQL dialect costs ~50 ms to import, unused by default
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table)
 
     def contains(self, column: sa.ColumnElement[Any], text: str) -> sa.ColumnElement[bool]:
         """``column`` holds ``text``, ASCII letters in any case (no LIKE wildcards)."""
