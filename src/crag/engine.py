@@ -69,7 +69,7 @@ class CRAG:
             settings.search.tavily_api_key_env,
             settings.search.brave_api_key_env,
         )
-        urls = (settings.llm.base_url, settings.embedder.base_url, settings.kb.store_uri)
+        urls = (settings.llm.base_url, settings.embedder.base_url, settings.kb.store_uri, settings.kb.state_uri)
         search = (settings.search.tavily_url, settings.search.searxng_url, settings.search.brave_url)
         register(secret for url in (*urls, *search) for secret in url_secrets(url))  # https://TOKEN@host
         install_log_redaction()

@@ -127,13 +127,12 @@ def create_app(
         ready = all((c.path / "manifest.sqlite").is_file() for c in collections)
         return {"status": "ok", "version": __version__, "kb_ready": ready}
 
-    replicas.install(app, collections)  # /readyz: the shared state database and Milvus answer
-
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     answers.install(app, collections, metrics)
+    replicas.install(app, collections)  # /readyz: the shared state database and Milvus answer
     uploads.install(app, collections)
     traces.install(app, collections, metrics)
 
