@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_EXTRAS := local,model
-ALL_EXTRAS := local,model,model-small,st,web,server,otel,langchain,llamaindex,eval,milvus,milvus-server,dev
+ALL_EXTRAS := local,model,model-small,st,web,server,otel,langchain,llamaindex,eval,milvus,milvus-server,postgres,dev
 LLAMA := llama-cpp-python==0.3.36
 # GGML_NATIVE=OFF: the default native build crashes (SIGILL) on CPUs other than the build
 # machine's. crag loads neither the multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's

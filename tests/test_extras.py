@@ -93,6 +93,12 @@ def _milvus_server(tmp: Path) -> None:
         pass
 
 
+def _postgres(tmp: Path) -> None:
+    from crag.state import TRACES, StateDB
+
+    StateDB("postgresql://crag@127.0.0.1:1/crag", TRACES, scope="kb").ping()
+
+
 CASES: list[tuple[str, tuple[str, ...], Callable[[Path], Any]]] = [
     ("local", ("llama_cpp",), _llama),
     ("model", (), _bundled_model),
@@ -104,6 +110,7 @@ CASES: list[tuple[str, tuple[str, ...], Callable[[Path], Any]]] = [
     ("eval", ("matplotlib",), _plot),
     ("milvus", ("pymilvus",), _milvus),
     ("milvus-server", ("milvus",), _milvus_server),
+    ("postgres", ("psycopg",), _postgres),
 ]
 
 

@@ -1,41 +1,38 @@
 """Cost budgets: the LLM tokens and search calls one request, and one day, may spend.
 
-:class:`Budget` counts per request in memory and per UTC day in SQLite under the
-knowledge-base folder (shared by processes), raising :class:`~crag.errors.BudgetExceeded`
-subtypes, which the pipeline turns into a degradation (search) or a one-line refusal
-(LLM). :class:`BudgetedSearch` charges a search before making it; a request's LLM calls
-are charged by ``crag.llm.guard.GuardedLLM``.
+:class:`Budget` counts per request in memory and per UTC day in the state database
+(:mod:`crag.state`: ``budget.sqlite`` beside the knowledge base, or the shared
+``kb.state_uri``, so replicas on several machines share one daily total), raising
+:class:`~crag.errors.BudgetExceeded` subtypes, which the pipeline turns into a degradation
+(search) or a one-line refusal (LLM). :class:`BudgetedSearch` charges a search before
+making it; a request's LLM calls are charged by ``crag.llm.guard.GuardedLLM``.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from crag.errors import BudgetExceeded, LLMBudgetExceeded, SearchBudgetExceeded
 from crag.protocols import WebSearch
+from crag.state import BUDGET, StateDB
+from crag.state.schema import budget_usage
 from crag.types import WebResult
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS budget_usage (
-    day TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    used INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (day, kind)
-)
-"""
 
 
 class Budget:
     """Limits on LLM tokens and search calls for one request, and for the day (UTC).
 
     Build one per request: the per-request counters live in the object; the per-day
-    totals live in the SQLite file at ``path`` (e.g. ``<kb>/budget.sqlite``), shared by
-    processes. ``None`` disables a limit; with every limit ``None`` no file is touched.
-    A charge that would pass a limit raises and charges nothing.
+    totals live in ``db``, a :class:`~crag.state.StateDB` of the ``budget`` group or a SQLite
+    file path (e.g. ``<kb>/budget.sqlite``), shared by processes. ``None`` disables a limit;
+    with every limit ``None`` the database is never touched. A charge that would pass a
+    limit raises and charges nothing: the check and the charge are one statement, so
+    processes sharing a database cannot both pass it.
 
     ### Usage example
     >>> import tempfile, pathlib
@@ -50,7 +47,7 @@ class Budget:
 
     def __init__(
         self,
-        path: str | Path | None,
+        db: StateDB | str | Path | None,
         per_request_tokens: int | None = None,
         per_day_tokens: int | None = None,
         per_request_searches: int | None = None,
@@ -58,14 +55,14 @@ class Budget:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
-        self.path = Path(path) if path is not None else None
+        self.db = db if isinstance(db, StateDB) or db is None else StateDB.sqlite(db, BUDGET)
         self.limits = {
             ("tokens", "request"): per_request_tokens,
             ("tokens", "day"): per_day_tokens,
             ("searches", "request"): per_request_searches,
             ("searches", "day"): per_day_searches,
         }
-        if (per_day_tokens is not None or per_day_searches is not None) and self.path is None:
+        if (per_day_tokens is not None or per_day_searches is not None) and self.db is None:
             raise ValueError("per-day limits need a path for the usage database")
         self.used = {"tokens": 0, "searches": 0}
         self._clock = clock
@@ -81,11 +78,16 @@ class Budget:
 
     def used_today(self, kind: str) -> int:
         """Today's total for ``kind`` (``"tokens"`` or ``"searches"``) from the database."""
-        if self.path is None or not self.path.exists():
+        if self.db is None or not self.db.exists():
             return 0
-        with self._connect() as db:
-            row = db.execute("SELECT used FROM budget_usage WHERE day = ? AND kind = ?", (self._day(), kind)).fetchone()
-        return int(row[0]) if row else 0
+        with self.db.connect() as conn:
+            return self._used(conn, self._day(), kind)
+
+    def _used(self, conn: sa.Connection, day: str, kind: str) -> int:
+        assert self.db is not None
+        u = budget_usage.c
+        found = conn.execute(sa.select(u.used).where(u.kb == self.db.scope, u.day == day, u.kind == kind)).scalar()
+        return int(found or 0)
 
     def _charge(self, kind: str, n: int, *, force: bool) -> None:
         error = SearchBudgetExceeded if kind == "searches" else LLMBudgetExceeded
@@ -107,44 +109,25 @@ class Budget:
     def _charge_day(
         self, kind: str, n: int, limit: int, force: bool, error: type[BudgetExceeded], head: str, unit: str
     ) -> None:
+        assert self.db is not None
         day = self._day()
-        with self._connect() as db:
-            # BEGIN IMMEDIATE takes the write lock first, so two processes cannot both pass the check.
-            db.execute("BEGIN IMMEDIATE")
-            row = db.execute("SELECT used FROM budget_usage WHERE day = ? AND kind = ?", (day, kind)).fetchone()
-            used = int(row[0]) if row else 0
-            if not force and used + n > limit:
-                db.execute("ROLLBACK")
+        u = budget_usage.c
+        stmt = self.db.insert(budget_usage).values(kb=self.db.scope, day=day, kind=kind, used=n)
+        # One statement checks and charges: "add n unless that passes the limit". A first charge
+        # of the day inserts the row (checked below); later ones update it only under the limit.
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["kb", "day", "kind"],
+            set_={"used": u.used + stmt.excluded.used},
+            where=None if force else (u.used + stmt.excluded.used <= limit),
+        ).returning(u.used)
+        with self.db.connect(write=True) as conn:
+            charged = None if not force and n > limit else conn.execute(stmt).scalar()
+            if charged is None:
+                used = self._used(conn, day, kind)
                 raise error(f"{head}: {used} of {limit} {unit} per day already used", backend_id="budget", step=kind)
-            db.execute(
-                "INSERT INTO budget_usage (day, kind, used) VALUES (?, ?, ?) "
-                "ON CONFLICT(day, kind) DO UPDATE SET used = used + excluded.used",
-                (day, kind, n),
-            )
-            db.execute("COMMIT")
-
-    def _connect(self) -> _Closing:
-        assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-        db.execute(_SCHEMA)
-        return _Closing(db)
 
     def _day(self) -> str:
         return self._clock().astimezone(timezone.utc).strftime("%Y-%m-%d")
-
-
-class _Closing:
-    """``with`` closes the connection (sqlite3's own context manager only commits)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self.db
-
-    def __exit__(self, *exc: object) -> None:
-        self.db.close()
 
 
 class BudgetedSearch:

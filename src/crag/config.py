@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from crag.collection_names import SINGLE_COLLECTION, check_collection_name
+from crag.config_state import KBName, Shared, StateTimeout, StateUri
 from crag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "crag.toml"
@@ -55,6 +56,9 @@ class KBSettings(_Section):
         description="Chunks embedded and committed together: a large file is committed every commit_chunks "
         "chunks, so memory stays bounded and an interrupted ingest resumes after the last committed batch.",
     )
+    state_uri: StateUri = ""
+    name: KBName = ""
+    state_timeout: StateTimeout = 5.0
 
 
 class ChunkSettings(_Section):
@@ -239,13 +243,13 @@ class CorrectionSettings(_Section):
         None, ge=0, description="Most LLM tokens one request may spend (unset: no limit)."
     )
     per_day_llm_tokens: int | None = Field(
-        None, ge=0, description="Most LLM tokens per UTC day, counted in <kb>/budget.sqlite (unset: no limit)."
+        None, ge=0, description="Most LLM tokens per UTC day, counted in the state database (unset: no limit)."
     )
     per_request_searches: int | None = Field(
         None, ge=0, description="Most search calls one request may make (unset: no limit)."
     )
     per_day_searches: int | None = Field(
-        None, ge=0, description="Most search calls per UTC day, counted in <kb>/budget.sqlite (unset: no limit)."
+        None, ge=0, description="Most search calls per UTC day, counted in the state database (unset: no limit)."
     )
 
 
@@ -348,7 +352,7 @@ class GenerationSettings(_Section):
 
 class TraceSettings(_Section):
     enabled: bool = Field(True, description="Record a trace for every question.")
-    path: Path | None = Field(None, description="Trace database; default <kb.path>/traces.sqlite.")
+    path: Path | None = Field(None, description="Trace database (SQLite state); default <kb.path>/traces.sqlite.")
 
 
 class IngestSettings(_Section):
@@ -383,7 +387,7 @@ class ServerSettings(_Section):
     idle_timeout: float = Field(
         15.0, gt=0, description="Seconds a connection may idle between requests or mid-body; then it is closed."
     )
-
+    shared: Shared = False
     collections: dict[str, Path] = Field(
         {},
         description="Knowledge bases one `crag serve` holds, name -> folder (also `crag serve --kb NAME=PATH`). "

@@ -36,6 +36,7 @@ from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register, register_env, url_secrets
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
+from crag.state import TRACES, state_for
 from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer
@@ -68,7 +69,7 @@ class CRAG:
             settings.search.tavily_api_key_env,
             settings.search.brave_api_key_env,
         )
-        urls = (settings.llm.base_url, settings.embedder.base_url, settings.kb.store_uri)
+        urls = (settings.llm.base_url, settings.embedder.base_url, settings.kb.store_uri, settings.kb.state_uri)
         search = (settings.search.tavily_url, settings.search.searxng_url, settings.search.brave_url)
         register(secret for url in (*urls, *search) for secret in url_secrets(url))  # https://TOKEN@host
         install_log_redaction()
@@ -92,14 +93,15 @@ class CRAG:
         """A CRAG over another knowledge base folder that shares this one's models.
 
         A server holding several collections loads the embedder, evaluator and LLM once;
-        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``).
+        each knowledge base keeps its own traces beside it (``<path>/traces.sqlite``), or
+        under its folder's name in a shared ``kb.state_uri``.
 
         >>> handbook = rag.for_kb("kb/handbook")   # doctest: +SKIP
         """
         s = self.settings
         settings = s.model_copy(
             update={
-                "kb": s.kb.model_copy(update={"path": Path(path)}),
+                "kb": s.kb.model_copy(update={"path": Path(path), "name": ""}),
                 "trace": s.trace.model_copy(update={"path": None}),
             }
         )
@@ -211,8 +213,18 @@ class CRAG:
     def traces(self) -> TraceStore:
         with self._lock:
             if self._traces is None:
-                self._traces = TraceStore(self.settings.trace_path)
+                self._traces = TraceStore(state_for(self.settings, TRACES, sqlite_path=self.settings.trace_path))
             return self._traces
+
+    def check_state(self) -> None:
+        """Raise :class:`~crag.errors.StateUnavailableError` when the shared state database
+        (``kb.state_uri``) does not answer now; nothing to check for SQLite files.
+
+        The server calls it before a question, so a request fails at once with a 503
+        instead of answering without recording (and the trace viewer, feedback and budgets
+        of every replica missing it)."""
+        if self.settings.kb.state_uri:
+            state_for(self.settings, TRACES).ping()
 
     # -- operations ------------------------------------------------------------------------
     def ingest(
@@ -442,7 +454,8 @@ class CRAG:
 
     def _not_saved(self, exc: BaseException) -> str:
         folder = self.settings.trace_path.parent
-        if is_disk_full(folder, exc):  # the answer stands; reads work while writes fail
+        local = not self.settings.kb.state_uri  # a shared database's failure says nothing of this disk
+        if local and is_disk_full(folder, exc):  # the answer stands; reads work while writes fail
             return f"trace not saved: disk full at {folder}; free space to record traces again"
         return f"trace not saved ({exc})"
 

@@ -18,6 +18,7 @@
     │   ├── SearchError
     │   │   └── SearchBudgetExceeded  the search budget is spent (also a BudgetExceeded)
     │   ├── StoreError
+    │   ├── StateUnavailableError   the shared state database (kb.state_uri) cannot be reached
     │   └── BudgetExceeded          a per-request or per-day cost limit would be exceeded
     ├── DiskFullError               a write failed for lack of disk space (names the folder)
     ├── ModelIntegrityError         a bundled model failed its checksum
@@ -111,6 +112,11 @@ class SearchError(BackendError):
 
 class StoreError(BackendError):
     """The vector store or keyword index failed."""
+
+
+class StateUnavailableError(BackendError):
+    """The state database of ``kb.state_uri`` (PostgreSQL) cannot be reached, or did not answer
+    in time: the server answers 503 and ``/readyz`` fails until it is back."""
 
 
 class BudgetExceeded(BackendError):

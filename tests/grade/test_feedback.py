@@ -27,7 +27,7 @@ from crag.grade.train import fit, mix_pairs, sample_rows, train_rows
 from crag.protocols import Completion, EmbedKind
 from crag.registry import LLMS
 from crag.server.app import create_app
-from crag.trace.store import MIGRATIONS, TraceStore, apply_migrations
+from crag.trace.store import TraceStore
 
 pytestmark = pytest.mark.unit
 
@@ -110,12 +110,17 @@ def test_rate_replaces_and_resolves_prefixes(tmp_path: Path) -> None:
 
 def test_feedback_migration_upgrades_an_old_database(tmp_path: Path) -> None:
     path = tmp_path / "traces.sqlite"
-    db = sqlite3.connect(path, isolation_level=None)
-    apply_migrations(db, MIGRATIONS[:1])  # a database from before feedback existed
-    db.close()
+    with sqlite3.connect(path) as db:  # a database from before feedback existed (crag's m001 only)
+        db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+        db.execute(
+            "CREATE TABLE traces (id TEXT PRIMARY KEY, created_at TEXT, question TEXT, mode TEXT, action TEXT, "
+            "confidence REAL, latency_ms REAL, answer TEXT, data TEXT)"
+        )
+        db.execute("INSERT INTO _migrations VALUES ('m001_initial', '2025-01-01')")
     store = TraceStore(path)
-    assert store.applied == ["m002_feedback", "m003_status"]
+    assert store.applied == ["traces_0001", "traces_0002"]
     store.rate(store.save(trace()), "up")
+    assert [f["rating"] for f in store.feedback()] == ["up"]
 
 
 def test_export_keeps_the_newest_label_and_reports_skips(tmp_path: Path) -> None:

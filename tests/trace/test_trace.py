@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -12,9 +15,10 @@ import pytest
 from rich.console import Console
 
 from crag.errors import InputError, TraceNotFoundError
+from crag.state import TRACES, StateDB
 from crag.trace.render import render_list, render_trace
 from crag.trace.spans import Tracer, env_secrets, redact
-from crag.trace.store import MIGRATIONS, TraceStore, m001_initial, m003_status, trace_status
+from crag.trace.store import TraceStore, trace_status
 
 pytestmark = pytest.mark.unit
 
@@ -117,41 +121,64 @@ def test_save_redacts_env_secrets_from_json_and_file(tmp_path: Path, monkeypatch
 
 def test_store_creates_parent_and_migrates_once(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "kb" / "traces.sqlite"
-    names = [m.__name__ for m in MIGRATIONS]
-    assert names[:2] == ["m001_initial", "m002_feedback"]
-    assert TraceStore(path).applied == names
+    assert TraceStore(path).applied == ["traces_0001", "traces_0002"]
     assert TraceStore(path).applied == []  # idempotent on reopen
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [r[0] for r in db.execute("SELECT name FROM _migrations")] == names
+        assert db.execute("SELECT version_num FROM crag_traces_version").fetchall() == [(TRACES.head,)]
 
 
-def test_new_migration_upgrades_an_old_database(tmp_path: Path) -> None:
-    path = tmp_path / "traces.sqlite"
-    old = [m001_initial, m003_status]
-    TraceStore(path, migrations=old).save(_trace("20250101000000-aaaaaa", action="correct"))
-
-    def m002_add_tags(db: sqlite3.Connection) -> None:
-        db.execute("ALTER TABLE traces ADD COLUMN tags TEXT")
-
-    upgraded = TraceStore(path, migrations=[*old, m002_add_tags])
-    assert upgraded.applied == ["m002_add_tags"]
-    assert upgraded.get("20250101000000-aaaaaa")["action"] == "correct"  # data survives
+def _legacy_m001(path: Path) -> None:
+    """A trace database as crag's first migration (m001_initial) wrote it: no status, no feedback."""
     with sqlite3.connect(path) as db:
-        assert "tags" in [r[1] for r in db.execute("PRAGMA table_info(traces)")]
-    assert TraceStore(path, migrations=[*old, m002_add_tags]).applied == []
-    assert [m.__name__ for m in MIGRATIONS] == ["m001_initial", "m002_feedback", "m003_status"]  # no test leak
+        db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+        db.execute(
+            "CREATE TABLE traces (id TEXT PRIMARY KEY, created_at TEXT, question TEXT, mode TEXT, action TEXT, "
+            "confidence REAL, latency_ms REAL, answer TEXT, data TEXT)"
+        )
+        db.execute("CREATE INDEX traces_created_at ON traces(created_at)")
+        db.execute("INSERT INTO _migrations VALUES ('m001_initial', '2025-01-01')")
+        for tid, data in (("t-answered", {"answer": "Paris [1]."}), ("t-failed", {"errors": ["llm down"]})):
+            db.execute(
+                "INSERT INTO traces (id, created_at, action, data) VALUES (?, '2025-01-01', 'correct', ?)",
+                (tid, json.dumps({"id": tid, **data})),
+            )
 
-    def m003_broken(db: sqlite3.Connection) -> None:
-        db.execute("CREATE TABLE half (x)")
-        raise RuntimeError("bad migration")
 
-    with pytest.raises(RuntimeError):  # a failing migration leaves nothing half-done
-        TraceStore(path, migrations=[*old, m002_add_tags, m003_broken])
+def test_an_old_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "traces.sqlite"
+    _legacy_m001(path)
+    store = TraceStore(path)
+    assert store.applied == ["traces_0001", "traces_0002"]
+    # its rows survive, with the status crag's own m003 migration would have given them
+    assert {r["id"]: r["status"] for r in store.list()} == {"t-answered": "answered", "t-failed": "failed"}
+    store.rate("t-answered", "up")  # the feedback table came with the upgrade
+    assert store.feedback("t-answered")[0]["rating"] == "up"
+    assert TraceStore(path).applied == []
+
+
+def test_a_failing_migration_leaves_nothing_half_done(tmp_path: Path) -> None:
+    path = tmp_path / "traces.sqlite"
+    TraceStore(path).save(_trace("20250101000000-aaaaaa", action="correct"))
+    scripts = tmp_path / "migrations"
+    shutil.copytree(TRACES.location, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "versions" / "traces_0003_broken.py").write_text(
+        "import sqlalchemy as sa\nfrom alembic import op\n"
+        "revision = 'traces_0003'\ndown_revision = 'traces_0002'\n"
+        "def upgrade():\n"
+        "    op.create_table('half', sa.Column('x', sa.Text))\n"
+        "    op.add_column('traces', sa.Column('tags', sa.Text))\n"
+        "    raise RuntimeError('bad migration')\n"
+    )
+    broken = dataclasses.replace(TRACES, head="traces_0003", location=scripts)
+    with pytest.raises(RuntimeError, match="bad migration"):
+        TraceStore(StateDB.sqlite(path, broken))
     with sqlite3.connect(path) as db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert "traces" in tables and "half" not in tables
-    assert TraceStore(path, migrations=[*old, m002_add_tags]).count() == 1
+        columns = {r[1] for r in db.execute("PRAGMA table_info(traces)")}
+        version = db.execute("SELECT version_num FROM crag_traces_version").fetchall()
+    assert "half" not in tables and "tags" not in columns and version == [("traces_0002",)]
+    assert TraceStore(path).count() == 1
 
 
 def test_save_columns_upsert_and_count(tmp_path: Path) -> None:

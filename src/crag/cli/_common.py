@@ -212,7 +212,8 @@ def traces(rag: CRAG) -> TraceStore:
 
     s = rag.settings
     folder = s.kb.path
-    if not s.trace_path.exists() and not folder.is_file() and not (folder / "manifest.sqlite").is_file():
+    local = not s.kb.state_uri  # a shared state database needs no folder on this machine
+    if local and not s.trace_path.exists() and not folder.is_file() and not (folder / "manifest.sqlite").is_file():
         raise KnowledgeBaseError.missing(folder)
     return rag.traces
 

@@ -30,6 +30,14 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind; non-loopback needs API keys.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     workers: Annotated[int, typer.Option(help="Worker processes (each loads its own models).")] = 1,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared",
+            help="One of several replicas of the same knowledge bases: refuse state, vectors or keywords "
+            "kept in this machine's folder ([server] shared).",
+        ),
+    ] = False,
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
     cors_origin: Annotated[
         list[str] | None,
@@ -41,6 +49,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the HTTP API (/v1/ask, /v1/chat/completions, ...) and the trace viewer at /ui."""
+    from crag.config import merge
     from crag.extras import require
 
     for module in ("fastapi", "uvicorn", "multipart", "prometheus_client"):
@@ -48,7 +57,13 @@ def serve(
     from crag.server.app import serve as run_server
 
     bare, extra = parse_kb_options(kb or [])
+    if shared:
+        extra = merge(extra, {"server": {"shared": True}})
     rag = engine(config, bare, **extra)
+    if rag.settings.server.shared:  # before warming anything: the refusal is the first thing said
+        from crag.server.replicas import check_shareable
+
+        check_shareable(rag.settings)
     warm_collections(rag)
     run_server(
         rag.settings,

@@ -17,6 +17,7 @@ from crag.llm.guard import GuardedLLM
 from crag.protocols import LLM, Evaluator, LLMEvaluator, WebSearch
 from crag.search.cache import CachedSearch
 from crag.search.timeout import TimeoutSearch
+from crag.state import BUDGET, CACHE, state_for
 
 
 class Guarded(NamedTuple):
@@ -37,10 +38,10 @@ def guard(
 ) -> Guarded:
     """Put the LLM, the search and an LLM evaluator behind the request's budget and deadline
     (search cache outermost, so a cache hit costs no budget and no time). Per-day budgets
-    persist beside the knowledge base."""
+    and the cache persist beside the knowledge base, or in the shared ``kb.state_uri``."""
     fix = cfg.correction
     budget = Budget(
-        kb.path / "budget.sqlite",
+        state_for(cfg, BUDGET, sqlite_path=kb.path / BUDGET.file),
         fix.per_request_llm_tokens,
         fix.per_day_llm_tokens,
         fix.per_request_searches,
@@ -50,7 +51,7 @@ def guard(
     if search is not None:
         search = BudgetedSearch(TimeoutSearch(search, timeout=fix.search_timeout, deadline=deadline), budget)
         if fix.search_cache_ttl:
-            search = CachedSearch(search, kb.path / "search_cache.sqlite", fix.search_cache_ttl)
+            search = CachedSearch(search, state_for(cfg, CACHE, sqlite_path=kb.path / CACHE.file), fix.search_cache_ttl)
     if isinstance(evaluator, LLMEvaluator):
         evaluator = evaluator.with_llm(guarded)
     return Guarded(guarded, search, evaluator)

@@ -1,9 +1,12 @@
-"""SQLite caches for the correction step: search results and query rewrites.
+"""Caches for the correction step: search results and query rewrites.
 
 The article's second challenge: "对常见查询的纠正结果进行缓存". A repeated question (or a
 repeated sub-query) is answered from the cache instead of a paid, slow provider call.
-Entries expire after ``ttl_seconds``; ``ttl_seconds=0`` turns caching off. Failed
-searches and empty result lists are never cached, so an outage is not remembered.
+Entries live in the state database (:mod:`crag.state`: ``search_cache.sqlite`` beside the
+knowledge base, or the shared ``kb.state_uri``, so every replica reuses them) and expire
+after ``ttl_seconds``; ``ttl_seconds=0`` turns caching off. Failed searches and empty
+result lists are never cached, so an outage is not remembered; a cache that cannot be read
+or written (a full disk, an unreachable database) is a miss, never a failure.
 
 >>> import tempfile, pathlib
 >>> from crag.testing.fakes import StaticWebSearch
@@ -20,106 +23,87 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from crag._sqlite import set_wal
+import sqlalchemy as sa
+
+from crag.errors import CragError
 from crag.redact import redact
+from crag.state import CACHE, StateDB
+from crag.state.schema import cache as cache_table
 from crag.types import WebResult
 
 T = TypeVar("T")
 log = logging.getLogger("crag.search")
 _FIELDS = frozenset(f.name for f in fields(WebResult))
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS cache (
-    namespace TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    created REAL NOT NULL,
-    PRIMARY KEY (namespace, key)
-)
-"""
-
 
 class _Store:
-    """One SQLite table of JSON values keyed by ``(namespace, key)`` with a creation time."""
+    """JSON values keyed by ``(namespace, key)`` with a creation time, in the ``cache`` group."""
 
-    def __init__(self, path: str | Path, ttl_seconds: float, clock: Callable[[], float]) -> None:
+    def __init__(self, db: StateDB | str | Path, ttl_seconds: float, clock: Callable[[], float]) -> None:
         if ttl_seconds < 0:
             raise ValueError("ttl_seconds must be >= 0 (0 disables the cache)")
-        self.path = Path(path)
+        self.db = db if isinstance(db, StateDB) else StateDB.sqlite(db, CACHE)
         self.ttl = ttl_seconds
         self._clock = clock
-        self._db: sqlite3.Connection | None = None
-        # One connection shared by the worker threads of parallel searches, serialised here.
-        self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self.ttl > 0
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
-            set_wal(db)  # readers in other processes do not block writers
-            db.execute(_SCHEMA)
-            self._db = db
-        return self._db
-
     def get(self, namespace: str, key: str) -> Any | None:
         if not self.enabled:
             return None
-        with self._lock:
-            try:
-                row = (
-                    self._conn()
-                    .execute("SELECT value, created FROM cache WHERE namespace = ? AND key = ?", (namespace, key))
-                    .fetchone()
-                )
-            except (sqlite3.Error, OSError) as exc:  # cannot open it (a full disk): a miss, not a failure
-                log.warning("search cache %s not read: %s", self.path, exc)
-                return None
-        if row is None or self._clock() - row[1] > self.ttl:
+        c = cache_table.c
+        query = sa.select(c.value, c.created).where(c.kb == self.db.scope, c.namespace == namespace, c.key == key)
+        try:
+            with self.db.connect() as conn:
+                row = conn.execute(query).first()
+        except (CragError, OSError) as exc:  # cannot open it (a full disk, the database down): a miss
+            log.warning("search cache %s not read: %s", self.db.display, exc)
             return None
-        return json.loads(row[0])
+        if row is None or self._clock() - row.created > self.ttl:
+            return None
+        return json.loads(row.value)
 
     def put(self, namespace: str, key: str, value: Any) -> None:
         if not self.enabled:
             return
         data = json.dumps(redact(value), ensure_ascii=False)  # a key a provider echoed is never stored
-        with self._lock:
-            try:
-                self._conn().execute(
-                    "INSERT OR REPLACE INTO cache (namespace, key, value, created) VALUES (?, ?, ?, ?)",
-                    (namespace, key, data, self._clock()),
-                )
-            except (sqlite3.Error, OSError) as exc:  # a full disk: the result is used, just not kept
-                log.warning("search cache %s not written: %s", self.path, exc)
+        row = {"kb": self.db.scope, "namespace": namespace, "key": key, "value": data, "created": self._clock()}
+        stmt = self.db.insert(cache_table).values(row)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["kb", "namespace", "key"],
+            set_={"value": stmt.excluded.value, "created": stmt.excluded.created},
+        )
+        try:
+            with self.db.connect(write=True) as conn:
+                conn.execute(stmt)
+        except (CragError, OSError) as exc:  # a full disk: the result is used, just not kept
+            log.warning("search cache %s not written: %s", self.db.display, exc)
 
     def purge(self) -> int:
         """Delete expired entries; returns how many went."""
-        if not self.path.exists():
+        if not self.db.exists():
             return 0
-        with self._lock:
-            cur = self._conn().execute("DELETE FROM cache WHERE created < ?", (self._clock() - self.ttl,))
-            return cur.rowcount
+        c = cache_table.c
+        with self.db.connect(write=True) as conn:
+            done = conn.execute(
+                sa.delete(cache_table).where(c.kb == self.db.scope, c.created < self._clock() - self.ttl)
+            )
+            return int(done.rowcount)
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        """Nothing to close: connections are taken per use (kept for callers that close their caches)."""
 
 
 class CachedSearch:
-    """A ``WebSearch`` answering repeated ``(provider, query, k)`` lookups from SQLite.
+    """A ``WebSearch`` answering repeated ``(provider, query, k)`` lookups from the cache.
 
     ### Usage example
     >>> import tempfile, pathlib
@@ -132,14 +116,14 @@ class CachedSearch:
     def __init__(
         self,
         inner: Any,
-        path: str | Path,
+        db: StateDB | str | Path,
         ttl_seconds: float = 86400,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.inner = inner
         self.name: str = getattr(inner, "name", "search")
-        self._store = _Store(path, ttl_seconds, clock)
+        self._store = _Store(db, ttl_seconds, clock)
         self.hits = 0
         self.misses = 0
 
@@ -157,11 +141,11 @@ class CachedSearch:
         return results
 
     def purge(self) -> int:
-        """Delete expired entries from the cache file."""
+        """Delete expired entries from the cache."""
         return self._store.purge()
 
     def close(self) -> None:
-        """Close the cache database (and the inner provider if it has ``close``)."""
+        """Close the inner provider if it has ``close`` (the cache takes connections per use)."""
         self._store.close()
         if hasattr(self.inner, "close"):
             self.inner.close()
@@ -186,8 +170,10 @@ class RewriteCache:
     (['eiffel tower height'], 1)
     """
 
-    def __init__(self, path: str | Path, ttl_seconds: float = 86400, *, clock: Callable[[], float] = time.time) -> None:
-        self._store = _Store(path, ttl_seconds, clock)
+    def __init__(
+        self, db: StateDB | str | Path, ttl_seconds: float = 86400, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._store = _Store(db, ttl_seconds, clock)
 
     @staticmethod
     def key(parts: tuple[str, ...] | list[str]) -> str:

@@ -107,6 +107,7 @@ async def answer_question(run: Run, metrics: Metrics, question: str, *, replay_o
 
 def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
     engine = run.collection.engine
+    engine.check_state()  # a shared state database that is down: 503 now, not an unrecorded answer
     info = run.request_info(replay_of)
     return engine.ask(
         question, mode=run.mode, search=run.search, request=info, filters=run.filters, history=run.history
@@ -117,17 +118,20 @@ async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStre
     """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
     engine = run.collection.engine
     check_search_choice(engine.settings, run.search)
-    try:
-        return await run_in_threadpool(
-            lambda: engine.ask_stream(
-                question,
-                mode=run.mode,
-                search=run.search,
-                request=run.request_info(),
-                filters=run.filters,
-                history=run.history,
-            )
+
+    def start() -> AnswerStream:
+        engine.check_state()
+        return engine.ask_stream(
+            question,
+            mode=run.mode,
+            search=run.search,
+            request=run.request_info(),
+            filters=run.filters,
+            history=run.history,
         )
+
+    try:
+        return await run_in_threadpool(start)
     except CragError as exc:
         metrics.error(crag_error_status(exc)[1])
         raise

@@ -31,7 +31,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text
-from crag.server import answers, docs, documents, feedback, traces, ui, uploads
+from crag.server import answers, docs, documents, feedback, replicas, traces, ui, uploads
 from crag.server import collections as collections_routes
 from crag.server.auth import (
     ApiKey,
@@ -120,6 +120,7 @@ def create_app(
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     answers.install(app, collections, metrics)
+    replicas.install(app, collections)  # /readyz: the shared state database and Milvus answer
     uploads.install(app, collections)
     documents.install(app, collections)
     traces.install(app, collections, metrics)
@@ -209,6 +210,7 @@ class _MetricsMiddleware:
 
     ROUTES = (
         "/healthz",
+        "/readyz",
         "/metrics",
         "/v1/ask",
         "/v1/chat/completions",
@@ -276,7 +278,8 @@ def serve(
 
     The server holds ``settings.server.collections`` (or ``kb.path`` alone). With
     ``workers > 1`` every worker process loads its own models and keeps its own
-    rate-limit counters.
+    rate-limit counters. ``server.shared`` (one of several replicas) refuses state that
+    would stay in this machine's folder (:func:`crag.server.replicas.check_shareable`).
     """
     import uvicorn
 
@@ -289,6 +292,8 @@ def serve(
         )
     if workers > 1:
         _check_shareable_store(settings, workers)
+    if settings.server.shared:
+        replicas.check_shareable(settings)
     options: dict[str, Any] = {
         "rate_limit_per_minute": rate_limit_per_minute,
         "max_body_bytes": max_body_bytes,

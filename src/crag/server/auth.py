@@ -63,7 +63,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Liveness must work for load balancers that hold no key; the UI shell and the API's
 # description (/, /docs, /openapi.json) are static and fetch every piece of data through
 # the authenticated API.
-OPEN_PATHS = ("/healthz", "/", "/docs", "/openapi.json")
+OPEN_PATHS = ("/healthz", "/readyz", "/", "/docs", "/openapi.json")
 OPEN_PREFIXES = ("/ui", "/docs")
 ENV_KEYS = "CRAG_API_KEYS"
 

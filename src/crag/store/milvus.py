@@ -142,6 +142,11 @@ class MilvusVectorStore:
         if self._call("open", self._client.has_collection, self.collection):
             self._open_existing()
 
+    def ping(self, timeout: float = 3.0) -> None:
+        """Raise :class:`~crag.errors.StoreError` unless the server answers within ``timeout``
+        seconds (``/readyz``); a server that comes back is reached again with no restart."""
+        self._call("ping", self.client.get_server_version, timeout=timeout)
+
     def close(self) -> None:
         """Release the connection (Milvus Lite holds a file lock until then)."""
         if self._client is not None:

@@ -1,12 +1,14 @@
-"""The trace log: one SQLite file, upgraded in place by named migrations (like llm's logs.db).
+"""The trace log: traces and their ratings in the state database (:mod:`crag.state`).
 
-Each trace is kept twice: summary columns for listing and filtering, and the full
-JSON in ``data`` for ``crag trace show``. Secrets are redacted before anything is
-written, so the database file never holds an API key.
+Beside the knowledge base (``traces.sqlite``) unless ``kb.state_uri`` names a shared
+PostgreSQL database; the tables and their migrations are defined once for both in
+:mod:`crag.state.schema`. Each trace is kept twice: summary columns for listing and
+filtering, and the full JSON in ``data`` for ``crag trace show``. Secrets are redacted
+before anything is written, so the database never holds an API key.
 
-On a full disk the database opens for reading only (SQLite cannot create its journals):
+On a full disk a SQLite file opens for reading only (SQLite cannot create its journals):
 traces already saved can be listed and shown, and saving says the disk is full (the answer
-stands, without its trace) until space is back.
+stands, without its trace) until space is back (:meth:`crag.state.StateDB.open_read_only`).
 """
 
 from __future__ import annotations
@@ -18,76 +20,23 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from crag._sqlite import set_wal
+import sqlalchemy as sa
+
 from crag.errors import InputError, KnowledgeBaseError, TraceNotFoundError
-from crag.paths import disk_full_error, is_disk_full, make_folder
+from crag.paths import is_disk_full
 from crag.redact import redact
+from crag.state import TRACES, StateDB
+from crag.state.schema import feedback as feedback_table
+from crag.state.schema import traces as traces_table
 
-__all__ = ["MIGRATIONS", "MIN_PREFIX", "TraceStore", "apply_migrations", "migration"]
+__all__ = ["MIN_PREFIX", "STATUSES", "TraceStore", "trace_status"]
 
-Migration = Callable[[sqlite3.Connection], None]
-
-MIGRATIONS: list[Migration] = []
 MIN_PREFIX = 6  # shorter prefixes match too much to be a useful handle
 log = logging.getLogger("crag.trace")
-
-
-def migration(fn: Migration) -> Migration:
-    """Register ``fn`` as the next migration. Names are permanent: never rename one."""
-    MIGRATIONS.append(fn)
-    return fn
-
-
-@migration
-def m001_initial(db: sqlite3.Connection) -> None:
-    db.execute(
-        """CREATE TABLE traces (
-            id TEXT PRIMARY KEY,
-            created_at TEXT,
-            question TEXT,
-            mode TEXT,
-            action TEXT,
-            confidence REAL,
-            latency_ms REAL,
-            answer TEXT,
-            data TEXT
-        )"""
-    )
-    db.execute("CREATE INDEX traces_created_at ON traces(created_at)")
-    db.execute("CREATE INDEX traces_action ON traces(action)")
-
-
-@migration
-def m002_feedback(db: sqlite3.Connection) -> None:
-    # One rating per trace (the latest wins), kept beside the trace it rates.
-    db.execute(
-        """CREATE TABLE feedback (
-            trace_id TEXT PRIMARY KEY,
-            rating TEXT NOT NULL CHECK (rating IN ('up', 'down')),
-            comment TEXT,
-            created_at TEXT
-        )"""
-    )
-
-
-@migration
-def m003_status(db: sqlite3.Connection) -> None:
-    # How a request ended, beside the action it took: a green action means an answer was given.
-    db.execute("ALTER TABLE traces ADD COLUMN status TEXT")
-    db.execute("CREATE INDEX traces_status ON traces(status)")
-    rows = db.execute("SELECT id, data FROM traces").fetchall()
-    for trace_id, data in rows:
-        try:
-            status = trace_status(json.loads(data))
-        except (TypeError, ValueError):
-            status = "failed"
-        db.execute("UPDATE traces SET status = ? WHERE id = ?", (status, trace_id))
 
 
 STATUSES = ("answered", "degraded", "refused", "abstained", "failed", "cancelled", "retrieved")
@@ -117,37 +66,11 @@ def trace_status(trace: dict[str, Any]) -> str:
     return "degraded" if trace.get("degradations") else "answered"
 
 
-def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str]:
-    """Apply the migrations not yet recorded in ``_migrations``; return their names.
-
-    Each runs in its own ``BEGIN IMMEDIATE`` transaction and is re-checked inside it,
-    so two processes opening the same new file do not both apply it.
-    ``db`` must be in autocommit mode (``isolation_level=None``).
-    """
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-    applied: list[str] = []
-    for fn in migrations:
-        name = fn.__name__
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
-                db.execute("COMMIT")
-                continue
-            fn(db)
-            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (name, _now()))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        applied.append(name)
-    return applied
-
-
 SUMMARY_COLUMNS = ("id", "created_at", "question", "mode", "action", "confidence", "latency_ms", "answer", "status")
 
 
 class TraceStore:
-    """Saved traces in a SQLite database, migrated when opened.
+    """Saved traces and their ratings, in a SQLite file or a shared database (:mod:`crag.state`).
 
     >>> store = TraceStore(Path("kb/traces.sqlite"))          # doctest: +SKIP
     >>> tid = store.save(tracer.to_dict())                      # doctest: +SKIP
@@ -155,38 +78,50 @@ class TraceStore:
     'correct'
     >>> [r["id"] for r in store.list(limit=5, action="incorrect")]  # doctest: +SKIP
 
-    Each call opens its own connection, so one store can be shared across threads.
+    ``db`` is a path (the SQLite file) or a :class:`~crag.state.StateDB` of the ``traces``
+    group (``crag.state.state_for(settings, TRACES)``). The tables are created or upgraded on
+    open. Each call takes its own connection, so one store can be shared across threads.
     """
 
-    def __init__(self, path: Path | str, *, migrations: Sequence[Migration] | None = None) -> None:
-        self.path = Path(path)
-        make_folder(self.path.parent, "trace database")
-        self._migrations = list(MIGRATIONS if migrations is None else migrations)
+    def __init__(self, db: StateDB | Path | str) -> None:
+        self.db = db if isinstance(db, StateDB) else StateDB.sqlite(db, TRACES)
+        self.path: Path | None = self.db.path  # the SQLite file (None in a shared database)
         # Serialises writers inside this process; SQLite's busy timeout covers other processes.
         self._write_lock = threading.Lock()
         self.recovered: Path | None = None  # where a corrupt database was moved, if it was
-        self.read_only = False  # the disk is full: read what is saved, save nothing (see _writable)
         try:
             self._open()
         except KnowledgeBaseError as exc:
-            if is_disk_full(self.path.parent, exc):
-                self.read_only = True
+            if self.path is not None and is_disk_full(self.path.parent, exc):
+                self.db.open_read_only()
             elif not _corrupt(exc):
                 raise
             else:
                 self.recover()
 
+    @property
+    def read_only(self) -> bool:
+        """The disk was full when the store opened: it reads what is saved and saves nothing."""
+        return self.db.read_only
+
+    @property
+    def applied(self) -> list[str]:
+        """The migrations applied when this store opened the database (oldest first)."""
+        return self.db.applied
+
     def _open(self) -> None:
-        with self._connect(write=True) as db:
-            set_wal(db)
-            self.applied = apply_migrations(db, self._migrations)
+        with self.db.connect():
+            pass  # creates or upgrades the tables
 
     def recover(self) -> Path:
-        """Move a corrupt database aside (kept for inspection) and start a new one.
+        """Move a corrupt SQLite file aside (kept for inspection) and start a new one.
 
         Traces are a record, not the service: a damaged file must never stop answers.
         """
+        if self.path is None:
+            raise KnowledgeBaseError(f"trace database {self.db.display} cannot be recovered by moving a file")
         with self._write_lock:
+            self.db.reset()  # pooled connections hold the damaged file open
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
             bad = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
             os.replace(self.path, bad)
@@ -198,61 +133,6 @@ class TraceStore:
             self.recovered = bad
         log.warning("trace database %s was corrupt; moved it to %s and started a new one", self.path, bad)
         return bad
-
-    def _writable(self) -> None:
-        """Before a write: open for writing again if the disk had been full, or say it still is."""
-        if not self.read_only:
-            return
-        try:
-            self._open()
-        except KnowledgeBaseError as exc:
-            if not is_disk_full(self.path.parent, exc):
-                raise
-            raise disk_full_error(
-                self.path.parent, "the trace database is open for reading only", "free space to record traces again"
-            ) from None
-        self.read_only = False
-
-    def _read_only_connection(self) -> sqlite3.Connection:
-        """A connection that writes nothing: the file as it is (SQLite's ``immutable``, when no
-        write-ahead log holds commits the file lacks), or an empty database when there is none."""
-        wal = Path(f"{self.path}-wal")
-        has_log = wal.exists() and wal.stat().st_size > 0
-        if self.path.exists() and self.path.stat().st_size > 0:
-            mode = "mode=ro" if has_log else "mode=ro&immutable=1"
-            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True, isolation_level=None)
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'traces'").fetchone():
-                return db
-            db.close()
-        db = sqlite3.connect(":memory:", isolation_level=None)  # created on a full disk: no trace yet
-        apply_migrations(db, self._migrations)
-        return db
-
-    @contextmanager
-    def _connect(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        try:
-            if self.read_only and not write:
-                db = self._read_only_connection()
-            else:
-                db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise KnowledgeBaseError(f"cannot open trace database {self.path}: {exc}") from exc
-        db.row_factory = sqlite3.Row
-        try:
-            yield db
-        except sqlite3.DatabaseError as exc:
-            raise self._database_error(exc) from exc
-        finally:
-            db.close()
-
-    def _database_error(self, exc: sqlite3.DatabaseError) -> KnowledgeBaseError:
-        text = str(exc)
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
-            return KnowledgeBaseError(
-                f"trace database {self.path} is corrupt ({text}); move it aside "
-                f"(e.g. mv {self.path} {self.path}.bad) and crag will start a new one"
-            )
-        return KnowledgeBaseError(f"trace database {self.path}: {text}")
 
     def save(self, data: dict[str, Any]) -> str:
         """Insert or replace the trace ``data`` (must have ``"id"``); return its id.
@@ -267,18 +147,19 @@ class TraceStore:
         trace_id = str(clean["id"])
         timings: dict[str, Any] = clean["timings"] if isinstance(clean.get("timings"), dict) else {}
         total = _float(timings.get("total"))
-        row = (
-            trace_id,
-            clean.get("created_at") or _now(),
-            _str(clean.get("question")),
-            _str(clean.get("mode")),
-            _str(clean.get("action")),
-            _float(clean.get("confidence")),
-            total * 1000.0 if total is not None else None,
-            _str(clean.get("answer")),
-            trace_status(clean),
-            json.dumps(clean, ensure_ascii=False),
-        )
+        row = {
+            "kb": self.db.scope,
+            "id": trace_id,
+            "created_at": clean.get("created_at") or _now(),
+            "question": _str(clean.get("question")),
+            "mode": _str(clean.get("mode")),
+            "action": _str(clean.get("action")),
+            "confidence": _float(clean.get("confidence")),
+            "latency_ms": total * 1000.0 if total is not None else None,
+            "answer": _str(clean.get("answer")),
+            "status": trace_status(clean),
+            "data": json.dumps(clean, ensure_ascii=False),
+        }
         try:
             self._insert(row)
         except KnowledgeBaseError as exc:
@@ -288,40 +169,37 @@ class TraceStore:
             self._insert(row)
         return trace_id
 
-    def _insert(self, row: tuple[Any, ...]) -> None:
-        self._writable()
-        with self._write_lock, self._connect() as db:
-            slots = ", ".join("?" * (len(SUMMARY_COLUMNS) + 1))
-            db.execute(
-                f"INSERT INTO traces ({', '.join(SUMMARY_COLUMNS)}, data) VALUES ({slots}) "
-                "ON CONFLICT(id) DO UPDATE SET created_at=excluded.created_at, question=excluded.question, "
-                "mode=excluded.mode, action=excluded.action, confidence=excluded.confidence, "
-                "latency_ms=excluded.latency_ms, answer=excluded.answer, status=excluded.status, data=excluded.data",
-                row,
-            )
+    def _insert(self, row: dict[str, Any]) -> None:
+        stmt = self.db.insert(traces_table).values(row)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["kb", "id"], set_={k: stmt.excluded[k] for k in row if k not in ("kb", "id")}
+        )
+        with self._write_lock, self.db.connect(write=True) as conn:
+            conn.execute(stmt)
 
     def get(self, trace_id: str) -> dict[str, Any]:
         """The full trace dict for ``trace_id`` or a unique prefix of it (≥ 6 characters)."""
         trace_id = trace_id.strip()
-        with self._connect() as db:
-            rows = db.execute("SELECT data FROM traces WHERE id = ?", (trace_id,)).fetchall()
+        t = traces_table.c
+        mine = t.kb == self.db.scope
+        with self.db.connect() as conn:
+            rows = conn.execute(sa.select(t.data).where(mine, t.id == trace_id)).all()
             if not rows and len(trace_id) >= MIN_PREFIX:
-                rows = db.execute(
-                    "SELECT data FROM traces WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 2",
-                    (len(trace_id), trace_id),
-                ).fetchall()
+                prefix = sa.func.substr(t.id, 1, len(trace_id)) == trace_id
+                rows = conn.execute(sa.select(t.data).where(mine, prefix).order_by(t.id).limit(2)).all()
         if len(rows) > 1:
             raise TraceNotFoundError(f"trace id prefix {trace_id!r} matches more than one trace; give more characters")
         if not rows:
             raise TraceNotFoundError(f"no trace with id {trace_id}; run `crag trace list` to see ids")
-        trace: dict[str, Any] = json.loads(rows[0]["data"])
+        trace: dict[str, Any] = json.loads(rows[0].data)
         trace.setdefault("status", trace_status(trace))
         return trace
 
     def count(self) -> int:
         """How many traces are stored."""
-        with self._connect() as db:
-            return int(db.execute("SELECT count(*) FROM traces").fetchone()[0])
+        with self.db.connect() as conn:
+            query = sa.select(sa.func.count()).select_from(traces_table).where(traces_table.c.kb == self.db.scope)
+            return int(conn.execute(query).scalar_one())
 
     def rate(self, trace_id: str, rating: str, comment: str | None = None) -> dict[str, Any]:
         """Record a user's ``"up"``/``"down"`` rating of a trace (replacing an earlier one).
@@ -332,27 +210,23 @@ class TraceStore:
             raise InputError(f"rating {rating!r} is not 'up' or 'down'")
         full_id = str(self.get(trace_id)["id"])
         row = {"trace_id": full_id, "rating": rating, "comment": redact(comment), "created_at": _now()}
-        self._writable()
-        with self._write_lock, self._connect() as db:
-            db.execute(
-                "INSERT INTO feedback (trace_id, rating, comment, created_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(trace_id) DO UPDATE SET rating=excluded.rating, comment=excluded.comment, "
-                "created_at=excluded.created_at",
-                tuple(row.values()),
-            )
+        stmt = self.db.insert(feedback_table).values(kb=self.db.scope, **row)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["kb", "trace_id"], set_={k: stmt.excluded[k] for k in ("rating", "comment", "created_at")}
+        )
+        with self._write_lock, self.db.connect(write=True) as conn:
+            conn.execute(stmt)
         return row
 
     def feedback(self, trace_id: str | None = None, *, limit: int = 100_000) -> list[dict[str, Any]]:
         """Ratings, newest first: of one trace (exact id), or of every trace."""
-        sql = "SELECT trace_id, rating, comment, created_at FROM feedback"
-        params: list[str | int] = []
+        f = feedback_table.c
+        query = sa.select(f.trace_id, f.rating, f.comment, f.created_at).where(f.kb == self.db.scope)
         if trace_id is not None:
-            sql += " WHERE trace_id = ?"
-            params.append(trace_id)
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        params.append(int(limit))
-        with self._connect() as db:
-            return [dict(r) for r in db.execute(sql, params).fetchall()]
+            query = query.where(f.trace_id == trace_id)
+        query = query.order_by(f.created_at.desc()).limit(int(limit))
+        with self.db.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
 
     def list(
         self,
@@ -368,36 +242,29 @@ class TraceStore:
         ``grep``: only traces whose question or answer contains the text (ASCII letters in
         any case).
         """
-        where: list[str] = []
-        params: list[str | float] = []
+        t = traces_table.c
+        query = sa.select(*(t[name] for name in SUMMARY_COLUMNS)).where(t.kb == self.db.scope)
         if grep:
-            where.append("(instr(lower(question), lower(?)) > 0 OR instr(lower(answer), lower(?)) > 0)")
-            params += [grep, grep]
+            query = query.where(sa.or_(self.db.contains(t.question, grep), self.db.contains(t.answer, grep)))
         if action is not None:
-            where.append("action = ?")
-            params.append(str(getattr(action, "value", action)))
+            query = query.where(t.action == str(getattr(action, "value", action)))
         if status is not None:
             if status not in STATUSES:
                 raise InputError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-            where.append("status = ?")
-            params.append(status)
+            query = query.where(t.status == status)
         if min_confidence is not None:
-            where.append("confidence >= ?")
-            params.append(float(min_confidence))
+            query = query.where(t.confidence >= float(min_confidence))
         if max_confidence is not None:
-            where.append("confidence <= ?")
-            params.append(float(max_confidence))
-        sql = f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM traces"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
-        params.append(int(limit))
-        with self._connect() as db:
-            return [dict(r) for r in db.execute(sql, params).fetchall()]
+            query = query.where(t.confidence <= float(max_confidence))
+        query = query.order_by(t.created_at.desc(), t.id.desc()).limit(int(limit))
+        with self.db.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
 
 
 def _corrupt(exc: KnowledgeBaseError) -> bool:
+    """The error is SQLite saying the file is not (or no longer) a database."""
     cause = exc.__cause__
+    cause = getattr(cause, "orig", None) or cause  # SQLAlchemy wraps the driver's error
     text = str(cause)
     return isinstance(cause, sqlite3.DatabaseError) and (
         "not a database" in text or "malformed" in text or "corrupt" in text
