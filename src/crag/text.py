@@ -28,6 +28,11 @@ _INITIAL_END = re.compile(r"(?:^|[\s(“\"'])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Rev|G
 # A bracket left open is closed within this many characters, or it was a stray one: gluing
 # on to a far or missing ")" would make one sentence of a whole page.
 _BRACKET_REACH = 160
+# A table row as ingest writes it ("Yunque S5 | Q3 2023 shipments: 8,640", crag.ingest.tables):
+# one line holding " | ", at most this long. A terminator inside a cell ("Note: Discontinued.
+# Replaced by S7") does not end it: the row is one sentence, so a cell's quote is its whole row.
+ROW_SEPARATOR = " | "
+_ROW_REACH = 600
 # Full-width ASCII forms (ＩＢＭ, １８８７, １２．５), common in Chinese text, read as ASCII: the
 # token pattern below only knows ASCII, so without this "１８８７年" lost its year.
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
@@ -61,7 +66,8 @@ def split_sentences(text: str) -> list[str]:
     Neither the semicolon of an HTML entity (scraped text keeps ``&ndash;`` as written), the
     dot of an initial or a title ("Richard E. Myers", "Dr. Li"), nor a terminator inside a
     bracket that closes soon after ("Kyaw Swe (, ; 10 February 1924 – 1982) was an actor")
-    ends a sentence: a cut there parted a person's name from what they were.
+    ends a sentence: a cut there parted a person's name from what they were. A table row (a
+    line with ``" | "`` between its cells) is one sentence whatever its cells hold.
 
     >>> split_sentences("Ray Burton (1939 &ndash; 2013) was a politician. He served; he won.")
     ['Ray Burton (1939 &ndash; 2013) was a politician.', 'He served;', 'he won.']
@@ -69,6 +75,8 @@ def split_sentences(text: str) -> list[str]:
     ['Richard E. Myers is a judge.', 'Dr. Li agrees.']
     >>> split_sentences("Kyaw Swe (, ; born c. 1924) was an actor. 张伟（笔名；1958年—）是作家。")
     ['Kyaw Swe (, ; born c. 1924) was an actor.', '张伟（笔名；1958年—）是作家。']
+    >>> split_sentences("Yunque S6 | Note: Discontinued. Replaced by S7\\n\\n云雀S6 | 备注: 停产。由S7替代")
+    ['Yunque S6 | Note: Discontinued. Replaced by S7', '云雀S6 | 备注: 停产。由S7替代']
     """
     text = text.strip()
     spans: list[tuple[int, int]] = []  # each sentence's place in ``text``: a glued one keeps its own spacing
@@ -83,8 +91,25 @@ def split_sentences(text: str) -> list[str]:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
-        glue = bool(_ENTITY_END.search(part) or _INITIAL_END.search(part) or _open_bracket(text, *spans[-1]))
+        glue = bool(
+            _ENTITY_END.search(part)
+            or _INITIAL_END.search(part)
+            or _open_bracket(text, *spans[-1])
+            or _inside_row(text, end)
+        )
     return [text[a:b] for a, b in spans]
+
+
+def _inside_row(text: str, end: int) -> bool:
+    """``end`` falls inside a line that is a table row, with more of the row after it."""
+    line_end = text.find("\n", end, end + _ROW_REACH)
+    line_end = len(text) if line_end < 0 and len(text) - end < _ROW_REACH else line_end
+    if line_end < 0 or not text[end:line_end].strip():
+        return False
+    start = text.rfind("\n", max(0, end - _ROW_REACH), end) + 1
+    if start == 0 and end > _ROW_REACH:  # the line starts further back: too long to be a row
+        return False
+    return line_end - start <= _ROW_REACH and ROW_SEPARATOR in text[start:line_end]
 
 
 def _open_bracket(text: str, start: int, end: int) -> bool:

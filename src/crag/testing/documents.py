@@ -79,19 +79,27 @@ def write_pdf(path: Path, pages: Iterable[str], title: str = "") -> Path:
     return path
 
 
-def write_docx(path: Path, paragraphs: Iterable[str], *, title: str = "", table_every: int = 0) -> Path:
-    """Write a DOCX of ``paragraphs``, with a small table after every ``table_every``-th one."""
+def write_docx(
+    path: Path, paragraphs: Iterable[str], *, title: str = "", table_every: int = 0, heading_every: int = 0
+) -> Path:
+    """Write a DOCX of ``paragraphs``, with a small table (a header row and two rows, the second
+    with a cell merged over two columns) after every ``table_every``-th one and a heading
+    ("Heading 2", every fourth one "Heading 3") before every ``heading_every``-th one."""
     import docx
 
     document = docx.Document()
     document.core_properties.title = title
     for n, text in enumerate(paragraphs, start=1):
+        if heading_every and n % heading_every == 0:
+            document.add_heading(f"Part {n // heading_every} 第{n // heading_every}部分", level=3 if n % 4 == 0 else 2)
         document.add_paragraph(text)
         if table_every and n % table_every == 0:
-            table = document.add_table(rows=2, cols=2)
-            for r, row in enumerate([["Item", "Value"], [f"row {n}", f"{n * 7} 号"]]):
+            table = document.add_table(rows=3, cols=3)
+            rows = [["Item", "Value", "备注"], [f"row {n}", f"{n * 7} 号", "Fine. 很好。"], [f"row {n + 1}", "merged", ""]]
+            for r, row in enumerate(rows):
                 for c, value in enumerate(row):
                     table.cell(r, c).text = value
+            table.cell(2, 1).merge(table.cell(2, 2)).text = "merged"
     document.save(str(path))
     return path
 
@@ -107,8 +115,16 @@ def write_html(path: Path, paragraphs: Iterable[str], *, title: str = "") -> Pat
             parts.append(f"<div>{escape(text)}<br>\n  second line {n}</div>")
         elif kind == 5:
             parts.append(f"<ul><li>{escape(text)}</li><li>item {n}</li></ul><script>var x = {n};</script>")
-        elif kind == 6:
+        elif kind == 6 and n % 3:
             parts.append(f"<table><tr><td>{escape(text)}</td><td>cell {n}</td></tr></table>")
+        elif kind == 6:  # a table with a header, a caption, a row header and merged cells
+            parts.append(
+                f"<table><caption>Table {n}</caption><thead><tr><th>Name</th><th colspan=2>Figures 数字</th></tr>"
+                f"<tr><th></th><th>Q1</th><th>Q3</th></tr></thead><tbody><tr><th rowspan=2>cell {n}</th>"
+                f"<td>{n}</td><td>{n * 3}</td></tr><tr><td colspan=2>{escape(text)}</td></tr></tbody></table>"
+            )
+        elif n % 40 == 0:
+            parts.append(f"<h{2 + n // 40 % 2}>Part {n // 40}</h{2 + n // 40 % 2}><p>{escape(text)}</p>")
         else:
             parts.append(f"<p>{escape(text)}\n   wrapped</p>")
     parts.append("<footer>Copyright</footer></body></html>\n")
