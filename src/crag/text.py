@@ -100,6 +100,15 @@ def split_sentences(text: str) -> list[str]:
     return [text[a:b] for a, b in spans]
 
 
+def is_table_row(sentence: str) -> bool:
+    """``sentence`` is a table row as ingest writes it (one line, cells between ``" | "``).
+
+    >>> is_table_row("Yunque S5 | Q3 2023 shipments: 8,640"), is_table_row("Yes. No.")
+    (True, False)
+    """
+    return ROW_SEPARATOR in sentence and "\n" not in sentence and len(sentence) <= _ROW_REACH
+
+
 def _inside_row(text: str, end: int) -> bool:
     """``end`` falls inside a line that is a table row, with more of the row after it."""
     line_end = text.find("\n", end, end + _ROW_REACH)

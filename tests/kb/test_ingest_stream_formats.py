@@ -220,7 +220,9 @@ def test_docx_streams_paragraphs_and_tables_with_the_chunks_of_a_whole_read(
     assert rows == read_whole(path, monkeypatch)
     assert {r[2] for r in rows} == {"Spec 规格"} and len(rows) > 800
     assert any("row 25 | Value: 175 号 | 备注: Fine. 很好。\n\nrow 26 | Value / 备注: merged" in r[1] for r in rows)
-    assert any(r[1].startswith("Part 49 第49部分\n\n") for r in rows) and any("长江" in r[1] or "北京" in r[1] for r in rows)
+    assert any(r[1].startswith("Part 49 第49部分\n\n") for r in rows) and any(
+        "长江" in r[1] or "北京" in r[1] for r in rows
+    )
     assert_progress(offsets, path)
 
 

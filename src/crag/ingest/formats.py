@@ -88,9 +88,7 @@ def _pdf_reader(path: Path, fh: BinaryIO) -> pypdf.PdfReader:
     return reader
 
 
-def _pdf_pages(
-    path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int, limits: InputLimits
-) -> Iterator[Piece]:
+def _pdf_pages(path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int, limits: InputLimits) -> Iterator[Piece]:
     with fh, PdfTables(path, limits) as tables:
         first = True
         for n in range(count):

@@ -138,6 +138,6 @@ def text_title(text: str) -> tuple[str, str]:
     if not rest.lstrip(" \t").startswith(("\n", "\r")):  # no blank line: the next line must start afresh
         head = rest.lstrip()[:1]
         last = line.split()[-1].lower()
-        if head.islower() or last in EN_STOP or len(line) > limit * 3 // 4:
+        if head.islower() or last in EN_STOP or len(line) > limit * 3 // 4 or "，" in line or "、" in line:
             return "", text
     return line, rest

@@ -24,7 +24,7 @@ import re
 import warnings
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from crag.ingest.files import open_regular
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, pdf_limits
@@ -119,7 +119,7 @@ class PdfTables:
         if self._pdf is None or self._opened_pages >= _PAGES_PER_OPEN:
             self.close()
             self._fh = open_regular(self.path)
-            self._pdf = pdfplumber.open(self._fh)
+            self._pdf = pdfplumber.open(cast(Any, self._fh))  # a buffered binary file, as it accepts
             self._opened_pages = 0
         self._opened_pages += 1
         page = self._pdf.pages[n]
@@ -170,8 +170,8 @@ def _rows(cells: list[list[str | None]]) -> list[str]:
             origin += 1
         grid.append(slots)
     width = max((len(r) for r in grid), default=0)
-    for row in grid:
-        while len(row) < width:
-            row.append(Slot(origin, ""))
+    for line in grid:
+        while len(line) < width:
+            line.append(Slot(origin, ""))
             origin += 1
     return table_rows(grid, header_rows=guess_header_rows(grid))

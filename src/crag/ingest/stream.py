@@ -290,7 +290,11 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
                 start = done + (reached - done) * so_far // length
                 so_far += len(part)
                 end = done + (reached - done) * so_far // length
-                yield SourceDoc(source=source, text=part, title=title, url=url, metadata=meta, section=section), start, end
+                yield (
+                    SourceDoc(source=source, text=part, title=title, url=url, metadata=meta, section=section),
+                    start,
+                    end,
+                )
             done = reached
             if final:
                 break

@@ -18,7 +18,7 @@ Readers (Markdown, HTML, DOCX, PDF) turn their tables into :class:`Cell` rows;
 :func:`expand` lays merged cells (``rowspan``/``colspan``) out on a grid, and
 :func:`table_rows` writes the lines.
 
->>> head = [Cell("Product", header=True), Cell("Q1 2023 shipments", header=True), Cell("Q3 2023 shipments", header=True)]
+>>> head = [Cell(name, header=True) for name in ("Product", "Q1 2023 shipments", "Q3 2023 shipments")]
 >>> body = [Cell("Yunque S5"), Cell("7,200"), Cell("8,640")]
 >>> table_rows(expand([head, body]), header_rows=1)
 ['Yunque S5 | Q1 2023 shipments: 7,200 | Q3 2023 shipments: 8,640']
