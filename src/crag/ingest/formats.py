@@ -152,9 +152,12 @@ class _HeadingLevels:
 
     def of(self, paragraph: Any) -> int:
         """1.. for a heading (0 for the "Title" style), -1 for body text."""
-        own = paragraph._p.xpath("./w:pPr/w:outlineLvl/@w:val")
-        if own:
-            return _outline_level(own[0])
+        from docx.oxml.ns import qn
+
+        props = paragraph._p.pPr  # a find, not an XPath: this runs once per paragraph
+        own = props.find(qn("w:outlineLvl")) if props is not None else None
+        if own is not None:
+            return _outline_level(own.get(qn("w:val"), ""))
         style = paragraph._p.style
         if style is None:
             return -1
