@@ -33,6 +33,10 @@ _BRACKET_REACH = 160
 # Replaced by S7") does not end it: the row is one sentence, so a cell's quote is its whole row.
 ROW_SEPARATOR = " | "
 _ROW_REACH = 600
+# A row's key (its text before the first separator) is a short name, not the start of prose that
+# happens to hold a pipe ("the language {xx | x is a binary string}", "run cat a | grep b").
+_ROW_KEY = re.compile(r"[^\n|。！？；!?;]{1,80} \| ")
+_OPENERS, _CLOSERS = "([{（【", ")]}）】"
 # Full-width ASCII forms (ＩＢＭ, １８８７, １２．５), common in Chinese text, read as ASCII: the
 # token pattern below only knows ASCII, so without this "１８８７年" lost its year.
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
@@ -103,10 +107,10 @@ def split_sentences(text: str) -> list[str]:
 def is_table_row(sentence: str) -> bool:
     """``sentence`` is a table row as ingest writes it (one line, cells between ``" | "``).
 
-    >>> is_table_row("Yunque S5 | Q3 2023 shipments: 8,640"), is_table_row("Yes. No.")
+    >>> is_table_row("Yunque S5 | Q3 2023 shipments: 8,640"), is_table_row("The set {xx | x is a string}.")
     (True, False)
     """
-    return ROW_SEPARATOR in sentence and "\n" not in sentence and len(sentence) <= _ROW_REACH
+    return "\n" not in sentence and len(sentence) <= _ROW_REACH and _row_start(sentence, 0, len(sentence))
 
 
 def _inside_row(text: str, end: int) -> bool:
@@ -118,7 +122,18 @@ def _inside_row(text: str, end: int) -> bool:
     start = text.rfind("\n", max(0, end - _ROW_REACH), end) + 1
     if start == 0 and end > _ROW_REACH:  # the line starts further back: too long to be a row
         return False
-    return line_end - start <= _ROW_REACH and ROW_SEPARATOR in text[start:line_end]
+    return line_end - start <= _ROW_REACH and _row_start(text, start, line_end)
+
+
+def _row_start(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` opens with a row's key: a short name, brackets closed, then ``" | "``."""
+    key = _ROW_KEY.match(text, start, end)
+    if key is None:
+        return False
+    depth = 0
+    for ch in key.group(0):
+        depth += (ch in _OPENERS) - (ch in _CLOSERS)
+    return depth == 0
 
 
 def _open_bracket(text: str, start: int, end: int) -> bool:
