@@ -113,6 +113,27 @@ def is_table_row(sentence: str) -> bool:
     return "\n" not in sentence and len(sentence) <= _ROW_REACH and _row_start(sentence, 0, len(sentence))
 
 
+def table_cells(sentence: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """A table row's key and its ``(column header, value)`` cells; ``None`` for a sentence that is no row.
+
+    What a figure in a row measures is its cell's header (and the row's key is what it is of):
+    a check of a claimed figure reads it here, not from the words around it.
+
+    >>> table_cells("Yunque S5 | Q1 2023 shipments: 7,200 | Q3 2023 shipments: 8,640")
+    ('Yunque S5', [('Q1 2023 shipments', '7,200'), ('Q3 2023 shipments', '8,640')])
+    >>> table_cells("Battery | 5200 mAh"), table_cells("A sentence.")
+    (('Battery', [('', '5200 mAh')]), None)
+    """
+    if not is_table_row(sentence):
+        return None
+    key, *rest = sentence.split(ROW_SEPARATOR)
+    cells = []
+    for part in rest:
+        header, colon, value = part.partition(": ")
+        cells.append((header, value) if colon else ("", part))
+    return key, cells
+
+
 def _inside_row(text: str, end: int) -> bool:
     """``end`` falls inside a line that is a table row, with more of the row after it."""
     line_end = text.find("\n", end, end + _ROW_REACH)

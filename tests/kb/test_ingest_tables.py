@@ -16,7 +16,7 @@ from crag.ingest.markdown import text_title
 from crag.ingest.stream import file_chunks, scan
 from crag.ingest.tables import ROW_CHARS, Cell, expand, table_rows
 from crag.testing.documents import write_table_pdf
-from crag.text import split_sentences
+from crag.text import split_sentences, table_cells
 
 pytestmark = pytest.mark.unit
 
@@ -55,6 +55,19 @@ def test_a_row_keeps_each_cell_beside_its_key_and_column_and_is_one_sentence() -
     # Terminators inside cells do not cut a row: its sentence (a quote's unit) is the whole row.
     assert split_sentences("\n\n".join(lines)) == lines
     assert split_sentences(ZH_LINE + "\n\n后面一句。") == [ZH_LINE, "后面一句。"]
+
+
+def test_a_row_reads_back_as_its_key_and_its_cells_under_their_headers() -> None:
+    # What "7,200" measures is its cell's header: not a battery's capacity.
+    assert table_cells(EN_LINE) == (
+        "Yunque S5",
+        [("Q1 2023 shipments", "7,200"), ("Q3 2023 shipments", "8,640"), ("Note", "Best seller. Ships worldwide")],
+    )
+    assert table_cells(ZH_LINE) == (
+        "云雀S5",
+        [("2023年第一季度出货量", "7,200"), ("2023年第三季度出货量", "8,640"), ("备注", "畅销。全球发货")],
+    )
+    assert table_cells("The language {xx | x is a binary string} is regular.") is None
 
 
 def test_merged_cells_repeat_their_key_and_join_their_headers() -> None:
