@@ -62,7 +62,13 @@ class KBSettings(_Section):
 
 
 class ChunkSettings(_Section):
-    size: int = Field(400, ge=50, le=8000, description="Target chunk size in characters.")
+    size: int = Field(
+        400,
+        ge=50,
+        le=8000,
+        description="Target chunk size in characters, the line of section headings that heads a chunk included "
+        "(a table row is at most 280 characters: below about 300, a wide row may be cut).",
+    )
     overlap: int = Field(60, ge=0, description="Characters of overlap carried into the next chunk (whole sentences).")
 
     @model_validator(mode="after")

@@ -28,6 +28,15 @@ _INITIAL_END = re.compile(r"(?:^|[\s(“\"'])(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|Rev|G
 # A bracket left open is closed within this many characters, or it was a stray one: gluing
 # on to a far or missing ")" would make one sentence of a whole page.
 _BRACKET_REACH = 160
+# A table row as ingest writes it ("Yunque S5 | Q3 2023 shipments: 8,640", crag.ingest.tables):
+# one line holding " | ", at most this long. A terminator inside a cell ("Note: Discontinued.
+# Replaced by S7") does not end it: the row is one sentence, so a cell's quote is its whole row.
+ROW_SEPARATOR = " | "
+_ROW_REACH = 600
+# A row's key (its text before the first separator) is a short name, not the start of prose that
+# happens to hold a pipe ("the language {xx | x is a binary string}", "run cat a | grep b").
+_ROW_KEY = re.compile(r"[^\n|。！？；!?;]{1,80} \| ")
+_OPENERS, _CLOSERS = "([{（【", ")]}）】"
 # Full-width ASCII forms (ＩＢＭ, １８８７, １２．５), common in Chinese text, read as ASCII: the
 # token pattern below only knows ASCII, so without this "１８８７年" lost its year.
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
@@ -61,7 +70,8 @@ def split_sentences(text: str) -> list[str]:
     Neither the semicolon of an HTML entity (scraped text keeps ``&ndash;`` as written), the
     dot of an initial or a title ("Richard E. Myers", "Dr. Li"), nor a terminator inside a
     bracket that closes soon after ("Kyaw Swe (, ; 10 February 1924 – 1982) was an actor")
-    ends a sentence: a cut there parted a person's name from what they were.
+    ends a sentence: a cut there parted a person's name from what they were. A table row (a
+    line with ``" | "`` between its cells) is one sentence whatever its cells hold.
 
     >>> split_sentences("Ray Burton (1939 &ndash; 2013) was a politician. He served; he won.")
     ['Ray Burton (1939 &ndash; 2013) was a politician.', 'He served;', 'he won.']
@@ -69,6 +79,8 @@ def split_sentences(text: str) -> list[str]:
     ['Richard E. Myers is a judge.', 'Dr. Li agrees.']
     >>> split_sentences("Kyaw Swe (, ; born c. 1924) was an actor. 张伟（笔名；1958年—）是作家。")
     ['Kyaw Swe (, ; born c. 1924) was an actor.', '张伟（笔名；1958年—）是作家。']
+    >>> split_sentences("Yunque S6 | Note: Discontinued. Replaced by S7\\n\\n云雀S6 | 备注: 停产。由S7替代")
+    ['Yunque S6 | Note: Discontinued. Replaced by S7', '云雀S6 | 备注: 停产。由S7替代']
     """
     text = text.strip()
     spans: list[tuple[int, int]] = []  # each sentence's place in ``text``: a glued one keeps its own spacing
@@ -83,8 +95,66 @@ def split_sentences(text: str) -> list[str]:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
-        glue = bool(_ENTITY_END.search(part) or _INITIAL_END.search(part) or _open_bracket(text, *spans[-1]))
+        glue = bool(
+            _ENTITY_END.search(part)
+            or _INITIAL_END.search(part)
+            or _open_bracket(text, *spans[-1])
+            or _inside_row(text, end)
+        )
     return [text[a:b] for a, b in spans]
+
+
+def is_table_row(sentence: str) -> bool:
+    """``sentence`` is a table row as ingest writes it (one line, cells between ``" | "``).
+
+    >>> is_table_row("Yunque S5 | Q3 2023 shipments: 8,640"), is_table_row("The set {xx | x is a string}.")
+    (True, False)
+    """
+    return "\n" not in sentence and len(sentence) <= _ROW_REACH and _row_start(sentence, 0, len(sentence))
+
+
+def table_cells(sentence: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """A table row's key and its ``(column header, value)`` cells; ``None`` for a sentence that is no row.
+
+    What a figure in a row measures is its cell's header (and the row's key is what it is of):
+    a check of a claimed figure reads it here, not from the words around it.
+
+    >>> table_cells("Yunque S5 | Q1 2023 shipments: 7,200 | Q3 2023 shipments: 8,640")
+    ('Yunque S5', [('Q1 2023 shipments', '7,200'), ('Q3 2023 shipments', '8,640')])
+    >>> table_cells("Battery | 5200 mAh"), table_cells("A sentence.")
+    (('Battery', [('', '5200 mAh')]), None)
+    """
+    if not is_table_row(sentence):
+        return None
+    key, *rest = sentence.split(ROW_SEPARATOR)
+    cells = []
+    for part in rest:
+        header, colon, value = part.partition(": ")
+        cells.append((header, value) if colon else ("", part))
+    return key, cells
+
+
+def _inside_row(text: str, end: int) -> bool:
+    """``end`` falls inside a line that is a table row, with more of the row after it."""
+    line_end = text.find("\n", end, end + _ROW_REACH)
+    line_end = len(text) if line_end < 0 and len(text) - end < _ROW_REACH else line_end
+    if line_end < 0 or not text[end:line_end].strip():
+        return False
+    start = text.rfind("\n", max(0, end - _ROW_REACH), end) + 1
+    if start == 0 and end > _ROW_REACH:  # the line starts further back: too long to be a row
+        return False
+    return line_end - start <= _ROW_REACH and _row_start(text, start, line_end)
+
+
+def _row_start(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` opens with a row's key: a short name, brackets closed, then ``" | "``."""
+    key = _ROW_KEY.match(text, start, end)
+    if key is None:
+        return False
+    depth = 0
+    for ch in key.group(0):
+        depth += (ch in _OPENERS) - (ch in _CLOSERS)
+    return depth == 0
 
 
 def _open_bracket(text: str, start: int, end: int) -> bool:

@@ -71,7 +71,8 @@ def test_cli_outputs_never_carry_raw_control_characters(tmp_path: Path) -> None:
     docs.mkdir()
     name = "evil\x1b[31m\u202e.md"
     (docs / name).write_text(
-        "# Zorblax \x1b]0;pwned\x07 Bridge \x9b31m\u202e\n\nThe Zorblax Bridge was designed by Mira Quell in 1931. "
+        # A section heading heads its chunks (the title is the file's name, escapes and all).
+        "## Zorblax \x1b]0;pwned\x07 Bridge \x9b31m\u202e\n\nThe Zorblax Bridge was designed by Mira Quell in 1931. "
         "佐布拉克斯大桥由米拉·奎尔设计。",
         "utf-8",
     )
@@ -116,4 +117,4 @@ def test_cli_outputs_never_carry_raw_control_characters(tmp_path: Path) -> None:
             assert "\\x1b[2J" in outputs["ingest"] and "\\u202e" in outputs["trace show"]
             assert json.loads(outputs["trace show --json"])["answer"]
             if not color:  # plain output keeps the streamed text (a live view may redraw it as a refusal)
-                assert "\\x1b]0;pwned" in outputs["ask"] and "\\x1b[31m" in outputs["ask"]
+                assert "\\x1b]0;" in outputs["ask"] and "pwned\\x07" in outputs["ask"] and "\\x1b[31m" in outputs["ask"]

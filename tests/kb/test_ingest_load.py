@@ -77,15 +77,17 @@ def test_txt_normalises_whitespace_and_uses_stem_as_title(tmp_path: Path) -> Non
 def test_markdown_bilingual_keeps_text_and_takes_first_heading(tmp_path: Path) -> None:
     md = "Intro line.\n\n# 北京 Beijing\n\n北京是中国的首都。It is a large city.\n\n## Sub\n\n- item one\n"
     docs, _ = load_file(write(tmp_path / "city.md", md))
-    assert docs[0].title == "北京 Beijing"
-    assert "北京是中国的首都。It is a large city." in docs[0].text
-    assert "## Sub\n\n- item one" in docs[0].text
+    assert {d.title for d in docs} == {"北京 Beijing"}
+    # The title heading is no text; a lower heading is the section of what follows it.
+    assert [(d.section, d.text) for d in docs] == [
+        ("", "Intro line.\n\n北京是中国的首都。It is a large city."),
+        ("Sub", "- item one"),
+    ]
 
 
 def test_markdown_front_matter_title(tmp_path: Path) -> None:
     docs, _ = load_file(write(tmp_path / "a.markdown", '---\ntitle: "Front"\n---\n# Heading\n\nBody.'))
-    assert docs[0].title == "Front"
-    assert docs[0].text.startswith("# Heading")
+    assert (docs[0].title, docs[0].section, docs[0].text) == ("Front", "Heading", "Body.")
 
 
 def test_markdown_front_matter_is_metadata(tmp_path: Path) -> None:
@@ -100,7 +102,7 @@ def test_markdown_front_matter_is_metadata(tmp_path: Path) -> None:
         "tags": '["a", "b"]',
         "owner.name": "Li",
     }
-    assert docs[0].text.startswith("# 假期")
+    assert (docs[0].section, docs[0].text) == ("假期", "年假为十五天。")
 
 
 def test_markdown_front_matter_that_is_not_yaml_keeps_the_title_line(tmp_path: Path) -> None:
@@ -118,9 +120,9 @@ def test_html_drops_scripts_and_boilerplate_and_keeps_blocks(tmp_path: Path) -> 
     text = docs[0].text
     assert docs[0].title == "Page Title"
     assert "secret" not in text and "color" not in text and "Home" not in text and "Copyright" not in text
-    assert text.split("\n\n")[:2] == ["Heading", "First bold paragraph."]
+    assert docs[0].section == "Heading" and text.split("\n\n")[0] == "First bold paragraph."
     assert "Second block\nnew line" in text
-    assert "cell A cell B" in text
+    assert "cell A | cell B" in text
 
 
 def test_html_comments_doctype_and_processing_instructions_are_not_text(tmp_path: Path) -> None:
@@ -184,9 +186,8 @@ def test_docx_paragraphs_tables_and_title(tmp_path: Path) -> None:
     f = tmp_path / "spec.docx"
     document.save(str(f))
     docs, _ = load_file(f)
-    assert docs[0].title == "Spec"
+    assert (docs[0].title, docs[0].section) == ("Spec", "Overview")
     assert docs[0].text.split("\n\n") == [
-        "Overview",
         "The engine corrects retrieval. 它会纠正检索。",
         "Name | Value",
         "size | 400",

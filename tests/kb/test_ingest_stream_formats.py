@@ -15,9 +15,9 @@ import pypdf
 import pytest
 
 from crag.errors import UnsupportedFileError
-from crag.ingest import formats, stream
+from crag.ingest import formats, sections, stream
 from crag.ingest.blocks import exact_blocks
-from crag.ingest.chunk import chunk_text, normalize_whitespace
+from crag.ingest.chunk import chunk_section, chunk_text, normalize_whitespace
 from crag.ingest.load import load_file, strip_controls
 from crag.ingest.stream import file_chunks, scan
 from crag.kb import KnowledgeBase
@@ -43,7 +43,7 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             cuts.append(len(block[0]))
             yield block
 
-    monkeypatch.setattr(stream, "exact_blocks", counted)
+    monkeypatch.setattr(sections, "exact_blocks", counted)
     return cuts
 
 
@@ -213,12 +213,16 @@ def test_pdf_errors_keep_their_one_line_verdicts(tmp_path: Path, small_blocks: l
 def test_docx_streams_paragraphs_and_tables_with_the_chunks_of_a_whole_read(
     tmp_path: Path, small_blocks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write_docx(tmp_path / "spec.docx", mixed_paragraphs(3000, seed=4), title="Spec 规格", table_every=25)
+    paragraphs = mixed_paragraphs(3000, seed=4)
+    path = write_docx(tmp_path / "spec.docx", paragraphs, title="Spec 规格", table_every=25, heading_every=60)
     rows, offsets = streamed(path)
     assert len(small_blocks) > 10 and max(small_blocks) < 5 * 16 * 1024
     assert rows == read_whole(path, monkeypatch)
     assert {r[2] for r in rows} == {"Spec 规格"} and len(rows) > 800
-    assert any("Item | Value" in r[1] for r in rows) and any("长江" in r[1] or "北京" in r[1] for r in rows)
+    assert any("row 25 | Value: 175 号 | 备注: Fine. 很好。\n\nrow 26 | Value / 备注: merged" in r[1] for r in rows)
+    assert any(r[1].startswith("Part 49 第49部分\n\n") for r in rows) and any(
+        "长江" in r[1] or "北京" in r[1] for r in rows
+    )
     assert_progress(offsets, path)
 
 
@@ -233,7 +237,8 @@ def test_html_streams_its_text_with_the_chunks_of_a_whole_read(
     assert {r[2] for r in rows} == {expected} and len(rows) > 800
     text = "\n".join(r[1] for r in rows)
     assert "var x" not in text and "Home | About" not in text and "Copyright" not in text
-    assert "second line 3" in text and "cell 6" in text
+    assert "second line 3" in text and "cell 13" in text and "Part 7\n\n" in text
+    assert "cell 6 | Figures 数字Q1: 6 | Figures 数字Q3: 18" in text  # rows under their caption's section
     assert_progress(offsets, path)
 
 
@@ -242,11 +247,12 @@ def test_small_files_of_every_format_chunk_exactly_as_before(tmp_path: Path, mon
         big_pdf(tmp_path / "a.pdf", pages=40),
         write_docx(tmp_path / "b.docx", mixed_paragraphs(300, seed=1), table_every=20),
         write_html(tmp_path / "c.html", mixed_paragraphs(300, seed=2)),
+        write_docx(tmp_path / "d.docx", mixed_paragraphs(300, seed=3), table_every=20, heading_every=30),
     ]
     for path in files:
         assert path.stat().st_size < stream.STREAM_MIN_BYTES
-        (doc,), _ = load_file(path)
-        before = [t for t in chunk_text(doc.text, size=400, overlap=60)]
+        docs, _ = load_file(path)
+        before = [t for doc in docs for t in chunk_section(doc.text, doc.section, size=400, overlap=60)]
         rows, offsets = streamed(path)
         assert [r[1] for r in rows] == list(dict.fromkeys(before)) and offsets[-1] == path.stat().st_size
         # The same file streamed (threshold lowered) gives the same chunks too.

@@ -83,7 +83,7 @@ _PERSON_NOUN = re.compile(
     r"(?:er|or|ist|ian|man|woman|ess|eer|ier|ant|ent|monk|priest|rabbi|chef|poet|judge|bishop|nun|king|queen"
     r"|saint|diplomat|official|architect|athlete|pilot|model|cleric|noble|aristocrat|activist|engineer)$"
 )
-_ZH_PERSON_END = re.compile(r"[家员师手者官人星士长匠商僧帝王后将]$")
+_ZH_PERSON_END = re.compile(r"(?:[家员师手者官人星士长匠商僧帝王后将监裁]|经理|助理|秘书|主任|董事)$")
 # Heads of descriptions that name places and things, never people ("a river in Hampshire").
 _THINGS = frozenset(
     """river town village city station county district municipality commune parish region area island

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from crag.correct.bearers import namesakes_of
 from crag.protocols import Evaluator
-from crag.text import join_sentences, split_sentences
+from crag.text import is_table_row, join_sentences, split_sentences
 from crag.types import Passage, Query, Strip
 
 
@@ -27,6 +27,7 @@ class Doc:
     title: str = ""
     url: str = ""
     vector: object = None
+    section: str = ""  # the headings above the text (an internal chunk's ``section`` metadata)
 
 
 def make_strips(doc: Doc, sentences_per_strip: int) -> list[Strip]:
@@ -34,24 +35,39 @@ def make_strips(doc: Doc, sentences_per_strip: int) -> list[Strip]:
 
     A first line that repeats the title is a heading, not a sentence: web pages often open with
     their title ("Kyaw Swe (actor)\n\nKyaw Swe (1924 – 1982) was an actor."), and joined to the
-    next sentence it hid whom that sentence defines. The strip keeps the title in ``title``.
+    next sentence it hid whom that sentence defines. The strip keeps the title in ``title``. So
+    is the line of headings that heads each chunk of a section (:mod:`crag.ingest.sections`).
 
     >>> page = Doc("1", "Kyaw Swe (actor)\n\nKyaw Swe was an actor.", "w", "web", "Kyaw Swe (actor)")
     >>> [s.text for s in make_strips(page, 2)]
     ['Kyaw Swe was an actor.']
+    >>> staff = Doc("2", "Wang Lei (engineer)\n\nWang Lei (born 1984) is an engineer.", "s", "internal",
+    ...             "Staff", section="Engineering > Wang Lei (engineer)")
+    >>> [s.text for s in make_strips(staff, 2)]
+    ['Wang Lei (born 1984) is an engineer.']
     """
     sents = split_sentences(doc.text)
     if len(sents) > 1 and doc.title and sents[0].strip() == doc.title.strip():
         sents = sents[1:]
+    elif len(sents) > 1 and doc.section and _heads(sents[0], doc.section):
+        sents = sents[1:]
     strips: list[Strip] = []
     buf: list[str] = []
     for s in sents:
+        if is_table_row(s):  # a row says what its cells are: a strip of its own, joined to nothing
+            if buf:
+                strips.append(_strip(doc, buf))
+                buf = []
+            strips.append(_strip(doc, [s]))
+            continue
         buf.append(s)
         if len(buf) >= sentences_per_strip and sum(len(x) for x in buf) >= 40:
             strips.append(_strip(doc, buf))
             buf = []
     if buf:
-        if strips and sum(len(x) for x in buf) < 40:  # a dangling fragment joins the last strip
+        if (
+            strips and sum(len(x) for x in buf) < 40 and not is_table_row(strips[-1].text)
+        ):  # a dangling fragment joins the last strip
             last = strips[-1]
             last.text = join_sentences([last.text, *buf])
         else:
@@ -93,6 +109,11 @@ def refine(
         chosen = ranked[: max(len(chosen), min(min_strips, max_strips))]
     kept = [strips[i] for i in sorted(chosen)]
     return kept, strips
+
+
+def _heads(line: str, section: str) -> bool:
+    """``line`` is the section line of a chunk of ``section`` (its deepest headings, maybe cut short with "…")."""
+    return section.endswith(line) or (line.endswith("…") and line[:-1] in section)
 
 
 def _with_title(s: Strip) -> str:

@@ -22,8 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from crag.ingest.chunk import chunk_spans, normalize_whitespace
-from crag.ingest.load import strip_controls
+from crag.ingest.chunk import chunk_spans, normalize_whitespace, strip_controls
 
 __all__ = ["exact_blocks"]
 
@@ -66,7 +65,7 @@ def exact_blocks(
         need = held + budget  # look again once another budget of text has come in
     text = normalize_whitespace(carry + "".join(parts))
     if text:
-        yield text, 1.0
+        yield text, done  # 1.0 at the end of a document, less at the end of one of its sections
 
 
 def _fresh_start(text: str, spans: list[tuple[int, int]]) -> int:

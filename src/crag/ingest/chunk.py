@@ -4,6 +4,10 @@ Chunks are built from whole sentences (``crag.text.split_sentences``) and keep t
 original separators between them, so Chinese stays unspaced and English keeps its
 spaces and line breaks. Each chunk is a slice of the (whitespace-normalised) input.
 
+A document's section (the headings above a passage, :mod:`crag.ingest.sections`) heads each
+of its chunks on a line of its own (:func:`chunk_section`): the passage keeps saying what it is
+about however it is cut, and the heading is never the start of its first sentence.
+
 >>> from crag.ingest.chunk import chunk_text, chunk_id
 >>> chunk_text("One. Two. Three.", size=12, overlap=4)
 ['One. Two.', 'Two. Three.']
@@ -19,7 +23,16 @@ import unicodedata
 
 from crag.text import split_sentences
 
-__all__ = ["chunk_id", "chunk_spans", "chunk_text", "normalize_whitespace"]
+__all__ = [
+    "chunk_id",
+    "chunk_section",
+    "chunk_spans",
+    "chunk_text",
+    "normalize_whitespace",
+    "section_body_size",
+    "section_crumb",
+    "strip_controls",
+]
 
 _HSPACE = re.compile(r"[^\S\n]+")  # any whitespace except newline (incl. NBSP, ideographic space)
 _SPACE_AROUND_NL = re.compile(r" *\n *")
@@ -28,6 +41,19 @@ _PARA_BREAK = re.compile(r"\n\s*\n")
 _ANY_SPACE = re.compile(r"\s+")
 # Hard-split cut points for over-long sentences, best first: clause punctuation, then a space.
 _CLAUSE_MARKS = "，、,;；:：)）"
+# Unicode category Cc (C0, DEL, C1) except tab, newline and carriage return; a regex, since a
+# per-character loop costs seconds on a 100 MB file.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
+SECTION_JOIN = " > "  # between the headings of a section path: "Products > Yunque S5"
+
+
+def strip_controls(text: str) -> str:
+    r"""Form feeds (PDF page breaks) become paragraph breaks; other control characters go.
+
+    >>> strip_controls("a\fb\x00c\x85d")
+    'a\n\nbcd'
+    """
+    return _CONTROLS.sub("", text.replace("\f", "\n\n"))
 
 
 def normalize_whitespace(text: str) -> str:
@@ -137,6 +163,45 @@ def _overlap_tail(current: list[int], units: list[tuple[int, int]], overlap: int
             break
         tail.insert(0, idx)
     return tail
+
+
+def section_crumb(section: str, size: int) -> str:
+    """The line that heads each chunk of ``section``: its deepest headings within a quarter of ``size``.
+
+    >>> section_crumb("Catalogue > Phones > Yunque S5 > Shipments", 100)
+    'Yunque S5 > Shipments'
+    """
+    if not section or size < 40:
+        return ""
+    room = size // 4
+    parts = section.split(SECTION_JOIN)
+    crumb = parts[-1]
+    for part in reversed(parts[:-1]):
+        wider = f"{part}{SECTION_JOIN}{crumb}"
+        if len(wider) > room:
+            break
+        crumb = wider
+    return crumb if len(crumb) <= room else crumb[: room - 1].rstrip() + "…"
+
+
+def section_body_size(section: str, size: int) -> int:
+    """Characters left for a chunk's text under its section line (``size`` without a section)."""
+    crumb = section_crumb(section, size)
+    return size - len(crumb) - 2 if crumb else size
+
+
+def chunk_section(text: str, section: str = "", *, size: int = 400, overlap: int = 60) -> list[str]:
+    """Chunks of one section's ``text`` (:func:`chunk_text`), each headed by the section's line.
+
+    Every chunk stays within ``size``: the text is cut to :func:`section_body_size`.
+
+    >>> chunk_section("The battery holds 5200 mAh.", "Yunque S5 > Battery")
+    ['Yunque S5 > Battery\\n\\nThe battery holds 5200 mAh.']
+    """
+    crumb = section_crumb(section, size)
+    body = section_body_size(section, size)
+    chunks = chunk_text(text, size=body, overlap=min(overlap, body - 1))
+    return [f"{crumb}\n\n{c}" for c in chunks] if crumb else chunks
 
 
 def chunk_id(source: str, text: str, meta: str = "") -> str:

@@ -1,22 +1,22 @@
-"""Text of PDF, DOCX and HTML documents, read piece by piece.
+"""Text of PDF and DOCX documents, read piece by piece (HTML: :mod:`crag.ingest.html_text`).
 
-Each reader returns an :class:`Extracted`: the document's title and an iterator of
-``(piece, done)``, where the pieces concatenated are exactly the text a whole read extracts
-(before control characters are stripped and whitespace normalised) and ``done`` is the
-fraction of the document read so far (0 to 1, for progress). ``crag.ingest.load.load_file``
-joins the pieces; ``crag.ingest.stream`` chunks them as they come, so a large document is
-committed while it is still being read.
+Each reader returns an :class:`~crag.ingest.sections.Extracted`: the document's title and an
+iterator of :class:`~crag.ingest.sections.Piece` (raw text, fraction of the document read so
+far, section). The pieces of one section concatenated are exactly the text a whole read
+extracts for it (before control characters are stripped and whitespace normalised).
+``crag.ingest.load.load_file`` joins the pieces; ``crag.ingest.stream`` chunks them as they
+come, so a large document is committed while it is still being read.
 
 - **PDF**: one page at a time from a ``pypdf.PdfReader`` over the open file (a reader built
   from a path would copy the whole file into memory first), with a fresh reader every
   ``PAGES_PER_READER`` pages so that what pypdf caches stays bounded. Page texts are stripped
-  and joined by blank lines; pages without text are left out.
-- **DOCX**: paragraphs and table rows in document order. python-docx parses the whole XML when
-  the file opens; what is bounded is the text built from it.
-- **HTML**: the strings of the cleaned BeautifulSoup tree, in order. The tree stays whole: the
-  text (and so today's chunk ids) is what bs4 makes of the markup after dropping boilerplate
-  tags and marking blocks, and an incremental parser would have to re-create that behaviour
-  event by event. What is not built is the text: no whole string, no whole copy.
+  and joined by blank lines; pages without text are left out. A page that draws ruled lines is
+  read again by pdfplumber for its tables (:mod:`crag.ingest.pdf_tables`), which become rows
+  with their headers.
+- **DOCX**: paragraphs and tables in document order. A paragraph in a heading style
+  ("Heading 1".., or with an outline level) is a section, not text; a table is one line per
+  row, each cell beside its column header (:mod:`crag.ingest.tables`). python-docx parses the
+  whole XML when the file opens; what is bounded is the text built from it.
 
 Errors are ``UnsupportedFileError`` with a one-line message naming the file, raised when the
 file opens or, for a page that fails, when that page is read.
@@ -32,37 +32,27 @@ import gc
 import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from crag.errors import UnsupportedFileError
 from crag.ingest.files import open_regular
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_zip, pdf_limit_error, pdf_limits
+from crag.ingest.pdf_tables import PdfTables
+from crag.ingest.sections import Extracted, Outline, Piece
+from crag.ingest.tables import MAX_COLUMNS, Slot, guess_header_rows, table_rows
 
 if TYPE_CHECKING:
     import pypdf
 
-__all__ = ["PAGES_PER_READER", "Extracted", "read_docx", "read_html", "read_pdf"]
+__all__ = ["PAGES_PER_READER", "Extracted", "read_docx", "read_pdf"]
 
 # pypdf keeps every object it has parsed (about the size of the pages' content) for the life of
 # its reader; a fresh reader every so many pages bounds that by the pages, not the file. Opening
 # one costs time in proportion to the file's page count (~0.2 s for 3,000 pages), hence not often.
 PAGES_PER_READER = 1000
 
-_DROP_TAGS = ("script", "style", "nav", "footer", "noscript", "template", "head", "svg")
-_BLOCK_TAGS = (
-    "p", "div", "section", "article", "main", "header", "aside", "blockquote", "pre", "ul", "ol",
-    "li", "dl", "dt", "dd", "table", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "figure", "figcaption",
-)  # fmt: skip
-
-
-@dataclass
-class Extracted:
-    """A document's title and its text as ``(piece, fraction read)`` pairs, in order."""
-
-    title: str
-    pieces: Iterator[tuple[str, float]]
+_HEADING_STYLE = re.compile(r"(?:heading|标题)\s*([1-9])", re.IGNORECASE)
 
 
 def read_pdf(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Extracted:
@@ -98,10 +88,8 @@ def _pdf_reader(path: Path, fh: BinaryIO) -> pypdf.PdfReader:
     return reader
 
 
-def _pdf_pages(
-    path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int, limits: InputLimits
-) -> Iterator[tuple[str, float]]:
-    with fh:
+def _pdf_pages(path: Path, fh: BinaryIO, reader: pypdf.PdfReader, count: int, limits: InputLimits) -> Iterator[Piece]:
+    with fh, PdfTables(path, limits) as tables:
         first = True
         for n in range(count):
             try:
@@ -113,12 +101,14 @@ def _pdf_pages(
                         del reader
                         gc.collect()
                         reader = _pdf_reader(path, fh)
-                    text = (reader.pages[n].extract_text() or "").strip()
+                    page = reader.pages[n]
+                    text = (page.extract_text() or "").strip()
             except UnsupportedFileError:
                 raise
             except Exception as exc:  # a broken page far into the file fails like a broken file
                 raise _pdf_failure(path, exc, limits) from None
-            yield ("" if first or not text else "\n\n") + text, (n + 1) / count
+            text = tables.page_text(n, page, text)
+            yield Piece(("" if first or not text else "\n\n") + text, (n + 1) / count)
             first = first and not text
 
 
@@ -133,10 +123,11 @@ def _pdf_failure(path: Path, exc: Exception, limits: InputLimits) -> Unsupported
 
 
 def read_docx(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Extracted:
-    """Core-properties title, and paragraphs and table rows in document order (blank lines between).
+    """Title, and paragraphs and tables in document order (blank lines between), headings as sections.
 
-    A file that would unpack beyond ``limits`` is refused before python-docx parses it
-    (:func:`crag.ingest.limits.check_zip`).
+    The title is the core-properties title, else the first paragraph in the "Title" style, else
+    the first top-level heading. A file that would unpack beyond ``limits`` is refused before
+    python-docx parses it (:func:`crag.ingest.limits.check_zip`).
     """
     import docx
 
@@ -145,88 +136,124 @@ def read_docx(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Extracted:
         fh.seek(0)
         try:
             document = docx.Document(fh)
-            title = document.core_properties.title or ""
+            levels = _HeadingLevels(document)
+            title = document.core_properties.title or levels.title(document)
         except Exception as exc:  # python-docx surfaces zip, XML and package errors alike
             raise _docx_failure(path, exc) from None
-    return Extracted(title, _docx_blocks(path, document))
+    return Extracted(title, _docx_blocks(path, document, levels, Outline(title)))
 
 
-def _docx_blocks(path: Path, document: Any) -> Iterator[tuple[str, float]]:
+class _HeadingLevels:
+    """A paragraph's heading level from its style (looked up once per style) or its own outline level."""
+
+    def __init__(self, document: Any) -> None:
+        self._styles = document.styles.element
+        self._levels: dict[str, int] = {}
+
+    def of(self, paragraph: Any) -> int:
+        """1.. for a heading (0 for the "Title" style), -1 for body text."""
+        from docx.oxml.ns import qn
+
+        props = paragraph._p.pPr  # a find, not an XPath: this runs once per paragraph
+        own = props.find(qn("w:outlineLvl")) if props is not None else None
+        if own is not None:
+            return _outline_level(own.get(qn("w:val"), ""))
+        style = paragraph._p.style
+        if style is None:
+            return -1
+        if style not in self._levels:
+            self._levels[style] = self._style_level(style)
+        return self._levels[style]
+
+    def _style_level(self, style_id: str) -> int:
+        element = self._styles.get_by_id(style_id)
+        if element is None:
+            return -1
+        name = element.name_val or style_id
+        if name.lower() == "title":
+            return 0
+        match = _HEADING_STYLE.fullmatch(name.strip())
+        if match:
+            return int(match.group(1))
+        outline = element.xpath("./w:pPr/w:outlineLvl/@w:val")
+        return _outline_level(outline[0]) if outline else -1
+
+    def title(self, document: Any) -> str:
+        """The first "Title" paragraph's text, else the first level-1 heading's ("" for neither)."""
+        first_heading = ""
+        for paragraph in document.paragraphs:
+            level = self.of(paragraph)
+            if level == 0 and paragraph.text.strip():
+                return str(paragraph.text.strip())
+            if level == 1 and not first_heading:
+                first_heading = paragraph.text.strip()
+        return first_heading
+
+
+def _outline_level(value: str) -> int:
+    """Word's outline level (0-based; 9 is body text) as a heading level from 1."""
+    try:
+        level = int(value)
+    except ValueError:
+        return -1
+    return level + 1 if 0 <= level < 9 else -1
+
+
+def _docx_blocks(path: Path, document: Any, levels: _HeadingLevels, outline: Outline) -> Iterator[Piece]:
     from docx.table import Table
 
     total = max(1, len(document.element.body))  # body elements: paragraphs, tables, section
-    first, seen = True, 0
+    first, seen, section = True, 0, ""
     try:
         for item in document.iter_inner_content():
             seen += 1
             done = min(1.0, seen / total)
-            rows = [_row_text(row) for row in item.rows] if isinstance(item, Table) else [item.text]
-            for text in rows:
+            if isinstance(item, Table):
+                texts = ["\n\n".join(_docx_table(item))]
+            else:
+                level = levels.of(item)
+                if level >= 0:
+                    outline.heading(max(1, level), item.text)
+                    continue
+                texts = [item.text]
+            for text in texts:
                 if text.strip():
-                    yield ("" if first else "\n\n") + text, done
+                    section = outline.section
+                    yield Piece(("" if first else "\n\n") + text, done, section)
                     first = False
     except Exception as exc:
         raise _docx_failure(path, exc) from None
+    yield Piece("", 1.0, section)  # the end, in the last text's section (the body ends with no text)
 
 
-def _row_text(row: Any) -> str:
-    cells: list[str] = []
-    for cell in row.cells:  # merged cells repeat; keep each text once per row
-        if cell.text.strip() and cell.text.strip() not in cells:
-            cells.append(cell.text.strip())
-    return " | ".join(cells)
+def _docx_table(table: Any) -> list[str]:
+    """A Word table's row lines: its repeated header rows (or a first row that reads as one) name the columns."""
+    grid: list[list[Slot]] = []
+    # A merged cell is the same <w:tc> at every place it covers. The elements are the keys, which
+    # keeps their lxml proxies alive: a proxy let go may come back as another object.
+    cells: dict[Any, Slot] = {}
+    header_rows, bold_first = 0, False
+    for r, row in enumerate(table.rows):
+        slots = [Slot(-1 - r * MAX_COLUMNS - c, "") for c in range(getattr(row, "grid_cols_before", 0))]
+        for cell in row.cells:
+            if cell._tc not in cells:
+                cells[cell._tc] = Slot(len(cells), " ".join(cell.text.split()))
+            slots.append(cells[cell._tc])
+        grid.append(slots)
+        if header_rows == r and row._tr.xpath("./w:trPr/w:tblHeader[not(@w:val='0' or @w:val='false')]"):
+            header_rows += 1
+        if r == 0:
+            runs = [run for cell in row.cells for p in cell.paragraphs for run in p.runs if run.text.strip()]
+            bold_first = bool(runs) and all(run.bold for run in runs)
+    width = max((len(g) for g in grid), default=0)
+    if width > MAX_COLUMNS:
+        return [" | ".join(dict.fromkeys(s.text for s in g if s.text)) for g in grid]
+    for r, g in enumerate(grid):
+        g += [Slot(-1 - r * MAX_COLUMNS - c, "") for c in range(len(g), width)]
+    header_rows = header_rows or guess_header_rows(grid, likely=bold_first)
+    return table_rows(grid, header_rows=header_rows)
 
 
 def _docx_failure(path: Path, exc: Exception) -> UnsupportedFileError:
     why = type(exc).__name__
     return UnsupportedFileError(f"{path}: corrupt or unreadable DOCX ({why}); re-save it")
-
-
-def read_html(markup: str) -> Extracted:
-    """Title (``<title>``, else the first ``<h1>``) and visible text with one paragraph per block.
-
-    Boilerplate tags (scripts, styles, navigation, footers, ...) are dropped.
-    """
-    soup, title = html_soup(markup)
-    total = max(1, sum(len(s) for s in soup.strings))  # a pass that builds no text, for progress
-    return Extracted(title, _html_strings(soup, total))
-
-
-def _html_strings(soup: Any, total: int) -> Iterator[tuple[str, float]]:
-    done = 0
-    for s in soup.strings:
-        done += len(s)
-        yield str(s), min(1.0, done / total)
-
-
-def html_soup(markup: str) -> tuple[Any, str]:
-    """The cleaned tree whose ``get_text()`` is the page's text, and the page's title."""
-    from bs4 import BeautifulSoup, FeatureNotFound
-    from bs4.element import NavigableString, PreformattedString
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. MarkupResemblesLocatorWarning on tiny files
-        try:
-            soup = BeautifulSoup(markup, "lxml")
-        except FeatureNotFound:
-            soup = BeautifulSoup(markup, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    # Source line breaks inside a paragraph are just spaces; blocks then add real breaks.
-    for node in soup.find_all(string=True):
-        if isinstance(node, PreformattedString):
-            # A comment, <!DOCTYPE>, CDATA or processing instruction is not visible text (and a
-            # hidden comment is a classic place for instructions planted for an assistant).
-            node.extract()
-        elif isinstance(node, NavigableString) and not node.find_parent("pre"):
-            node.replace_with(re.sub(r"\s+", " ", str(node)))
-    for tag in soup.find_all(_BLOCK_TAGS):
-        tag.insert_before("\n\n")
-        tag.insert_after("\n\n")
-    for tag in soup.find_all(["br", "td", "th"]):
-        tag.insert_after("\n" if tag.name == "br" else " ")
-    if not title:
-        h1 = soup.find("h1")
-        title = h1.get_text(" ", strip=True) if h1 else ""
-    return soup, title

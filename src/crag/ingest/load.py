@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from crag.errors import UnsupportedFileError
-from crag.ingest.chunk import normalize_whitespace
+from crag.ingest.chunk import normalize_whitespace, strip_controls
 from crag.ingest.files import open_regular, regular_file_problem
-from crag.ingest.formats import html_soup, read_docx, read_pdf
+from crag.ingest.formats import read_docx, read_pdf
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
+from crag.ingest.markdown import markdown_pieces, markdown_title, text_title
+from crag.ingest.sections import Extracted, Outline, Piece, section_texts
 from crag.metadata import normalize_metadata
 from crag.text import scrub_surrogates, terminal_safe
 
@@ -53,12 +55,8 @@ _MAGIC = {
     b"GIF8": "a GIF image; images are not supported",
 }
 _JSONL_FIELDS = {"text", "title", "url", "id", "metadata"}  # a JSONL record's own fields; the rest is metadata
-_MD_H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.DOTALL)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-# Unicode category Cc (C0, DEL, C1) except tab, newline and carriage return; a regex, since a
-# per-character loop costs seconds on a 100 MB file.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass
@@ -75,6 +73,7 @@ class SourceDoc:
     title: str = ""
     url: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    section: str = ""  # the headings above this text ("Products > Yunque S5"), crag.ingest.sections
 
 
 def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, str]]]:
@@ -198,39 +197,33 @@ def load_file(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> tuple[list[So
     meta: dict[str, str] = {}
     url = ""
     if suffix == ".pdf":
-        text, title = _read_pdf(path, limits)
+        doc = read_pdf(path, limits)
     elif suffix == ".docx":
-        text, title = _read_docx(path, limits)
+        doc = read_docx(path, limits)
     elif suffix in (".html", ".htm"):
         check_markup(path, data, limits)
-        text, title = _read_html(html_markup(path, data))
+        doc = _read_html(html_markup(path, data))
+    elif suffix in (".md", ".markdown"):
+        text, title, url, meta = read_markdown(decode_text(path, data))
+        doc = Extracted(title, markdown_pieces(text, Outline(title)))
     else:
-        text, title = decode_text(path, data), ""
-        if suffix in (".md", ".markdown"):
-            text, title, url, meta = read_markdown(text)
-    text = normalize_whitespace(strip_controls(text))
-    if not text:
+        title, text = text_title(decode_text(path, data))
+        doc = Extracted(title, iter([Piece(text, 1.0)]))
+    title = normalize_whitespace(strip_controls(doc.title)) or path.stem
+    docs = [
+        SourceDoc(source=source, text=text, title=title, url=url, metadata=meta, section=section)
+        for section, text, _ in section_texts(doc.pieces)
+    ]
+    if not docs:
         hint = "scanned pages need OCR first" if suffix == ".pdf" else "add text or remove the file"
         raise UnsupportedFileError(f"{path}: no extractable text; {hint}")
-    return [SourceDoc(source=source, text=text, title=title.strip() or path.stem, url=url, metadata=meta)], []
+    return docs, []
 
 
-def _read_pdf(path: Path, limits: InputLimits) -> tuple[str, str]:
-    """Page texts joined by blank lines, and the metadata title; any pypdf failure is reported."""
-    doc = read_pdf(path, limits)
-    return "".join(piece for piece, _ in doc.pieces), doc.title
+def _read_html(markup: str) -> Extracted:
+    from crag.ingest.html_text import read_html  # bs4 is imported when a page is read, not with crag
 
-
-def _read_docx(path: Path, limits: InputLimits) -> tuple[str, str]:
-    """Paragraphs and table rows in document order, and the core-properties title."""
-    doc = read_docx(path, limits)
-    return "".join(piece for piece, _ in doc.pieces), doc.title
-
-
-def _read_html(markup: str) -> tuple[str, str]:
-    """Visible text with one paragraph per block element; boilerplate tags are dropped."""
-    soup, title = html_soup(markup)
-    return soup.get_text(), title
+    return read_html(markup)
 
 
 def html_markup(path: Path, data: bytes) -> str:
@@ -325,15 +318,6 @@ def _detect(data: bytes) -> tuple[str, str] | None:
     return (str(matches[0].encoding), best) if odd <= 0.005 * len(best) else None
 
 
-def strip_controls(text: str) -> str:
-    r"""Form feeds (PDF page breaks) become paragraph breaks; other control characters go.
-
-    >>> strip_controls("a\fb\x00c\x85d")
-    'a\n\nbcd'
-    """
-    return _CONTROLS.sub("", text.replace("\f", "\n\n"))
-
-
 class Markdown(NamedTuple):
     """A Markdown document split into its body and what its front matter says."""
 
@@ -354,9 +338,9 @@ def read_markdown(text: str) -> Markdown:
 
     YAML front matter (between ``---`` lines at the top) is removed from the text; its
     ``title`` and ``url`` are the document's, its other fields the document's metadata
-    (values as strings, see :mod:`crag.metadata`). Without a ``title`` the first ``# ``
-    heading is the title. Front matter that is not a YAML mapping gives no metadata; its
-    ``title:`` line still counts.
+    (values as strings, see :mod:`crag.metadata`). Front matter that is not a YAML mapping gives no metadata; its
+    ``title:`` line still counts. Without a ``title`` the first top-level ``#`` (or ``=``
+    underlined) heading is the title.
 
     >>> read_markdown("---\ntitle: 手册\nteam: 产品\nyear: 2024\n---\n# H\nBody")
     Markdown(text='# H\nBody', title='手册', url='', metadata={'team': '产品', 'year': '2024'})
@@ -376,10 +360,7 @@ def read_markdown(text: str) -> Markdown:
             url = str(fields.pop("url", "") or "").strip()
             meta = normalize_metadata(fields)
         text = text[front.end() :]
-    if not title:
-        heading = _MD_H1.search(text)
-        title = heading.group(1) if heading else ""
-    return Markdown(text, title, url, meta)
+    return Markdown(text, title or markdown_title(text), url, meta)
 
 
 def _yaml_mapping(block: str) -> dict[str, Any] | None:

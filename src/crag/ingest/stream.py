@@ -34,10 +34,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from crag.errors import UnsupportedFileError
-from crag.ingest.blocks import exact_blocks
-from crag.ingest.chunk import chunk_id, chunk_text, normalize_whitespace
+from crag.ingest.chunk import chunk_id, chunk_section, normalize_whitespace, strip_controls
 from crag.ingest.files import open_regular
-from crag.ingest.formats import Extracted, read_docx, read_html, read_pdf
+from crag.ingest.formats import read_docx, read_pdf
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits, check_markup
 from crag.ingest.load import (
     SourceDoc,
@@ -46,9 +45,10 @@ from crag.ingest.load import (
     load_file,
     no_valid_jsonl,
     read_markdown,
-    strip_controls,
     text_encoding,
 )
+from crag.ingest.markdown import markdown_pieces, text_title
+from crag.ingest.sections import Extracted, Outline, Piece, section_blocks, section_texts
 from crag.metadata import fingerprint
 from crag.types import Chunk
 
@@ -162,8 +162,10 @@ def file_chunks(
     else:
         docs = _text_blocks(path, "utf-8-sig" if info.utf8 else info.encoding)
     for doc, start, end in docs:
-        pieces = chunk_text(doc.text, size=size, overlap=overlap)
+        pieces = chunk_section(doc.text, doc.section, size=size, overlap=overlap)
         meta = {**(metadata or {}), **doc.metadata}
+        if doc.section:  # the headings above the text are the chunk's own: they win over --meta
+            meta["section"] = doc.section
         tag = fingerprint(meta)
         for n, text in enumerate(pieces, start=1):
             cid = chunk_id(doc.source, text, tag)
@@ -201,12 +203,13 @@ def _document_blocks(
         doc = read_docx(path, limits)
     else:
         doc = _html(path, limits)
-    source, title = str(path.resolve()), doc.title.strip() or path.stem
+    source = str(path.resolve())
+    title = normalize_whitespace(strip_controls(doc.title)) or path.stem
     done, any_text = 0, False
-    for text, fraction in exact_blocks(doc.pieces, size=size, overlap=overlap, budget=BLOCK_BYTES):
+    for section, text, fraction in section_blocks(doc.pieces, size=size, overlap=overlap, budget=BLOCK_BYTES):
         reached = max(done, min(total, int(total * fraction)))
         any_text = True
-        yield SourceDoc(source=source, text=text, title=title), done, reached
+        yield SourceDoc(source=source, text=text, title=title, section=section), done, reached
         done = reached
     if not any_text:
         hint = "scanned pages need OCR first" if suffix == ".pdf" else "add text or remove the file"
@@ -220,6 +223,8 @@ def _html(path: Path, limits: InputLimits) -> Extracted:
     if not data.strip():
         raise UnsupportedFileError(f"{path}: file is empty; add text or remove it")
     check_markup(path, data, limits)
+    from crag.ingest.html_text import read_html  # bs4 is imported when a page is read, not with crag
+
     return read_html(html_markup(path, data))
 
 
@@ -254,6 +259,7 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
     unit = _without_bom(codec)  # byte counts of pending text must not include a BOM
     title, first, pending, done, any_text = path.stem, True, "", 0, False
     url, meta = "", dict[str, str]()
+    markdown, outline = path.suffix.lower() in _MARKDOWN, Outline()
     with open_regular(path) as fh:
         while True:
             data = fh.read(BLOCK_BYTES)
@@ -267,14 +273,28 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
             pending += carry
             # Bytes of the text handed on so far: what was read minus what is still pending.
             reached = max(done, fh.tell() - len(pending.encode(unit, "replace")))
-            if first and path.suffix.lower() in _MARKDOWN:
+            if first and markdown:
                 text, heading, url, meta = read_markdown(text)
-                title = heading.strip() or title
+                title = normalize_whitespace(strip_controls(heading)) or title
+                outline = Outline(heading)
+            elif first:
+                heading, text = text_title(text)
+                title = normalize_whitespace(strip_controls(heading)) or title
             first = False
-            text = normalize_whitespace(strip_controls(text))
-            if text:
+            pieces = markdown_pieces(text, outline) if markdown else iter([Piece(text, 1.0)])
+            sections = list(section_texts(pieces))
+            length = sum(len(t) for _, t, _ in sections)
+            so_far = 0
+            for section, part, _ in sections:  # the block's bytes shared out by text length
                 any_text = True
-                yield SourceDoc(source=source, text=text, title=title, url=url, metadata=meta), done, reached
+                start = done + (reached - done) * so_far // length
+                so_far += len(part)
+                end = done + (reached - done) * so_far // length
+                yield (
+                    SourceDoc(source=source, text=part, title=title, url=url, metadata=meta, section=section),
+                    start,
+                    end,
+                )
             done = reached
             if final:
                 break

@@ -247,7 +247,17 @@ class Corrector:
 
 def _docs(hits: Sequence[Hit]) -> list[Doc]:
     return [
-        Doc(h.chunk.id, h.chunk.text, h.chunk.source, "internal", h.chunk.title, h.chunk.url, h.vector) for h in hits
+        Doc(
+            h.chunk.id,
+            h.chunk.text,
+            h.chunk.source,
+            "internal",
+            h.chunk.title,
+            h.chunk.url,
+            h.vector,
+            section=str(h.chunk.metadata.get("section", "")),
+        )
+        for h in hits
     ]
 
 

@@ -3,7 +3,8 @@
 The PDF writer needs no extra dependency (Helvetica text, one line per sentence, a correct
 xref table) and writes page by page, so a document of thousands of pages never sits in
 memory. PDF text is English only (Helvetica's Latin-1 encoding); DOCX and HTML mix Chinese
-and English like :mod:`crag.testing.corpus`.
+and English like :mod:`crag.testing.corpus`. :func:`write_table_pdf` draws a ruled table, in
+Chinese too (Adobe's STSong-Light, which every PDF reader knows by name).
 
 >>> import tempfile, pathlib, pypdf
 >>> path = write_pdf(pathlib.Path(tempfile.mkdtemp()) / "a.pdf", english_pages(3, seed=1), title="A")
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from crag.testing.corpus import _en_sentence, _zh_sentence
 
-__all__ = ["english_pages", "mixed_paragraphs", "write_docx", "write_html", "write_pdf"]
+__all__ = ["english_pages", "mixed_paragraphs", "write_docx", "write_html", "write_pdf", "write_table_pdf"]
 
 
 def english_pages(count: int, *, seed: int = 0, lines: tuple[int, int] = (15, 35)) -> Iterator[str]:
@@ -79,19 +80,31 @@ def write_pdf(path: Path, pages: Iterable[str], title: str = "") -> Path:
     return path
 
 
-def write_docx(path: Path, paragraphs: Iterable[str], *, title: str = "", table_every: int = 0) -> Path:
-    """Write a DOCX of ``paragraphs``, with a small table after every ``table_every``-th one."""
+def write_docx(
+    path: Path, paragraphs: Iterable[str], *, title: str = "", table_every: int = 0, heading_every: int = 0
+) -> Path:
+    """Write a DOCX of ``paragraphs``, with a small table (a header row and two rows, the second
+    with a cell merged over two columns) after every ``table_every``-th one and a heading
+    ("Heading 2", every fourth one "Heading 3") before every ``heading_every``-th one."""
     import docx
 
     document = docx.Document()
     document.core_properties.title = title
     for n, text in enumerate(paragraphs, start=1):
+        if heading_every and n % heading_every == 0:
+            document.add_heading(f"Part {n // heading_every} 第{n // heading_every}部分", level=3 if n % 4 == 0 else 2)
         document.add_paragraph(text)
         if table_every and n % table_every == 0:
-            table = document.add_table(rows=2, cols=2)
-            for r, row in enumerate([["Item", "Value"], [f"row {n}", f"{n * 7} 号"]]):
+            table = document.add_table(rows=3, cols=3)
+            rows = [
+                ["Item", "Value", "备注"],
+                [f"row {n}", f"{n * 7} 号", "Fine. 很好。"],
+                [f"row {n + 1}", "merged", ""],
+            ]
+            for r, row in enumerate(rows):
                 for c, value in enumerate(row):
                     table.cell(r, c).text = value
+            table.cell(2, 1).merge(table.cell(2, 2)).text = "merged"
     document.save(str(path))
     return path
 
@@ -107,10 +120,76 @@ def write_html(path: Path, paragraphs: Iterable[str], *, title: str = "") -> Pat
             parts.append(f"<div>{escape(text)}<br>\n  second line {n}</div>")
         elif kind == 5:
             parts.append(f"<ul><li>{escape(text)}</li><li>item {n}</li></ul><script>var x = {n};</script>")
-        elif kind == 6:
+        elif kind == 6 and n % 3:
             parts.append(f"<table><tr><td>{escape(text)}</td><td>cell {n}</td></tr></table>")
+        elif kind == 6:  # a table with a header, a caption, a row header and merged cells
+            parts.append(
+                f"<table><caption>Table {n}</caption><thead><tr><th>Name</th><th colspan=2>Figures 数字</th></tr>"
+                f"<tr><th></th><th>Q1</th><th>Q3</th></tr></thead><tbody><tr><th rowspan=2>cell {n}</th>"
+                f"<td>{n}</td><td>{n * 3}</td></tr><tr><td colspan=2>{escape(text)}</td></tr></tbody></table>"
+            )
+        elif n % 40 == 0:
+            parts.append(f"<h{2 + n // 40 % 2}>Part {n // 40}</h{2 + n // 40 % 2}><p>{escape(text)}</p>")
         else:
             parts.append(f"<p>{escape(text)}\n   wrapped</p>")
     parts.append("<footer>Copyright</footer></body></html>\n")
     path.write_text("".join(parts), "utf-8")
+    return path
+
+
+def write_table_pdf(path: Path, before: str, rows: list[list[str]], after: str, *, font_file: bytes = b"") -> Path:
+    """Write a one-page PDF: a line of text, a table of ``rows`` with ruled cell borders, a line of text.
+
+    Text with Chinese characters is set in STSong-Light (UTF-16 codes, ``UniGB-UCS2-H``), the
+    rest in Helvetica. ``font_file`` is embedded (Flate-compressed) as STSong's ``/FontFile2``.
+    """
+    import zlib
+
+    def cjk(text: str) -> bool:
+        return any("\u3400" <= c <= "\u9fff" for c in text)
+
+    def show(x: float, y: float, text: str, size: float = 10) -> str:
+        if cjk(text):
+            return f"BT /F2 {size:.1f} Tf {x:.1f} {y} Td <{text.encode('utf-16-be').hex()}> Tj ET"
+        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+        return f"BT /F1 {size:.1f} Tf {x:.1f} {y} Td ({escaped}) Tj ET"
+
+    width = 530 / max(1, max(len(r) for r in rows))
+    # A font size at which every cell's text fits inside its borders (Helvetica ~0.55 em a letter).
+    longest = max(sum(1.0 if cjk(c) else 0.6 for c in t) for row in rows for t in row) or 1.0
+    size = min(10.0, (width - 8) / longest)
+    ops = [show(40, 720, before)]
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            x, y = 40 + width * c, 650 - 20 * (r + 1)
+            ops += [f"{x:.1f} {y} {width:.1f} 20 re S", show(x + 4, y + 6, cell, size)]
+    ops.append(show(40, 650 - 20 * len(rows) - 40, after))
+    content = "\n".join(ops).encode("latin-1")
+    packed = zlib.compress(font_file)
+    descriptor = b"<< /Type /FontDescriptor /FontName /STSong-Light /Flags 6 /FontBBox [0 -200 1000 900] "
+    descriptor += b"/ItalicAngle 0 /Ascent 880 /Descent -120 /CapHeight 880 /StemV 80"
+    descriptor += b" /FontFile2 9 0 R >>" if font_file else b" >>"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /STSong-Light /Encoding /UniGB-UCS2-H /DescendantFonts [6 0 R] >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 7 0 R "
+        b"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> >>",
+        b"<< /Type /Font /Subtype /CIDFontType0 /BaseFont /STSong-Light "
+        b"/CIDSystemInfo << /Registry (Adobe) /Ordering (GB1) /Supplement 4 >> /FontDescriptor 8 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+        descriptor,
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(packed), packed),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for num, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (num, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
     return path
