@@ -36,12 +36,12 @@ from crag.grade.heuristic import set_confidence
 from crag.grade.signals import focus_coverage, question_focus
 from crag.protocols import Embedder, EmbedKind
 from crag.registry import BackendDeps, Registries
-from crag.text import EN_STOP, split_sentences, tokenize
+from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage, Query
 
 FEATURE_VERSION = 2
 # Lexical features per version: a model file trained before the near-miss features keeps working.
-LEX_COUNT = {1: 21, 2: 24}
+LEX_COUNT = {1: 21, 2: 25}
 DIM = 384
 # Long passages: embedders truncate on their own; the lexical features only look at the
 # head of the text so that tokenising a 50,000-character passage stays fast.
@@ -70,6 +70,7 @@ LEX_NAMES = (
     "focus_coverage",
     "focus_best_window",
     "subject_coverage",
+    "cross_language",  # the passage is in the other language: word overlap says nothing, vectors must
 )
 # Question-type cues: the model can learn e.g. "asks for a number, passage has none".
 _ASKS = {
@@ -196,7 +197,8 @@ def _focus(qi: QueryInfo, low: str, sentences: list[str]) -> list[float]:
     """Focus coverage (whole passage, best window) and subject coverage (1.0 when none)."""
     whole, best = focus_coverage(qi.focus, low, sentences)
     subject = sum(1 for t in qi.subject if t in low) / len(qi.subject) if qi.subject else 1.0
-    return [whole, best, subject]
+    cross = float((detect_language(low[:400]) == "zh") != (qi.zh == 1.0))
+    return [whole, best, subject, cross]
 
 
 def _best_sentence(qi: QueryInfo, sentences: list[str]) -> float:
