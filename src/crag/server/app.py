@@ -46,6 +46,7 @@ from crag.server.auth import (
 from crag.server.body import describe_errors, document_bodies
 from crag.server.collections import Collections
 from crag.server.connection import ConnectionLimits, guarded_protocol
+from crag.server.hangup import HangUpLogMiddleware
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
 from crag.server.stream import crag_error_status
@@ -108,6 +109,7 @@ def create_app(
             expose_headers=["X-Trace-Id", "Retry-After"],
         )
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
+    app.add_middleware(HangUpLogMiddleware)  # outermost: sees the server's own receive and send
     _install_error_handlers(app, metrics)
     ui.install(app)
     docs.install(app)

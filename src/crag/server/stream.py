@@ -29,6 +29,7 @@ from crag.errors import (
     KnowledgeBaseError,
     LLMUnavailableError,
     ModelIntegrityError,
+    RequestCancelled,
     TraceNotFoundError,
     UnknownBackendError,
     UnsupportedFileError,
@@ -53,6 +54,7 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
     """HTTP status and error type for a crag error: the client's fault is 4xx, ours 5xx."""
     table: Sequence[tuple[type[CragError], int, str]] = (
         (TraceNotFoundError, 404, "not_found"),
+        (RequestCancelled, 499, "client_closed_request"),  # nobody reads it; the access log does
         (DiskFullError, 507, "insufficient_storage"),
         (UnknownBackendError, 400, "unknown_backend"),
         (UnsupportedFileError, 415, "unsupported_file"),
