@@ -3,7 +3,8 @@
 The chat stream holds its reply until the first verified sentence, a JSON answer until the
 end: the server must notice a client that leaves meanwhile, stop the model at its next piece,
 save the trace as ``cancelled`` and count the request (499) and the outcome. The real model,
-the real ``crag serve`` process and its access log are proven in test_hangup_real.py.
+the real ``crag serve`` process and its access log are proven in test_hangup_real.py. The chat
+page's "New conversation" stops the answer it drops (Chromium, when installed).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,6 +35,9 @@ SLOW = ScriptedLLM(["Zebras have black and white stripes " + "and stripes " * 20
 LLMS.register("test-hangup-slow", lambda settings, deps: SLOW)
 QUESTION = "Do zebras have stripes?"
 CHAT = {"model": "crag", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +118,31 @@ def test_hang_up_log_line_is_uvicorns(caplog: pytest.LogCaptureFixture) -> None:
     [record] = [r for r in caplog.records if r.name == "uvicorn.access"]
     assert record.args == ("127.0.0.1:50412", "POST", "/v1/ask?a=1", "1.1", 499)
     assert record.getMessage() == '127.0.0.1:50412 - "POST /v1/ask?a=1 HTTP/1.1" 499'
+
+
+def test_a_new_conversation_on_the_chat_page_stops_the_answer_being_written(base_url: str) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium is not installed at /usr/bin/chromium; run scripts/ci_system_deps.sh")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
+    stopped = SLOW.stopped
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(20_000)
+            page.goto(f"{base_url}/ui/chat")
+            page.wait_for_selector("#model option", state="attached")
+            page.locator("#chat-form textarea").fill(QUESTION)
+            page.locator("#chat-form textarea").press("Enter")
+            while not SLOW.lock.locked():  # the model is writing the first sentence
+                time.sleep(0.01)
+            page.locator("#new-chat").click()
+            left = time.monotonic()
+            while SLOW.lock.locked() and time.monotonic() - left < 5:
+                time.sleep(0.01)
+            assert time.monotonic() - left < 1.0, "the model kept writing an answer the page dropped"
+            assert SLOW.stopped == stopped + 1
+            sync_api.expect(page.locator("#turns li")).to_have_count(0)
+            assert page.locator("#chat-form button").is_enabled()
+        finally:
+            browser.close()
