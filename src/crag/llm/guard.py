@@ -78,6 +78,7 @@ class GuardedLLM:
         self.budget = budget if budget is not None else Budget(None)
         self.deadline = deadline if deadline is not None else Deadline(None)
         self.heartbeat = heartbeat if heartbeat is not None else _still_wanted
+        self._watched = heartbeat is not None  # a reader may leave: every reply is read piece by piece
         self._usage = Usage()
         self._lock = threading.Lock()  # correction may call from worker threads
 
@@ -100,7 +101,7 @@ class GuardedLLM:
         temperature: float = 0.0,
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
-        if self.heartbeat is not _still_wanted and json_schema is None and isinstance(self.model, StreamingLLM):
+        if self._watched and json_schema is None and isinstance(self.model, StreamingLLM):
             return self._complete_by_stream(messages, max_tokens, temperature)
         self.heartbeat()
         estimate = self._charge_prompt(messages)

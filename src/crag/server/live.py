@@ -91,9 +91,9 @@ async def ask_events(
         metrics.failed(exc)
         yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
     finally:
-        await events.aclose()
         if not ended:
             metrics.cancelled()
+        await events.aclose()
 
 
 async def first_events(events: AsyncGenerator[StreamEvent | None, None]) -> list[StreamEvent]:
@@ -173,9 +173,9 @@ async def chat_events(
         yield b"data: [DONE]\n\n"
         return
     finally:
-        await events.aclose()
         if not ended:
             metrics.cancelled()
+        await events.aclose()
     answer = text.answer
     if answer is None:  # pragma: no cover - a run ends with its answer or an error
         return
