@@ -10,8 +10,13 @@ cancellation:
   the model (``generate``; ``condense``, ``verify``, ``rewrite``, ``compress`` when they run),
   which closes after the model's lock is released; 0 when the run stopped before taking it.
   **stopped**: the hang-up until the run's last span ended (retrieval on a busy CPU included);
-* **next**: the hang-up until the next question's first ``token`` event, beside the same
-  question's first token on an idle server (the difference is what the hang-up cost it);
+* **next**: the hang-up until the next question's first ``token`` event, less the same
+  question's first token on an idle server whose model last read another prompt (what the
+  hang-up cost the next question);
+* **block**: how long the model takes here and now to read one block of 128 prompt tokens
+  (the same model and threads, timed in this process while the server is idle, before and
+  after each kind): the model stops between two pieces, so on a busy machine the figures
+  above scale with it;
 * the trace's status (``cancelled``, or ``answered`` when the answer was complete before the
   hang-up: not counted) and whether the server's log has the request's access line.
 
@@ -43,6 +48,7 @@ from typing import Any
 
 import httpx
 
+from crag.config import CragSettings
 from crag.testing.processes import crag_serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +102,15 @@ class Bench:
                     break
         self.trace_of(NEXT_QUESTION)
         return first
+
+    def idle_first_token(self, other: str) -> float:
+        """The next question's first token on an idle server, the model's cache holding ``other``'s prompt."""
+        with self.http.stream("POST", "/v1/ask", json={"question": other, "stream": True}) as r:
+            for line in r.iter_lines():
+                if line == "event: token":
+                    break
+        self.trace_of(other)  # its run has stopped
+        return self.first_token(time.time())
 
     def logged(self, pattern: str) -> int:
         return len(re.findall(pattern, self.log.read_text("utf-8", errors="replace")))
@@ -160,6 +175,27 @@ def page_client(chromium: Any) -> Client:
     return ask
 
 
+class BlockTimer:
+    """Times one 128-token prompt block of the served model, in this process."""
+
+    def __init__(self, model: str, threads: int) -> None:
+        from crag.llm.llama_cpp import LlamaCppLLM
+
+        self.llm = LlamaCppLLM(model, n_ctx=512, n_threads=threads)
+        self.llm.warm_up()
+
+    def __call__(self) -> float:
+        from crag.llm.prefix_cache import PROMPT_CHUNK
+
+        llama = self.llm._loaded.llama  # type: ignore[union-attr]
+        text = " ".join(QUESTIONS) * 20
+        tokens = llama.tokenize(text.encode(), add_bos=False)[:PROMPT_CHUNK]
+        llama.n_tokens = 0
+        start = time.monotonic()
+        llama.eval(tokens)
+        return round(time.monotonic() - start, 3)
+
+
 def phase(trace: dict[str, Any], hung_up: float) -> str:
     """Where the run was when its client left: before generation, reading the prompt, writing."""
     spans = trace["spans"]
@@ -171,7 +207,7 @@ def phase(trace: dict[str, Any], hung_up: float) -> str:
     return "writing" if first is not None and start + first < hung_up else "reading the prompt"
 
 
-def run_kind(bench: Bench, kind: str, client: Client, n: int, rng: random.Random, idle: float) -> dict[str, Any]:
+def run_kind(bench: Bench, kind: str, client: Client, n: int, rng: random.Random, idle: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     while len([r for r in rows if r["status"] == "cancelled"]) < n and len(rows) < 2 * n:
         question = QUESTIONS[len(rows) % len(QUESTIONS)]
@@ -193,10 +229,10 @@ def run_kind(bench: Bench, kind: str, client: Client, n: int, rng: random.Random
         }
         rows.append(row)
         print(json.dumps(row, ensure_ascii=False), flush=True)
-    return summarise(kind, rows)
+    return rows
 
 
-def summarise(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(kind: str, rows: list[dict[str, Any]], blocks: list[float]) -> dict[str, Any]:
     done = [r for r in rows if r["status"] == "cancelled"]
     free = sorted(r["free_s"] for r in done)
     nxt = sorted(r["next_delayed_s"] for r in done)
@@ -215,6 +251,7 @@ def summarise(kind: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "stopped_p50_s": round(statistics.median(r["stopped_s"] for r in done), 3) if done else None,
         "next_delayed_p50_s": round(statistics.median(nxt), 3) if nxt else None,
         "access_lines": f"{sum(r['logged'] for r in done)}/{len(done)}",
+        "block_s": blocks,
         "phases": {p: sum(r["phase"] == p for r in done) for p in PHASES},
         "rows": rows,
     }
@@ -245,9 +282,13 @@ def main() -> None:
     log = args.out / "serve.log"
     rng = random.Random(args.seed)
     results: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M"), "load": os.getloadavg(), "kinds": []}
+    model = args.model or CragSettings().llm.model
+    timer = BlockTimer(model, args.threads)
+    results |= {"model": model, "threads": args.threads}
     with crag_serve(sample_kb(args.out), env=env, log=log, timeout=600) as url:
         bench = Bench(url, log)
-        idle = statistics.median(bench.first_token(time.time()) for _ in range(3))  # the first loads the model
+        bench.first_token(time.time())  # loads the model
+        idle = statistics.median(bench.idle_first_token(q) for q in QUESTIONS[:3])
         results["idle_next_first_token_s"] = round(idle, 3)
         print(f"idle: next question's first token after {idle:.2f} s", flush=True)
         with browser() if "chat-page" in args.kinds else nullcontext() as chromium:
@@ -260,14 +301,17 @@ def main() -> None:
             for kind in args.kinds:
                 client = clients[kind]
                 assert client is not None
-                results["kinds"].append(run_kind(bench, kind, client, args.per_kind, rng, idle))
+                before = timer()
+                rows = run_kind(bench, kind, client, args.per_kind, rng, idle)
+                results["kinds"].append(summarise(kind, rows, [before, timer()]))
     results["load_after"] = os.getloadavg()
     (args.out / "cancel.json").write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
     print("\n| client | cancelled | model free p50 / p90 / max (s) | run stopped p50 (s) | next question delayed "
-          "p50 (s) | access lines |\n|---|---|---|---|---|---|")  # fmt: skip
+          "p50 (s) | one prompt block (s) | access lines |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for k in results["kinds"]:
         print(f"| {k['kind']} | {k['cancelled']} | {k['free_p50_s']} / {k['free_p90_s']} / {k['free_max_s']} | "
-              f"{k['stopped_p50_s']} | {k['next_delayed_p50_s']} | {k['access_lines']} |")  # fmt: skip
+              f"{k['stopped_p50_s']} | {k['next_delayed_p50_s']} | {' / '.join(map(str, k['block_s']))} | "
+              f"{k['access_lines']} |")  # fmt: skip
 
 
 if __name__ == "__main__":
