@@ -2,8 +2,9 @@
 
 A real ``crag serve`` process (uvicorn, the embedded model, search none) over the shipped
 sample's internal documents. Each cancellation asks a question whose answer takes several
-sentences, hangs up after a random delay (0.5–4 s, seeded: during retrieval, while the
-prompt is read, or while the answer is written), and at once sends the next question. Per
+sentences, hangs up after a random delay (seeded, uniform from 0.5 s to 3 s past the idle
+server's first token: during retrieval, while the prompt is read, or while the answer is
+written, whatever the machine's speed), and at once sends the next question. Per
 cancellation:
 
 * **free**: the hang-up until the model was free: the end of the run's last span that holds
@@ -211,7 +212,7 @@ def run_kind(bench: Bench, kind: str, client: Client, n: int, rng: random.Random
     rows: list[dict[str, Any]] = []
     while len([r for r in rows if r["status"] == "cancelled"]) < n and len(rows) < 2 * n:
         question = QUESTIONS[len(rows) % len(QUESTIONS)]
-        delay = round(rng.uniform(0.5, 4.0), 2)
+        delay = round(rng.uniform(0.5, idle + 3.0), 2)
         hung_up, line, before = client(bench, question, delay)
         nxt = bench.first_token(hung_up)
         trace = bench.trace_of(question)
@@ -253,6 +254,11 @@ def summarise(kind: str, rows: list[dict[str, Any]], blocks: list[float]) -> dic
         "access_lines": f"{sum(r['logged'] for r in done)}/{len(done)}",
         "block_s": blocks,
         "phases": {p: sum(r["phase"] == p for r in done) for p in PHASES},
+        "free_p50_by_phase_s": {
+            p: round(statistics.median(r["free_s"] for r in done if r["phase"] == p), 3)
+            for p in PHASES
+            if any(r["phase"] == p for r in done)
+        },
         "rows": rows,
     }
 
@@ -306,12 +312,13 @@ def main() -> None:
                 results["kinds"].append(summarise(kind, rows, [before, timer()]))
     results["load_after"] = os.getloadavg()
     (args.out / "cancel.json").write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
-    print("\n| client | cancelled | model free p50 / p90 / max (s) | run stopped p50 (s) | next question delayed "
-          "p50 (s) | one prompt block (s) | access lines |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    print("\n| client | cancelled | model free p50 / p90 / max (s) | free p50 by phase (s) | run stopped p50 (s) "
+          "| next question delayed p50 (s) | one prompt block (s) | access lines |\n" + "|---" * 8 + "|")  # fmt: skip
     for k in results["kinds"]:
+        by_phase = ", ".join(f"{p}: {v} ({k['phases'][p]})" for p, v in k["free_p50_by_phase_s"].items())
         print(f"| {k['kind']} | {k['cancelled']} | {k['free_p50_s']} / {k['free_p90_s']} / {k['free_max_s']} | "
-              f"{k['stopped_p50_s']} | {k['next_delayed_p50_s']} | {' / '.join(map(str, k['block_s']))} | "
-              f"{k['access_lines']} |")  # fmt: skip
+              f"{by_phase} | {k['stopped_p50_s']} | {k['next_delayed_p50_s']} | "
+              f"{' / '.join(map(str, k['block_s']))} | {k['access_lines']} |")  # fmt: skip
 
 
 if __name__ == "__main__":
