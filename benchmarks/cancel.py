@@ -12,8 +12,8 @@ cancellation:
   which closes after the model's lock is released; 0 when the run stopped before taking it.
   **stopped**: the hang-up until the run's last span ended (retrieval on a busy CPU included);
 * **next**: the hang-up until the next question's first ``token`` event, less the same
-  question's first token on an idle server whose model last read another prompt (what the
-  hang-up cost the next question);
+  question's first token on an idle server whose model last read another prompt, measured
+  before each kind (what the hang-up cost the next question);
 * **block**: how long the model takes here and now to read one block of 128 prompt tokens
   (the same model and threads, timed in this process while the server is idle, before and
   after each kind): the model stops between two pieces, so on a busy machine the figures
@@ -294,9 +294,7 @@ def main() -> None:
     with crag_serve(sample_kb(args.out), env=env, log=log, timeout=600) as url:
         bench = Bench(url, log)
         bench.first_token(time.time())  # loads the model
-        idle = statistics.median(bench.idle_first_token(q) for q in QUESTIONS[:3])
-        results["idle_next_first_token_s"] = round(idle, 3)
-        print(f"idle: next question's first token after {idle:.2f} s", flush=True)
+
         with browser() if "chat-page" in args.kinds else nullcontext() as chromium:
             clients = {
                 "ask-sse": raw_client("/v1/ask", stream=True),
@@ -308,8 +306,9 @@ def main() -> None:
                 client = clients[kind]
                 assert client is not None
                 before = timer()
+                idle = statistics.median(bench.idle_first_token(q) for q in QUESTIONS[:2])  # the load moves
                 rows = run_kind(bench, kind, client, args.per_kind, rng, idle)
-                results["kinds"].append(summarise(kind, rows, [before, timer()]))
+                results["kinds"].append(summarise(kind, rows, [before, timer()]) | {"idle_first_token_s": idle})
     results["load_after"] = os.getloadavg()
     (args.out / "cancel.json").write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
     print("\n| client | cancelled | model free p50 / p90 / max (s) | free p50 by phase (s) | run stopped p50 (s) "
