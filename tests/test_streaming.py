@@ -238,6 +238,31 @@ def test_a_reader_that_leaves_while_the_prompt_is_read_stops_the_model_there(kb:
     assert "first_token_s" not in tracer.events.get("stream", {})  # an empty piece is no first token
 
 
+def test_a_reader_that_leaves_while_a_follow_up_is_condensed_stops_that_call(kb: KnowledgeBase) -> None:
+    """Not only the answer: every LLM call of a run watched live stops between two pieces."""
+    slow_rewrite = "Do zebras have stripes? " + "Really, " * 60
+    llm = ScriptedLLM([slow_rewrite, "Zebras have stripes [1]."], token_delay=0.05)
+    history = [{"role": "user", "content": "Where do zebras live?"}, {"role": "assistant", "content": "In Africa."}]
+    deps, cfg, tracer = Deps(kb, MarkerEvaluator(), llm, None), CragSettings(retrieval={"top_k": 1}), Tracer()
+    run = lambda on_step: run_crag("Do they have stripes?", deps, cfg, tracer, history=history, on_step=on_step)  # noqa: E731
+    s = AnswerStream(run, trace_id=tracer.id)
+    while llm.streamed < 3:  # condensing the follow-up: the first LLM call, no event yet
+        time.sleep(0.01)
+    s.close()
+    assert s.wait(timeout=5), "the run did not stop after close()"
+    assert llm.stopped == 1 and llm.streamed < 20 and len(llm.prompts) == 1 and not llm.lock.locked()
+    assert any(span.name == "condense" and "RequestCancelled" in (span.error or "") for span in tracer.spans)
+
+
+def test_a_run_nobody_watches_asks_complete_once(kb: KnowledgeBase) -> None:
+    """Without a live reader a call is one ``complete``, as before (nothing could stop it anyway)."""
+    llm = ScriptedLLM(["Do zebras have stripes?", "Zebras have stripes [1]."])
+    history = [{"role": "user", "content": "Where do zebras live?"}, {"role": "assistant", "content": "In Africa."}]
+    answer = run_crag("Do they have stripes?", Deps(kb, MarkerEvaluator(), llm, None),
+                      CragSettings(retrieval={"top_k": 1}), Tracer(), history=history)  # fmt: skip
+    assert answer.answer == "Zebras have stripes [1]." and llm.streamed == 0 and len(llm.prompts) == 2
+
+
 def test_empty_pieces_are_not_text_and_not_a_first_token(kb: KnowledgeBase) -> None:
     tracer = Tracer()
     with AnswerStream(live_run(kb, ReadingLLM("Zebras have stripes [1].", blocks=3), tracer), trace_id=tracer.id) as s:

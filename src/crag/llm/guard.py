@@ -11,7 +11,11 @@ protocols explicitly, so none can slip past it:
 * **budget** — a call whose prompt the token budget cannot cover is refused
   (``LLMBudgetExceeded``) before it is made; what it spent is charged afterwards, even
   past the limit (those tokens are spent);
-* **usage** — the tokens and calls of the request, for ``Answer.usage``.
+* **usage** — the tokens and calls of the request, for ``Answer.usage``;
+* **heartbeat** — in a run someone watches live, the watcher's heartbeat (which raises
+  ``RequestCancelled`` once the reader has left) is called before every call and between
+  two pieces of every reply: a free-form ``complete`` of a model that streams is read as a
+  stream (the same reply), so a condensed follow-up or a rewrite stops as the answer does.
 
 A capability the guarded model lacks (P(yes) from an LLM that only writes text) raises
 ``LLMError``; ask :func:`crag.protocols.offers` first.
@@ -35,6 +39,7 @@ from crag.protocols import (
     Messages,
     ScoringLLM,
     SessionLLM,
+    StreamingLLM,
     TokenStream,
     YesNoLLM,
     stream_completion,
@@ -61,11 +66,20 @@ class GuardedLLM:
     (1, 15)
     """
 
-    def __init__(self, model: LLM, *, budget: Budget | None = None, deadline: Deadline | None = None) -> None:
+    def __init__(
+        self,
+        model: LLM,
+        *,
+        budget: Budget | None = None,
+        deadline: Deadline | None = None,
+        heartbeat: Callable[[], None] | None = None,
+    ) -> None:
         self.model = model
         self.model_id = model.model_id
         self.budget = budget if budget is not None else Budget(None)
         self.deadline = deadline if deadline is not None else Deadline(None)
+        self.heartbeat = heartbeat if heartbeat is not None else _still_wanted
+        self._watched = heartbeat is not None  # a reader may leave: every reply is read piece by piece
         self._usage = Usage()
         self._lock = threading.Lock()  # correction may call from worker threads
 
@@ -81,7 +95,12 @@ class GuardedLLM:
         per request anyway (a server)."""
         if not isinstance(self.model, SessionLLM):
             return self
-        side = GuardedLLM(self.model.session(), budget=self.budget, deadline=self.deadline)
+        side = GuardedLLM(
+            self.model.session(),
+            budget=self.budget,
+            deadline=self.deadline,
+            heartbeat=self.heartbeat if self._watched else None,  # a reader who leaves stops it too
+        )
         side._usage, side._lock = self._usage, self._lock  # one request, one account
         return side
 
@@ -98,6 +117,9 @@ class GuardedLLM:
         temperature: float = 0.0,
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
+        if self._watched and json_schema is None and isinstance(self.model, StreamingLLM):
+            return self._complete_by_stream(messages, max_tokens, temperature)
+        self.heartbeat()
         estimate = self._charge_prompt(messages)
         out = self._within(
             lambda: self.model.complete(
@@ -110,6 +132,7 @@ class GuardedLLM:
 
     def stream(self, messages: Messages, *, max_tokens: int = 512, temperature: float = 0.0) -> TokenStream:
         """As ``complete``, token by token; a reply stopped early is charged for what it wrote."""
+        self.heartbeat()
         estimate = self._charge_prompt(messages)
 
         def start() -> TokenStream:
@@ -143,6 +166,7 @@ class GuardedLLM:
         model = self.model
         if not isinstance(model, YesNoLLM):
             raise LLMError(f"{self.model_id} gives no token probabilities", backend_id=self.model_id, step="guard")
+        self.heartbeat()
         estimate = self._charge_prompt(messages, answer_tokens=1)
         p = self._within(lambda: model.yes_probability(messages), "yes_probability")
         self._spent(estimate + 1, estimate, 1)
@@ -153,10 +177,25 @@ class GuardedLLM:
         model = self.model
         if not isinstance(model, ScoringLLM):
             raise LLMError(f"{self.model_id} gives no choice probabilities", backend_id=self.model_id, step="guard")
+        self.heartbeat()
         estimate = self._charge_prompt(messages, answer_tokens=1)
         probs = self._within(lambda: model.choice_probabilities(messages, choices), "choice_probabilities")
         self._spent(estimate + 1, estimate, 1)
         return probs
+
+    def _complete_by_stream(self, messages: Messages, max_tokens: int, temperature: float) -> Completion:
+        """``complete`` read as the stream of the same reply, with a heartbeat between two pieces."""
+        reply = self.stream(messages, max_tokens=max_tokens, temperature=temperature)
+        try:
+            while True:
+                try:
+                    next(reply)
+                except StopIteration as end:
+                    done: Completion = end.value
+                    return done
+                self.heartbeat()
+        finally:
+            reply.close()  # a heartbeat that raised stops the model here
 
     # -- the guard -----------------------------------------------------------------------------
     def _charge_prompt(self, messages: Messages, *, answer_tokens: int = 0) -> int:
@@ -186,6 +225,10 @@ class GuardedLLM:
 
     def _what(self) -> str:
         return f"LLM {self.model_id} (past correction.deadline_seconds = {self.deadline.seconds:g})"
+
+
+def _still_wanted() -> None:
+    """The heartbeat of a run nobody watches live: it is never stopped by a reader."""
 
 
 def _stream_within(start: Callable[[], TokenStream], budget: float, what: str, backend_id: str) -> TokenStream:

@@ -172,7 +172,7 @@ def _correct(steps: Steps, question: str, deps: Deps, cfg: CragSettings, history
     """Steps 0–4 of CRAG, the same for an answer and for a retriever's context."""
     deadline = Deadline(cfg.correction.deadline_seconds)
     # One budget and one deadline for every LLM call of the request (grading included) and every search.
-    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline)
+    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline, steps.watched())
 
     # 0. Condense: in a conversation, the last message made standalone (at most one LLM call).
     condensed = _condense(steps, question, history, llm)
@@ -271,7 +271,8 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, his
             on_step: OnStep | None = None) -> Answer:  # fmt: skip
     """The baseline: retrieve top-k and generate from the chunks as they are."""
     steps = _steps(tracer, on_step)
-    llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, Deadline(cfg.correction.deadline_seconds)).llm
+    deadline = Deadline(cfg.correction.deadline_seconds)
+    llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, deadline, steps.watched()).llm
     condensed = _condense(steps, question, history, llm)
     query = steps.emit("query", make_query(condensed.question, cfg, mode="rag", filters=deps.filters))
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)

@@ -7,6 +7,7 @@ counts against the request's tokens and stops at its deadline like generation do
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from crag.budget import Budget, BudgetedSearch
@@ -35,10 +36,13 @@ def guard(
     evaluator: Evaluator,
     cfg: CragSettings,
     deadline: Deadline,
+    heartbeat: Callable[[], None] | None = None,
 ) -> Guarded:
     """Put the LLM, the search and an LLM evaluator behind the request's budget and deadline
     (search cache outermost, so a cache hit costs no budget and no time). Per-day budgets
-    and the cache persist beside the knowledge base, or in the shared ``kb.state_uri``."""
+    and the cache persist beside the knowledge base, or in the shared ``kb.state_uri``.
+    ``heartbeat`` (a run watched live) may stop any LLM call between two pieces of its reply
+    (:class:`~crag.llm.guard.GuardedLLM`)."""
     fix = cfg.correction
     budget = Budget(
         state_for(cfg, BUDGET, sqlite_path=kb.path / BUDGET.file),
@@ -47,7 +51,7 @@ def guard(
         fix.per_request_searches,
         fix.per_day_searches,
     )
-    guarded = GuardedLLM(llm, budget=budget, deadline=deadline)
+    guarded = GuardedLLM(llm, budget=budget, deadline=deadline, heartbeat=heartbeat)
     if search is not None:
         search = BudgetedSearch(TimeoutSearch(search, timeout=fix.search_timeout, deadline=deadline), budget)
         if fix.search_cache_ttl:

@@ -100,6 +100,10 @@ class Steps:
             self._first("first_token_s")
         self.heartbeat()
 
+    def watched(self) -> Callable[[], None] | None:
+        """The heartbeat for the request's LLM guard when the run is watched live, else ``None``."""
+        return self.heartbeat if self.live else None
+
     def heartbeat(self) -> None:
         """Let observers that watch live (:class:`Heartbeat`) stop the run: they raise to do so."""
         for observe in self.observers:

@@ -2,6 +2,11 @@
 
 Every engine call runs in the threadpool: the engine blocks (embeddings, SQLite, a local
 model behind a lock), and the event loop must stay free for health checks and keep-alives.
+
+Every answer, streamed or not, is a run the server can stop (:class:`~crag.pipeline.live.AnswerStream`):
+a client that hangs up closes it (:mod:`crag.server.hangup` before the response starts, the
+streamed response itself afterwards), so the model stops at its next piece and the next
+request gets it. The trace says ``cancelled``.
 """
 
 from __future__ import annotations
@@ -9,16 +14,18 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
+from starlette.types import Receive
 
 from crag.errors import ApiError, CragError
 from crag.pipeline.live import AnswerStream
 from crag.server.body import parse_body
 from crag.server.collections import Collections, Run, chat_model, collection_for
-from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, first_events, live_events
+from crag.server.hangup import stop_on_hangup
+from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, final_answer, first_events, live_events
 from crag.server.metrics import Metrics
 from crag.server.policy import check_search_choice
 from crag.server.schemas import AskRequest, ChatRequest, RedactedJSONResponse
-from crag.server.stream import SSEResponse, chat_completion, crag_error_status
+from crag.server.stream import SSEResponse, chat_completion
 from crag.types import Answer
 
 __all__ = ["answer_question", "install"]
@@ -36,7 +43,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
             stream = await _start_stream(run, metrics, req.question)
             events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
             return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
-        answer = await answer_question(run, metrics, req.question)
+        answer = await answer_question(run, metrics, req.question, receive=request.receive)
         return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/chat/completions", response_model=None)
@@ -49,20 +56,22 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,
             # so an error before it (503 model unavailable, 409 no knowledge base) still
-            # reaches OpenAI clients as an HTTP status instead of a broken stream.
+            # reaches OpenAI clients as an HTTP status instead of a broken stream. Until
+            # then nothing else notices a client that hangs up: the run is closed here.
             stream = await _start_stream(run, metrics, question)
             events = live_events(stream, KEEPALIVE_SECONDS)
             try:
-                first = await first_events(events)
+                async with stop_on_hangup(request.receive, stream.close):
+                    first = await first_events(events)
             except BaseException as exc:
                 await events.aclose()
                 if isinstance(exc, CragError):
-                    metrics.error(crag_error_status(exc)[1])
+                    metrics.failed(exc)
                 raise
             include_usage = bool((req.stream_options or {}).get("include_usage"))
             body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
-        answer = await answer_question(run, metrics, question)
+        answer = await answer_question(run, metrics, question, receive=request.receive)
         return RedactedJSONResponse(
             chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
         )
@@ -94,38 +103,43 @@ def _check_chat(req: ChatRequest) -> None:
 
 
 # -- running questions ------------------------------------------------------------------
-async def answer_question(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> Answer:
-    check_search_choice(run.collection.engine.settings, run.search)  # 403 before anything is built or called
+async def answer_question(
+    run: Run, metrics: Metrics, question: str, *, receive: Receive | None = None, replay_of: str | None = None
+) -> Answer:
+    """Answer ``question`` whole; with the request's ``receive``, a client that hangs up stops the run.
+
+    The run is the same streamed run the SSE routes read (the answer is the same, character for
+    character), because only a streamed run can be stopped between two pieces of the model.
+    """
+    stream = await _start_stream(run, metrics, question, replay_of=replay_of)
+    events = live_events(stream)
     try:
-        answer = await run_in_threadpool(_ask_and_annotate, run, question, replay_of)
+        if receive is None:
+            answer = await final_answer(events)
+        else:
+            async with stop_on_hangup(receive, stream.close):
+                answer = await final_answer(events)
     except CragError as exc:
-        metrics.error(crag_error_status(exc)[1])
+        metrics.failed(exc)
         raise
+    finally:
+        await events.aclose()
     metrics.answer(answer)
     return answer
 
 
-def _ask_and_annotate(run: Run, question: str, replay_of: str | None) -> Answer:
+async def _start_stream(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> AnswerStream:
+    """Start a run; bad input and a missing knowledge base fail here, as HTTP errors."""
     engine = run.collection.engine
-    engine.check_state()  # a shared state database that is down: 503 now, not an unrecorded answer
-    info = run.request_info(replay_of)
-    return engine.ask(
-        question, mode=run.mode, search=run.search, request=info, filters=run.filters, history=run.history
-    )
-
-
-async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStream:
-    """Start a streamed run; bad input and a missing knowledge base fail here, as HTTP errors."""
-    engine = run.collection.engine
-    check_search_choice(engine.settings, run.search)
+    check_search_choice(engine.settings, run.search)  # 403 before anything is built or called
 
     def start() -> AnswerStream:
-        engine.check_state()
+        engine.check_state()  # a shared state database that is down: 503 now, not an unrecorded answer
         return engine.ask_stream(
             question,
             mode=run.mode,
             search=run.search,
-            request=run.request_info(),
+            request=run.request_info(replay_of),
             filters=run.filters,
             history=run.history,
         )
@@ -133,7 +147,7 @@ async def _start_stream(run: Run, metrics: Metrics, question: str) -> AnswerStre
     try:
         return await run_in_threadpool(start)
     except CragError as exc:
-        metrics.error(crag_error_status(exc)[1])
+        metrics.failed(exc)
         raise
 
 

@@ -46,6 +46,7 @@ from crag.server.auth import (
 from crag.server.body import describe_errors, document_bodies
 from crag.server.collections import Collections
 from crag.server.connection import ConnectionLimits, guarded_protocol
+from crag.server.hangup import HangUpLogMiddleware
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from crag.server.public import Publisher, PublishMiddleware
 from crag.server.schemas import AskRequest, ChatRequest, IngestRequest, RedactedJSONResponse, error_response
@@ -152,6 +153,7 @@ def _add_middleware(
             expose_headers=["X-Trace-Id", "Retry-After"],
         )
     app.add_middleware(_MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(HangUpLogMiddleware)  # outermost: sees the server's own receive and send
 
 
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:

@@ -24,8 +24,9 @@ from crag.pipeline.reducer import AnswerText
 from crag.server.metrics import Metrics
 from crag.server.public import public
 from crag.server.stream import crag_error_status, crag_meta, sse, url_citations
+from crag.types import Answer
 
-__all__ = ["ask_events", "chat_events", "first_events", "live_events"]
+__all__ = ["ask_events", "chat_events", "final_answer", "first_events", "live_events"]
 
 POLL_SECONDS = 0.1  # longest wait in the threadpool: how soon a hang-up stops the model
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while nothing happens (proxies drop idle streams)
@@ -70,6 +71,7 @@ async def ask_events(
     yield sse("started", {"question": question, "mode": mode, "trace_id": stream.trace_id})
     text = AnswerText()
     events = live_events(stream, keepalive)
+    ended = False  # the answer or an error was sent; else the client left first
     try:
         async for event in events:
             if event is None:
@@ -78,15 +80,19 @@ async def ask_events(
             if piece := text.take(event):
                 yield sse("token", {"delta": piece})
             if event.name == "answer":
+                ended = True
                 metrics.answer(event.value)
                 yield sse("done", event.data)
             elif event.name != "token":
                 yield sse(event.name, event.data)
     except CragError as exc:
+        ended = True
         status, type_ = crag_error_status(exc)
-        metrics.error(type_)
+        metrics.failed(exc)
         yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
     finally:
+        if not ended:
+            metrics.cancelled()
         await events.aclose()
 
 
@@ -103,6 +109,15 @@ async def first_events(events: AsyncGenerator[StreamEvent | None, None]) -> list
             if event.name in _CHAT_START:
                 break
     return seen
+
+
+async def final_answer(events: AsyncGenerator[StreamEvent | None, None]) -> Answer:
+    """Read events to the end of the run; its :class:`Answer` (a failed run raises its error)."""
+    async for event in events:
+        if event is not None and event.name == "answer":
+            answer: Answer = event.value
+            return answer
+    raise RuntimeError("the run ended without an answer")  # pragma: no cover - a run ends with one or raises
 
 
 async def chat_events(
@@ -139,6 +154,7 @@ async def chat_events(
 
     yield chunk({"role": "assistant", "content": ""})
     text = AnswerText()
+    ended = False  # the answer or an error came; else the client left first
     try:
         async for event in all_events():
             if event is None:
@@ -147,14 +163,18 @@ async def chat_events(
             if piece := text.take(event):
                 yield chunk({"content": piece})
             if event.name == "answer":
+                ended = True
                 metrics.answer(event.value)
     except CragError as exc:
+        ended = True
         status, type_ = crag_error_status(exc)
-        metrics.error(type_)
+        metrics.failed(exc)
         yield chunk({}, "error", error={"status": status, "type": type_, "message": str(exc)})
         yield b"data: [DONE]\n\n"
         return
     finally:
+        if not ended:
+            metrics.cancelled()
         await events.aclose()
     answer = text.answer
     if answer is None:  # pragma: no cover - a run ends with its answer or an error

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
+from crag.errors import CragError, RequestCancelled
+from crag.server.stream import crag_error_status
 from crag.types import Answer
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
@@ -52,7 +54,7 @@ class Metrics:
         self.errors = Counter("crag_errors", "Failed questions by error type", ["type"], registry=r)
         self.outcomes = Counter(
             "crag_outcomes",
-            "Questions by how they ended: answered, degraded, refused, abstained, failed",
+            "Questions by how they ended: answered, degraded, refused, abstained, failed, cancelled",
             ["status"],
             registry=r,
         )
@@ -76,6 +78,17 @@ class Metrics:
     def error(self, type_: str) -> None:
         self.errors.labels(type=type_).inc()
         self.outcomes.labels(status="failed").inc()
+
+    def failed(self, exc: CragError) -> None:
+        """A question that ended with ``exc``: cancelled when its client left, else failed."""
+        if isinstance(exc, RequestCancelled):
+            self.cancelled()
+        else:
+            self.error(crag_error_status(exc)[1])
+
+    def cancelled(self) -> None:
+        """A question whose client hung up before its answer was complete (not an error)."""
+        self.outcomes.labels(status="cancelled").inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

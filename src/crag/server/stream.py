@@ -31,6 +31,7 @@ from crag.errors import (
     LLMUnavailableError,
     ModelIntegrityError,
     NoMatchError,
+    RequestCancelled,
     StateUnavailableError,
     TraceNotFoundError,
     UnknownBackendError,
@@ -57,6 +58,7 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
     table: Sequence[tuple[type[CragError], int, str]] = (
         (TraceNotFoundError, 404, "not_found"),
         (DocumentNotFoundError, 404, "document_not_found"),
+        (RequestCancelled, 499, "client_closed_request"),  # nobody reads it; the access log does
         (DiskFullError, 507, "insufficient_storage"),
         (UnknownBackendError, 400, "unknown_backend"),
         (UnsupportedFileError, 415, "unsupported_file"),

@@ -74,7 +74,9 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
         filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
         run = Run(col, str(mode), search, filters)
-        answer = await answer_question(run, metrics, question, replay_of=str(original.get("id")))
+        answer = await answer_question(
+            run, metrics, question, receive=request.receive, replay_of=str(original.get("id"))
+        )
         replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
         return {"original": _shown(original), "replay": _shown(replayed), "answer": answer.to_dict()}
 

@@ -9,6 +9,7 @@
 const conversation = [];  // {role, content} messages sent so far, answers included
 let turnCount = 0;
 let modelsListed = false;  // GET /v1/models exists: requests name the chosen collection
+let answering = null;  // the AbortController of the turn being answered: a new conversation stops it
 
 function authHeaders(extra) {
   const headers = Object.assign({}, extra || {});
@@ -129,11 +130,14 @@ async function send(event) {
   const messages = conversation.concat([{ role: "user", content: question }]);
   const turn = newTurn(question);
   let text = "";
+  const controller = new AbortController();
+  answering = controller;
   try {
     const response = await fetch("/v1/chat/completions", {
       method: "POST",
       headers: authHeaders({ "Content-Type": "application/json" }),
       body: JSON.stringify({ model, messages, stream: true }),
+      signal: controller.signal,  // aborting closes the connection: the server stops the model
     });
     if (!response.ok) throw new Error(await errorOf(response));
     let meta = null;
@@ -161,16 +165,19 @@ async function send(event) {
     turn.bot.dataset.state = "done";
     conversation.push({ role: "user", content: question }, { role: "assistant", content: text });
   } catch (err) {
+    if (controller.signal.aborted) return;  // a new conversation dropped this turn
     turn.bot.dataset.state = "error";
     turn.status.replaceChildren(el("span", { class: "error" }, err.message));
     input.value = question;  // nothing was answered: the question is not lost
   } finally {
+    if (answering === controller) answering = null;
     button.disabled = false;
     input.focus();
   }
 }
 
 function newConversation() {
+  if (answering) answering.abort();  // nobody will read the answer being written: stop it
   conversation.length = 0;
   document.getElementById("turns").replaceChildren();
   document.getElementById("chat-form").elements.message.focus();

@@ -63,6 +63,25 @@ function inCollection(path, name = currentCollection()) {
   return `${path}${path.includes("?") ? "&" : "?"}collection=${encodeURIComponent(name)}`;
 }
 
+// A page opened without ?collection= (a trace link typed or shared) whose key may use one
+// collection that a request naming none would not get (the server holds several): the
+// page takes that collection into its URL, so every request and link of the page names it.
+let keyCollection = null;
+function keyCollectionReady() {
+  keyCollection = keyCollection || (async () => {
+    if (currentCollection()) return;
+    try {
+      const data = await api("/v1/collections");
+      const names = data.collections.map((c) => c.name);
+      if (names.length !== 1 || names[0] === data.default) return;
+      const url = new URL(location.href);
+      url.searchParams.set("collection", names[0]);
+      history.replaceState(null, "", url);
+    } catch (_) { /* the page's own request shows the error */ }
+  })();
+  return keyCollection;
+}
+
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
   const key = sessionStorage.getItem(KEY_NAME);

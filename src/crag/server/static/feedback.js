@@ -68,8 +68,9 @@ async function rate(value) {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("rate-up").addEventListener("click", () => rate("up"));
   document.getElementById("rate-down").addEventListener("click", () => rate("down"));
+  await keyCollectionReady();
   loadFeedback();
 });

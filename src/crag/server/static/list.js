@@ -6,17 +6,20 @@ async function loadCollections() {
   const select = document.getElementById("collection");
   try {
     const data = await api("/v1/collections");
-    const chosen = currentCollection() || data.default || (data.collections[0] || {}).name || "";
+    const names = data.collections.map((c) => c.name);
+    const chosen = [currentCollection(), data.default].find((n) => n && names.includes(n)) || names[0] || "";
     select.replaceChildren(...data.collections.map((c) =>
       el("option", { value: c.name, selected: c.name === chosen }, c.access === "write" ? c.name : `${c.name} (read)`)));
-    const several = data.collections.length > 1;
+    const several = names.length > 1;
     document.getElementById("collection-box").hidden = !several;
-    // One collection: requests need not name it, and URLs stay as they were.
-    if (several) select.setAttribute("name", "collection"); else select.removeAttribute("name");
+    // Requests name the chosen collection unless it is the one a request naming none gets:
+    // a server with one collection keeps its URLs as they were, and a key that may use one
+    // collection of several names its own, without a selector to show.
+    if (several || chosen !== data.default) select.setAttribute("name", "collection"); else select.removeAttribute("name");
   } catch (_) { /* the list shows the error */ }
 }
 
-// The collection chosen in the selector, "" when the server holds one (requests need not name it).
+// The collection requests name: the chosen one, "" when a request naming none gets it.
 function chosenCollection() {
   const select = document.getElementById("collection");
   return select.getAttribute("name") ? select.value : "";

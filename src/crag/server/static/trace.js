@@ -220,7 +220,8 @@ async function replay() {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("replay").addEventListener("click", replay);
+  await keyCollectionReady();
   load();
 });
