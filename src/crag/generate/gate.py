@@ -207,10 +207,11 @@ class SentenceGate:
         order = list(dict.fromkeys([*cites, *own]))
         if not order:
             return None
+        answers = not self.claims and self.judge is not None  # the first claim answers the question
         for n in order:
-            if self.relation.lexical(bare, self._source(n - 1)).held:
+            if self.relation.lexical(bare, self._source(n - 1), answers=answers).held:
                 return [n] if n not in cites else cites
-        verdict = self.relation.settle(bare, self._source(order[0] - 1), judge=self.judge)
+        verdict = self.relation.settle(bare, self._source(order[0] - 1), judge=self.judge, answers=answers)
         if verdict.probability is not None:
             self.judged.append(verdict)
         if verdict.held:

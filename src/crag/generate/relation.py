@@ -46,7 +46,7 @@ from crag.errors import CragError
 from crag.generate.grounding import SourceTerms, is_closed, new_terms
 from crag.grade.signals import question_focus
 from crag.protocols import LLM, YesNoLLM, offers
-from crag.text import split_sentences
+from crag.text import detect_language, split_sentences
 from crag.types import Strip
 
 __all__ = ["CALIBRATED", "Judge", "RelationCheck", "Verdict", "judge_threshold", "missing_terms", "model_judge",
@@ -58,6 +58,8 @@ when the model could not be asked (the call failed, no token probabilities)."""
 
 # Per bundled model, from benchmarks/claim_check.py over near-miss pairs (None: too weak to ask).
 CALIBRATED: dict[str, float | None] = {"qwen2.5-coder-1.5b": 0.5, "qwen2.5-coder-0.5b": None}
+STRICT = 0.9  # P(yes) that holds a relation its source never writes in its own language
+_CJK = re.compile(r"[\u3400-\u9fff]")
 WINDOW_CHARS = 600  # the judge reads at most this much: a title and two sentences
 _YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")  # a year dates a claim; it is rarely the slot a near miss swaps
 _ROW = " | "  # between the cells of a table row (crag.ingest.tables)
@@ -146,20 +148,24 @@ class RelationCheck:
         self._focus = [t for t in question_focus(question)[1] if t not in _LIGHT and not _is_figure(t)]
         self._windows: dict[str, list[tuple[str, SourceTerms]]] = {}
 
-    def needs(self, sentence: str) -> tuple[list[str], list[str], list[str]]:
-        """The claim's ``restated`` relation words, its ``new`` words and its ``units``."""
+    def needs(self, sentence: str, *, answers: bool = False) -> tuple[list[str], list[str], list[str]]:
+        """The claim's ``restated`` relation words, its ``new`` words and its ``units``.
+
+        ``answers``: the sentence is the answer's first claim, the one that answers; it must
+        state what the question asks (its focus words, or in the judge's reading), not only
+        what it says: "王磊，首席硬件工程师" is true and no answer to who the CEO is."""
         new = new_terms(sentence, self.question)
         every = new_terms(sentence, "")
         # light verbs (give, get, provide…) say how, not what: "provide cars" states "give cars"
         restated = [t for t in every if t not in new and t not in _LIGHT]
         restated += [t for t in self._asked if t not in restated and t not in new and t not in _LIGHT]
-        if any(_is_figure(t) and not _YEAR.fullmatch(t) for t in new):  # "8,640" must be the asked attribute's
+        if answers or any(_is_figure(t) and not _YEAR.fullmatch(t) for t in new):  # "8,640": the asked attribute's
             restated += [t for t in self._focus if t not in restated and t not in new]
         return restated, new, _units(sentence)
 
-    def lexical(self, sentence: str, source: Strip) -> Verdict:
+    def lexical(self, sentence: str, source: Strip, *, answers: bool = False) -> Verdict:
         """The best window of ``source`` for ``sentence``, and whether its words state the claim."""
-        restated, new, units = self.needs(sentence)
+        restated, new, units = self.needs(sentence, answers=answers)
         negative = self.closed and negative_reply(sentence)
         best: tuple[float, str, list[str]] | None = None
         for text, terms in self._windows_of(source):
@@ -178,14 +184,19 @@ class RelationCheck:
             return Verdict(False, "", "", [*restated, *units])
         return Verdict(False, "", best[1], best[2])
 
-    def settle(self, sentence: str, source: Strip, *, judge: Judge | None) -> Verdict:
-        """:meth:`lexical`, then the judge for a claim whose words no window holds."""
-        verdict = self.lexical(sentence, source)
+    def settle(self, sentence: str, source: Strip, *, judge: Judge | None, answers: bool = False) -> Verdict:
+        """:meth:`lexical`, then the judge for a claim whose words no window holds.
+
+        A relation word the source never writes although it is in the source's language (a
+        page that never says "CEO" read as naming one) needs the judge's near-certainty
+        (``STRICT``): small models read a founder as the chief executive."""
+        answers = answers and judge is not None  # without a reader, what a claim says is checked, not what it answers
+        verdict = self.lexical(sentence, source, answers=answers)
         if verdict.held or not verdict.window:
             return verdict
         if self.closed and negative_reply(sentence):
             return verdict  # a "no" must be written in the source: never inferred
-        restated, new, units = self.needs(sentence)
+        restated, new, units = self.needs(sentence, answers=answers)
         if any(_is_figure(t) and not SourceTerms(verdict.window).has(t) for t in new):
             return verdict  # a figure the window lacks: no reading makes it stated there
         if any(u in verdict.missing for u in units):
@@ -198,7 +209,13 @@ class RelationCheck:
         p = judge(self.question, verdict.window)
         if p is None:  # the judge could not be asked: keep the lexical verdict's missing words
             return verdict
-        return Verdict(p >= self.threshold, "judge", verdict.window, verdict.missing, round(p, 4))
+        whole = SourceTerms(f"{source.title} {source.text}")
+        zh = detect_language(source.text[:300]) == "zh"
+        unwritten = [
+            t for t in verdict.missing if t in restated and bool(_CJK.search(t)) == zh and not _holds(whole, t)
+        ]
+        bar = max(self.threshold, STRICT) if unwritten else self.threshold
+        return Verdict(p >= bar, "judge", verdict.window, verdict.missing, round(p, 4))
 
     def _windows_of(self, source: Strip) -> list[tuple[str, SourceTerms]]:
         key = source.title + "\x00" + source.text
