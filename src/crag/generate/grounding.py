@@ -49,6 +49,35 @@ _SOURCE_REF = re.compile(
     re.I,
 )
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# A unit in each language's forms: a Chinese source's 毫安时 holds an English claim's "mAh".
+UNITS: dict[str, tuple[str, ...]] = {
+    "mah": ("mah", "毫安时", "毫安", "milliamp"),
+    "wh": ("wh", "瓦时"),
+    "kg": ("kg", "公斤", "千克", "kilogram"),
+    "g": ("g", "克", "gram"),
+    "km": ("km", "公里", "千米", "kilometer", "kilometre"),
+    "m": ("m", "米", "meter", "metre"),
+    "cm": ("cm", "厘米", "centimeter", "centimetre"),
+    "mm": ("mm", "毫米", "millimeter", "millimetre"),
+    "gb": ("gb", "g"),
+    "tb": ("tb", "t"),
+    "w": ("w", "瓦", "watt"),
+    "v": ("v", "伏", "volt"),
+    "hz": ("hz", "赫兹"),
+    "yuan": ("yuan", "元", "rmb", "cny", "¥", "￥"),
+    "usd": ("usd", "$", "dollar", "美元"),
+    "%": ("%", "percent", "百分之", "％"),
+    "h": ("h", "小时", "hour"),
+    "min": ("min", "分钟", "minute"),
+}
+for _key, _forms in list(UNITS.items()):
+    for _form in _forms:
+        UNITS.setdefault(_form, _forms)
+# Units a model spells out, read as their symbol: "5200 milliamp hours" claims "5200 mAh".
+_SPELLED_UNITS = (
+    (re.compile(r"\bmilli-?amp(?:ere)?s?[- ]?hours?\b", re.I), "mAh"),
+    (re.compile(r"\bwatt[- ]?hours?\b", re.I), "Wh"),
+)
 _NUM_SEP = re.compile(r"(?<=\d)[,，](?=\d{3})")
 _ACRONYM = re.compile(r"\b[A-Z]{2}\b")
 _BRITISH_RE = re.compile(r"(?<=[a-z]{2})([tb])re(s?)$")  # centre(s), metre, fibre
@@ -146,6 +175,7 @@ def _new_terms(answer: str, question: str) -> list[str]:
     asked = {_stem(t) for t in tokenize(_NUM_SEP.sub("", question), keep_stopwords=True)}
     asked_text = question.lower()
     text = _NUM_SEP.sub("", _SOURCE_REF.sub(" ", CITE.sub(" ", answer)))
+    text = symbol_units(text)
     acronyms = {m.lower() for m in _ACRONYM.findall(text)}  # "NL", "NC": short but they are the answer
     out: list[str] = []
     for tok in tokenize(text, search_mode=False):
@@ -162,9 +192,22 @@ def _new_terms(answer: str, question: str) -> list[str]:
     return out
 
 
+def symbol_units(text: str) -> str:
+    """``text`` with spelled-out units as their symbol ("5200 milliamp hours" → "5200 mAh").
+
+    >>> symbol_units("It holds 5200 milliampere-hours.")
+    'It holds 5200 mAh.'
+    """
+    for spelled, symbol in _SPELLED_UNITS:
+        text = spelled.sub(symbol, text)
+    return text
+
+
 def _found(term: str, corpus: str, words: set[str]) -> bool:
     if _CJK.search(term):
-        return term in corpus
+        return term in corpus or any(form in corpus for form in UNITS.get(term, ()))
+    if term in UNITS and term not in ("m", "g", "h", "v", "w"):  # one letter is too common to stand for a unit
+        return any(form in corpus for form in UNITS[term]) or _stem(term) in words
     if term.isdigit():  # "14" is found in "14.2" (rounded), not in "140"
         return re.search(rf"(?<!\d){term}(?!\d)", corpus) is not None
     if _FIGURE.fullmatch(term):  # "14.2" is not in "14.25" or "114.2"

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from crag.correct.verify import verify_messages
 from crag.errors import CragError
-from crag.generate.grounding import SourceTerms, is_closed, new_terms
+from crag.generate.grounding import UNITS, SourceTerms, is_closed, new_terms, symbol_units
 from crag.grade.signals import question_focus
 from crag.protocols import LLM, YesNoLLM, offers
 from crag.text import detect_language, split_sentences
@@ -67,29 +67,6 @@ _LEAD_CHARS = 160  # a line this short before a table says what its rows are abo
 # A figure and the word written after it: "8,640 mAh", "5200毫安时", "185 g", "3.5 kg".
 _FIGURE_UNIT = re.compile(r"\d[\d,，.]*\s*([A-Za-z%‰]{1,5}\b|[\u4e00-\u9fff]{1,3})?")
 # Units written the same way in both languages, so a zh source holds an en claim's unit.
-_UNITS: dict[str, tuple[str, ...]] = {
-    "mah": ("mah", "毫安时", "毫安"),
-    "wh": ("wh", "瓦时"),
-    "kg": ("kg", "公斤", "千克", "kilogram"),
-    "g": ("g", "克", "gram"),
-    "km": ("km", "公里", "千米", "kilometer", "kilometre"),
-    "m": ("m", "米", "meter", "metre"),
-    "cm": ("cm", "厘米", "centimeter", "centimetre"),
-    "mm": ("mm", "毫米", "millimeter", "millimetre"),
-    "gb": ("gb", "g"),
-    "tb": ("tb", "t"),
-    "w": ("w", "瓦", "watt"),
-    "v": ("v", "伏", "volt"),
-    "hz": ("hz", "赫兹"),
-    "yuan": ("yuan", "元", "rmb", "cny", "¥", "￥"),
-    "usd": ("usd", "$", "dollar", "美元"),
-    "%": ("%", "percent", "百分之", "％"),
-    "h": ("h", "小时", "hour"),
-    "min": ("min", "分钟", "minute"),
-}
-for _key, _forms in list(_UNITS.items()):
-    for _form in _forms:
-        _UNITS.setdefault(_form, _forms)
 # A reply that says no. In Chinese only where 不 / 没 / 未 negate: not 不同, 不断, 无线.
 _NEGATIVE = re.compile(
     r"^\W*(?:no\b|not\b|none\b|never\b|否|不|没|并不|并没|无)"
@@ -312,11 +289,11 @@ def _units(sentence: str) -> list[str]:
     ['mah', '克']
     """
     out: list[str] = []
-    for m in _FIGURE_UNIT.finditer(sentence):
+    for m in _FIGURE_UNIT.finditer(symbol_units(sentence)):
         word = (m.group(1) or "").lower()
         # a Chinese unit runs into the next word ("5200毫安时左右"): its longest known start
-        unit = next((word[:n] for n in (3, 2, 1) if word[:n] in _UNITS), "") if word and not word.isascii() else word
-        if unit in _UNITS and unit not in out:
+        unit = next((word[:n] for n in (3, 2, 1) if word[:n] in UNITS), "") if word and not word.isascii() else word
+        if unit in UNITS and unit not in out:
             out.append(unit)
     return out
 
@@ -331,7 +308,7 @@ def _holds(terms: SourceTerms, term: str) -> bool:
 
 
 def _has_unit(terms: SourceTerms, unit: str) -> bool:
-    return any(form in terms.corpus for form in _UNITS.get(unit, (unit,)))
+    return any(form in terms.corpus for form in UNITS.get(unit, (unit,)))
 
 
 def _is_figure(term: str) -> bool:
