@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.collection_names",
             "crag.config",
             "crag.config_errors",
+            "crag.config_server",
             "crag.config_state",
             "crag.paths",
             "crag._sqlite",
