@@ -42,7 +42,7 @@ WEB = [
 ]  # fmt: skip
 
 
-def _engine(tmp: Path, internal: Path, corpus: Path, *, verify: bool = True) -> CRAG:
+def _engine(tmp: Path, internal: Path, corpus: Path, *, verify: bool = True, upper: float | None = None) -> CRAG:
     import os
 
     os.environ.setdefault("CRAG_CACHE_DIR", str(project_cache_dir()))
@@ -51,6 +51,7 @@ def _engine(tmp: Path, internal: Path, corpus: Path, *, verify: bool = True) -> 
         search={"provider": "corpus", "corpus_path": corpus},
         # The corpus is embedded on the first search: on a cold cache that is not the search's own time.
         correction={"search_timeout": 120, "verify_correct": verify},
+        **({"evaluator": {"upper": upper}} if upper is not None else {}),
     )
     report = engine.ingest([internal])
     assert report.count("added") == 1 and not report.skipped
@@ -105,7 +106,9 @@ def test_english_correct_is_verified_before_it_is_trusted(tmp_path: Path) -> Non
     # The 1.5B check catches about 70 % of on-topic passages without the answer (held-out pairs,
     # benchmarks/verify_correct.py): this one (no weight anywhere in it) is caught, and the
     # question is searched before any answer is written. The refusal rule stays the backstop.
-    engine = _engine(tmp_path, *_eiffel(tmp_path))
+    # The trained evaluator already grades this passage below τ_high (0.67: it never says
+    # "weigh"); a lenient τ_high of 0.6 puts it on the Correct path, where the check must catch it.
+    engine = _engine(tmp_path, *_eiffel(tmp_path), upper=0.6)
     _assert_escalated(engine, "How much does the Eiffel Tower weigh?", "10,100", by="verification")
     # The control: what the internal passage does answer is verified and stays Correct, unsearched.
     answer = engine.ask("Who designed and built the Eiffel Tower?")

@@ -292,7 +292,9 @@ def test_answerable_context_gets_an_answer(llm, question: str, context: list[Str
 def test_context_without_the_answer_gets_a_refusal(llm, question: str, context: list[Strip]) -> None:  # type: ignore[no-untyped-def]
     g = generate(question, context, llm, max_tokens=96)
     assert g.refused, g.text
-    assert g.citations == []
+    # A refusal may name what the sources do cover ("They cover: 鑫诺一号通信卫星 [1]"); it quotes
+    # nothing from them as support.
+    assert all(not c.quote and not c.spans for c in g.citations), g.citations
 
 
 @pytest.mark.unit

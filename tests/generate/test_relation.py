@@ -106,3 +106,16 @@ def test_the_gate_moves_a_claim_to_the_source_that_states_it() -> None:
     g = generate("What is the Yunque S5 battery capacity?", [SHIPMENTS, SPEC_ZH], ScriptedLLM([battery]),
                  judge=always(0.9))  # fmt: skip
     assert not g.refused and [c.id for c in g.citations] == [2] and "5200" in g.citations[0].quote
+
+
+def test_a_judge_that_cannot_be_asked_leaves_the_words_to_decide() -> None:
+    # A server without token log-probabilities: the check is what it is without a judge, and an
+    # irregular verb's other form ("won" for "win") still states the relation.
+    chess = Strip("Wang Lei won the national chess title in 2004 and won it again in 2011.", "c.md", "internal",
+                  "Wang Lei (chess player)")  # fmt: skip
+    check = RelationCheck("When did Wang Lei win the national chess title for the very first time?")
+    held = check.settle(
+        "Wang Lei won the national chess title in 2004 [1].", chess, judge=lambda q, p: None, answers=True
+    )
+    assert held.held, held
+    assert not check.settle("Wang Lei won the title in 2004.", SALES, judge=lambda q, p: None, answers=True).held

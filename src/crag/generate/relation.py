@@ -80,6 +80,21 @@ _LIGHT = frozenset(
     allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
     得到 获得 需要 使用 包括 允许 发生 成为 进行 属于""".split()
 )
+# Irregular English verbs whose forms a question and a source write differently ("When did
+# she win" / "she won"): each form maps to the others.
+_IRREGULAR: dict[str, tuple[str, ...]] = {
+    form: tuple(f for f in group.split("/") if f != form)
+    for group in """win/won begin/began/begun buy/bought build/built sell/sold lead/led hold/held leave/left pay/paid
+    run/ran teach/taught speak/spoke/spoken grow/grew/grown fly/flew/flown meet/met bring/brought
+    think/thought find/found lose/lost send/sent spend/spent stand/stood choose/chose/chosen fall/fell/fallen
+    drive/drove/driven eat/ate/eaten know/knew/known see/saw/seen sing/sang/sung rise/rose/risen shoot/shot
+    write/wrote/written break/broke/broken bear/bore/born catch/caught fight/fought forget/forgot/forgotten
+    hide/hid/hidden lay/laid lend/lent mean/meant ride/rode/ridden ring/rang/rung seek/sought steal/stole/stolen
+    strike/struck swim/swam/swum throw/threw/thrown wear/wore/worn draw/drew/drawn tell/told feel/felt
+    sleep/slept sit/sat dig/dug feed/fed hang/hung shake/shook wake/woke freeze/froze/frozen drink/drank/drunk
+    go/went/gone do/did/done have/had be/was/were/been""".split()
+    for form in group.split("/")
+}
 _ZH_PARTICLES = "于了的是在和与及着过为被把对从以之"
 _NEGATION = re.compile(
     r"\b(?:not|no|never|none|without|nor|neither|excluded?|excluding|except)\b|n[’']t\b"
@@ -184,8 +199,8 @@ class RelationCheck:
             absent = [t for t in restated if not _holds(whole, t)]
             return Verdict(not absent, "relation" if not absent else "", verdict.window, absent)
         p = judge(self.question, verdict.window)
-        if p is None:  # the judge could not be asked: keep the lexical verdict's missing words
-            return verdict
+        if p is None:  # the judge could not be asked (no logprobs, an error): as if there were none
+            return self.settle(sentence, source, judge=None)
         whole = SourceTerms(f"{source.title} {source.text}")
         zh = detect_language(source.text[:300]) == "zh"
         unwritten = [
@@ -303,6 +318,8 @@ def _holds(terms: SourceTerms, term: str) -> bool:
     ("往来于" is held by "往来彩虹与机场之间")."""
     if terms.has(term) or (term.isascii() and term.isalpha() and (terms.has(term + "s") or terms.has(term + "es"))):
         return True  # "car" in "cars": the light stemmer leaves short words as they are
+    if any(terms.has(form) for form in _IRREGULAR.get(term, ())):
+        return True  # "win" in "won": no stemmer joins an irregular verb's forms
     core = term.strip(_ZH_PARTICLES)
     return len(core) >= 2 and core != term and terms.has(core)
 

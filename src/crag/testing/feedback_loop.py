@@ -146,7 +146,8 @@ def run_feedback_loop(
 def _ask_and_rate(
     engine: CRAG, questions: Sequence[dict[str, Any]], log: Callable[[str], None]
 ) -> list[dict[str, Any]]:
-    """The simulated user: ask each question over HTTP, rate it 👍 when a gold answer is in it."""
+    """The simulated user: ask each question over HTTP, rate it 👍 when a gold answer is in it,
+    or when it says the sources do not answer and no passage it shows holds one."""
     from crag.server.app import create_app
 
     ratings: list[dict[str, Any]] = []
@@ -158,12 +159,18 @@ def _ask_and_rate(
             r = client.post("/v1/ask", json={"question": q["question"]})
             r.raise_for_status()
             answer = r.json()
-            rating = "up" if gold_match(answer["answer"], q["answers"]) else "down"
+            rating = "up" if gold_match(answer["answer"], q["answers"]) or _fair_refusal(answer, q) else "down"
             fb = client.post("/v1/feedback", json={"trace_id": answer["trace_id"], "rating": rating})
             fb.raise_for_status()
             ratings.append({"trace_id": answer["trace_id"], "rating": rating, **fb.json()})
             log(f"{n}/{len(questions)} {answer['action']:<9} {rating:<4} {q['question'][:50]}")
     return ratings
+
+
+def _fair_refusal(answer: dict[str, Any], question: dict[str, Any]) -> bool:
+    """A refusal the user agrees with: none of the passages shown holds a gold answer."""
+    shown = [str(c.get("text") or "") for c in answer.get("context") or []]
+    return bool(answer.get("refused")) and not any(gold_match(text, question["answers"]) for text in shown)
 
 
 def _gold_agreement(pairs: list[dict[str, Any]], questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
