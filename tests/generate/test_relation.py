@@ -119,3 +119,17 @@ def test_a_judge_that_cannot_be_asked_leaves_the_words_to_decide() -> None:
     )
     assert held.held, held
     assert not check.settle("Wang Lei won the title in 2004.", SALES, judge=lambda q, p: None, answers=True).held
+
+
+def test_a_unit_written_as_a_symbol_holds_its_spelled_name() -> None:
+    turbine = Strip(
+        "In steam turbines, entry temperatures are typically 565 °C and condensers run near 30 °C.", "w", "web"
+    )
+    check = RelationCheck("What is the turbine entry temperature of a steam turbine, in degrees Celsius?")
+    assert check.settle("The turbine entry temperature is 565 degrees Celsius [1].", turbine, judge=None).held
+    weight = RelationCheck("How heavy is the Yunque S5?")
+    assert weight.lexical("The Yunque S5 weighs 185 g.", Strip("Yunque S5 | weight: 185g", "s", "internal")).held
+    # "gram" is not in "kilograms": 185 g is not held by a row giving 185 kg
+    assert not weight.lexical(
+        "The Yunque S5 weighs 185 g.", Strip("The Yunque S5 weighs 185 kilograms.", "s", "x")
+    ).held

@@ -69,6 +69,9 @@ UNITS: dict[str, tuple[str, ...]] = {
     "%": ("%", "percent", "百分之", "％"),
     "h": ("h", "小时", "hour"),
     "min": ("min", "分钟", "minute"),
+    "°c": ("°c", "℃", "celsius", "摄氏度", "摄氏"),
+    "°f": ("°f", "℉", "fahrenheit", "华氏度", "华氏"),
+    "degree": ("degree", "°", "度"),
 }
 for _key, _forms in list(UNITS.items()):
     for _form in _forms:

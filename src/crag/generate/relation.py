@@ -320,12 +320,22 @@ def _holds(terms: SourceTerms, term: str) -> bool:
         return True  # "car" in "cars": the light stemmer leaves short words as they are
     if any(terms.has(form) for form in _IRREGULAR.get(term, ())):
         return True  # "win" in "won": no stemmer joins an irregular verb's forms
+    if term.isascii() and len(term) > 2 and _has_unit(terms, term.removesuffix("s")):
+        return True  # "degrees Celsius" in "565 °C", "kilograms" in "公斤"
     core = term.strip(_ZH_PARTICLES)
     return len(core) >= 2 and core != term and terms.has(core)
 
 
 def _has_unit(terms: SourceTerms, unit: str) -> bool:
-    return any(form in terms.corpus for form in UNITS.get(unit, (unit,)))
+    return any(_unit_form(form).search(terms.corpus) for form in UNITS.get(unit, (unit,)))
+
+
+def _unit_form(form: str) -> re.Pattern[str]:
+    """A Latin unit starts a word ("gram" is not in "kilograms"); a one- or two-letter one
+    ("g", "km") also ends it, a number may stand before it ("185g")."""
+    if not (form.isascii() and form.isalpha()):
+        return re.compile(re.escape(form))
+    return re.compile(rf"(?<![a-z]){form}" + (r"(?![a-z])" if len(form) <= 2 else ""))
 
 
 def _is_figure(term: str) -> bool:
