@@ -236,6 +236,12 @@ class CorrectionSettings(_Section):
     search_cache_ttl: int = Field(
         86400, ge=0, description="Seconds a cached search result stays valid (0 disables the search cache)."
     )
+    answer_cache_ttl: int = Field(
+        0,
+        ge=0,
+        description="Seconds a verified answer is reused for the same question (same collection, "
+        "filters, mode and settings) while the documents it used are unchanged; 0 turns the answer cache off.",
+    )
     search_timeout: float = Field(10.0, gt=0, description="Seconds for all searches of one correction round together.")
     rewrite_timeout: float = Field(20.0, gt=0, description="Seconds for the LLM query rewrite / decomposition.")
     deadline_seconds: float | None = Field(

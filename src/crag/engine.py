@@ -24,7 +24,6 @@ from typing import Any, Protocol, TypeVar
 import httpx
 
 from crag.config import CragSettings, load_settings, merge
-from crag.correct.condense import history_turns
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError, RequestCancelled
 from crag.ingest.limits import InputLimits
@@ -32,18 +31,18 @@ from crag.kb import DocName, IngestReport, KnowledgeBase, Progress, index_corpus
 from crag.metadata import check_metadata, parse_filters
 from crag.paths import is_disk_full
 from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
+from crag.pipeline.answer_cache import answer_cache_for
+from crag.pipeline.inputs import check_history, check_question
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register, register_env, url_secrets
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
 from crag.state import TRACES, state_for
-from crag.text import scrub_surrogates
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer
 from crag.trace.store import TraceStore
 from crag.types import Answer
 
-MAX_QUESTION_CHARS = 4000
 log = logging.getLogger("crag")
 
 
@@ -281,6 +280,7 @@ class CRAG:
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
         filters: dict[str, Any] | None = None,
+        no_cache: bool = False,
     ) -> Answer:
         """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
 
@@ -291,12 +291,14 @@ class CRAG:
         ``request`` is saved in the trace as how the question was asked (the server's
         ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
         retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
-        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`).
+        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`). ``no_cache`` answers anew even when the
+        answer cache (``correction.answer_cache_ttl``) holds a valid answer (the new one replaces it).
 
         >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
         ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history,
+                            no_cache)  # fmt: skip
         return self._run(run, Tracer(), request, None)
 
     def ask_stream(
@@ -311,6 +313,7 @@ class CRAG:
         search_replay: str | Path | None = None,
         request: dict[str, Any] | None = None,
         filters: dict[str, Any] | None = None,
+        no_cache: bool = False,
     ) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
@@ -319,14 +322,16 @@ class CRAG:
         writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
         missing knowledge base raise here, before anything runs; a failure of the run is
         raised from ``next()``. Closing the stream (or leaving its ``with``) stops the model
-        between two tokens; the trace is recorded once either way. ``filters`` as in :meth:`ask`.
+        between two tokens; the trace is recorded once either way. ``filters``, ``no_cache`` as in
+        :meth:`ask` (an answer from the cache comes as a ``cache`` event, one ``token``, ``answer``).
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
         ...         if e.name == "token":
         ...             print(e.data["delta"], end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history)
+        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history,
+                            no_cache)  # fmt: skip
         tracer = Tracer()
         return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
 
@@ -351,7 +356,7 @@ class CRAG:
         >>> got.action.value, [(s.score, s.text[:12]) for s in got.strips]    # doctest: +SKIP
         ('correct', [(0.93, '天津犹太会堂建成于1940')])
         """
-        question = _check_question(question)
+        question = check_question(question)
         deps = self._deps("crag", search, search_corpus, search_record, search_replay, filters)
         run = functools.partial(run_crag_context, question, deps, self.settings)
         return self._run(lambda tracer, on_step: run(tracer), Tracer(), request, None)
@@ -364,15 +369,17 @@ class CRAG:
         search_record: str | Path | None,
         search_replay: str | Path | None,
         filters: dict[str, Any] | None,
+        cache: bool = False,
     ) -> Deps:
-        """The components a question runs through; a missing knowledge base raises here."""
+        """The components a question runs through; a missing knowledge base raises here.
+        ``cache``: with the answer cache, unless searches are recorded or replayed."""
         if mode not in ("crag", "rag"):
             raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
         parse_filters(filters, what="filter")  # its size and shape, before anything opens
         kb = self.knowledge_base()
         kb.require_chunks()
         scope = kb.scope(filters) if filters else {}  # known keys, and some document matching
-        return Deps(
+        deps = Deps(
             kb=kb,
             evaluator=self.evaluator,
             llm=self.llm,
@@ -382,6 +389,9 @@ class CRAG:
             http=self.http_client(),
             filters=scope,
         )
+        if cache and not (search_record or search_replay):
+            deps.answers = answer_cache_for(self.settings, kb, deps.llm, deps.evaluator, deps.search, search_corpus)
+        return deps
 
     def _prepare(
         self,
@@ -393,11 +403,12 @@ class CRAG:
         search_replay: str | Path | None,
         filters: dict[str, Any] | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
+        no_cache: bool = False,
     ) -> Callable[[Tracer, OnStep | None], Answer]:
         """Check the question and build the request's components; the run, ready to start."""
-        question = _check_question(question)
-        turns = _check_history(history)
-        deps = self._deps(mode, search, search_corpus, search_record, search_replay, filters)
+        question = check_question(question)
+        turns = check_history(history)
+        deps = self._deps(mode, search, search_corpus, search_record, search_replay, filters, not no_cache)
         pipeline = run_crag if mode == "crag" else run_rag
         return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)
 
@@ -462,30 +473,6 @@ class CRAG:
     def _recovery_note(self, moved_to: Path) -> str:
         self._noted_recovery = moved_to
         return f"trace database was corrupt; moved it to {moved_to.name} beside it and started a new one"
-
-
-def _check_question(question: str) -> str:
-    if not isinstance(question, str) or not question.strip():
-        raise InputError('the question is empty; ask something, e.g. crag ask "What is CRAG?"')
-    # Lone surrogates cannot be encoded (embedder, SQLite, output); keep the rest of the text.
-    q = str(scrub_surrogates(question)).strip()
-    if not q.replace("\ufffd", "").strip():
-        raise InputError("the question has no readable text (only undecodable characters); pass UTF-8 text")
-    if len(q) > MAX_QUESTION_CHARS:
-        raise InputError(
-            f"the question is {len(q):,} characters; the limit is {MAX_QUESTION_CHARS:,}: shorten it "
-            "or ingest the long text as a document"
-        )
-    if "\x00" in q:
-        raise InputError("the question contains NUL bytes; pass plain text")
-    return q
-
-
-def _check_history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
-    """The conversation's user and assistant messages as plain text; ``InputError`` for a bad one."""
-    if history is not None and (isinstance(history, (str, bytes, Mapping)) or not isinstance(history, Sequence)):
-        raise InputError('history must be a list of messages like {"role": "user", "content": "..."}')
-    return [{"role": role, "content": str(scrub_surrogates(text))} for role, text in history_turns(history)]
 
 
 def _public_settings(s: CragSettings) -> dict[str, Any]:

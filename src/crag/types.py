@@ -257,6 +257,9 @@ class Answer:
     usage: Usage = field(default_factory=Usage)  # not in to_dict: the keys of `crag ask --json` stay
     abstained: bool = False  # correction found nothing reliable: no model call, titles and links only
     bearers: list[Bearer] = field(default_factory=list)  # the people of the shared name the answer is about
+    # The answer cache (crag.pipeline.answer_cache), when it was asked: {"hit": True, "key",
+    # "from_trace", "age_s"} for an answer reused from an earlier run, else {"hit": False, ...}.
+    cache: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -286,4 +289,4 @@ class Answer:
             "degradations": self.degradations,
             "refused": self.refused,
             "bearers": [asdict(b) for b in self.bearers],
-        }
+        } | ({"cache": self.cache} if self.cache is not None else {})

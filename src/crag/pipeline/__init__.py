@@ -17,6 +17,10 @@ event               value                         when
                                                   made standalone from the history (at most one
                                                   LLM call)
 ``query``           :class:`~crag.types.Query`    the question, language, type, thresholds
+``cache``           ``CacheHit``                  the answer cache held a valid answer to the
+                                                  question (:mod:`crag.pipeline.answer_cache`):
+                                                  ``token`` (its text, when watched) and
+                                                  ``answer`` follow, nothing else runs
 ``retrieve``        :class:`~crag.types.Retrieval`  documents found (hits, best first)
 ``evaluate``        :class:`~crag.types.Evaluation` grades and the set's confidence (CRAG)
 ``decide``          ``Decision``                  action + confidence (``rag`` in plain RAG)
@@ -81,9 +85,10 @@ from crag.generate import Generation
 from crag.kb import KnowledgeBase
 from crag.llm.guard import GuardedLLM
 from crag.metadata import Filters
+from crag.pipeline.answer_cache import AnswerCache, Lookup
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
 from crag.pipeline.events import TraceRecorder
-from crag.pipeline.guard import guard
+from crag.pipeline.guard import Guarded, guard
 from crag.pipeline.steps import (
     Context,
     CorrectedContext,
@@ -131,8 +136,9 @@ __all__ = [
 @dataclass
 class Deps:
     """The components one question runs through (``http``: the client page fetching uses,
-    ``search.fetch_pages``; the engine owns it), and the metadata ``filters`` that scope its
-    retrieval (:mod:`crag.metadata`; the query carries them from the first event on)."""
+    ``search.fetch_pages``; the engine owns it), the metadata ``filters`` that scope its
+    retrieval (:mod:`crag.metadata`; the query carries them from the first event on), and
+    the answer cache (:mod:`crag.pipeline.answer_cache`; None: off, or bypassed)."""
 
     kb: KnowledgeBase
     evaluator: Evaluator
@@ -140,10 +146,31 @@ class Deps:
     search: WebSearch | None
     http: httpx.Client | None = None
     filters: Filters = field(default_factory=dict)
+    answers: AnswerCache | None = None
 
 
 History = Sequence[Mapping[str, Any]]
 """A conversation before the question: ``{"role": "user" | "assistant", "content": text}`` messages."""
+
+
+@dataclass
+class _Started:
+    """A request before retrieval: its guarded components, deadline and standalone question."""
+
+    guarded: Guarded
+    deadline: Deadline
+    condensed: Condensed
+    query: Query
+
+
+def _start(steps: Steps, question: str, deps: Deps, cfg: CragSettings, history: History | None) -> _Started:
+    """Guards, then step 0: in a conversation, the last message made standalone (at most one LLM call)."""
+    deadline = Deadline(cfg.correction.deadline_seconds)
+    # One budget and one deadline for every LLM call of the request (grading included) and every search.
+    guarded = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline, steps.watched())
+    condensed = _condense(steps, question, history, guarded.llm)
+    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
+    return _Started(guarded, deadline, condensed, query)
 
 
 @dataclass
@@ -168,15 +195,9 @@ class _Corrected:
     early: list[str]
 
 
-def _correct(steps: Steps, question: str, deps: Deps, cfg: CragSettings, history: History | None) -> _Corrected:
-    """Steps 0–4 of CRAG, the same for an answer and for a retriever's context."""
-    deadline = Deadline(cfg.correction.deadline_seconds)
-    # One budget and one deadline for every LLM call of the request (grading included) and every search.
-    llm, search, evaluator = guard(deps.kb, deps.llm, deps.search, deps.evaluator, cfg, deadline, steps.watched())
-
-    # 0. Condense: in a conversation, the last message made standalone (at most one LLM call).
-    condensed = _condense(steps, question, history, llm)
-    query = steps.emit("query", make_query(condensed.question, cfg, mode="crag", filters=deps.filters))
+def _correct(steps: Steps, start: _Started, deps: Deps, cfg: CragSettings) -> _Corrected:
+    """Steps 1–4 of CRAG, the same for an answer and for a retriever's context."""
+    (llm, search, evaluator), deadline, condensed, query = start.guarded, start.deadline, start.condensed, start.query
 
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
@@ -227,8 +248,15 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
              on_step: OnStep | None = None) -> Answer:  # fmt: skip
     """Answer ``question`` with corrective retrieval; every step's value is recorded as it finishes."""
     steps = _steps(tracer, on_step)
-    # 0.–4. Condense, retrieve, evaluate, decide, correct (and verify), fuse: :func:`_correct`.
-    c = _correct(steps, question, deps, cfg, history)
+    # 0. Condense: in a conversation, the last message made standalone.
+    start = _start(steps, question, deps, cfg, history)
+    # Cached: this collection answered the same question (filters, mode, settings) before,
+    # and no document that answer used has changed since: the verified answer, at once.
+    cached = _cached(steps, start.query, deps)
+    if cached.answer is not None:
+        return cached.answer
+    # 1.–4. Retrieve, evaluate, decide, correct (and verify), fuse: :func:`_correct`.
+    c = _correct(steps, start, deps, cfg)
     query, decision, correction, context, llm = c.query, c.decision, c.correction, c.context, c.llm
 
     escalation = can_escalate(decision, c.search, cfg)
@@ -264,6 +292,7 @@ def run_crag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, hi
         tracer=tracer,
         usage=llm.usage,
     )
+    _remember(steps, deps, cached, answer, context, c.search)  # for the next ask of the question
     return steps.emit("answer", answer)
 
 
@@ -275,6 +304,9 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, his
     llm = guard(deps.kb, deps.llm, None, deps.evaluator, cfg, deadline, steps.watched()).llm
     condensed = _condense(steps, question, history, llm)
     query = steps.emit("query", make_query(condensed.question, cfg, mode="rag", filters=deps.filters))
+    cached = _cached(steps, query, deps)
+    if cached.answer is not None:
+        return cached.answer
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
     decision = steps.emit("decide", Decision(Action.RAG, None))
     context = Context([_strip(h) for h in retrieval.hits])
@@ -285,6 +317,7 @@ def run_rag(question: str, deps: Deps, cfg: CragSettings, tracer: Tracer, *, his
     answer = compose_answer(
         query, decision, generation, degradations=degradations, queries=[], tracer=tracer, usage=llm.usage
     )
+    _remember(steps, deps, cached, answer, context, None)
     return steps.emit("answer", answer)
 
 
@@ -309,11 +342,37 @@ def run_crag_context(
     from. No answer means no refusal to escalate from (step 6). The ``context`` event ends
     the trace.
     """
-    c = _correct(_steps(tracer, None), question, deps, cfg, history)
+    steps = _steps(tracer, None)
+    c = _correct(steps, _start(steps, question, deps, cfg, history), deps, cfg)
     degradations = c.early + c.correction.degradations + c.context.degradations
     read = replace(c.context, strips=c.context.prompt_strips())  # what an answer prompt holds
     corrected = CorrectedContext(c.query, c.decision, read, c.correction.queries, degradations, tracer.id, c.llm.usage)
     return c.steps.emit("context", corrected)
+
+
+def _cached(steps: Steps, query: Query, deps: Deps) -> Lookup:
+    """The cache's entry for ``query``. On a hit its ``answer`` is this request's: sent as a
+    ``cache`` event, its text as one ``token`` (when watched live), then the ``answer`` event."""
+    if deps.answers is None:
+        return Lookup("", reason="off")
+    found = deps.answers.lookup(query)
+    if found.entry is None:
+        steps.tracer.record("cache", found.record())
+        return found
+    hit = steps.emit("cache", deps.answers.hit(found, query, steps.tracer))
+    steps.replay(hit.answer.answer)
+    found.answer = steps.emit("answer", hit.answer)
+    return found
+
+
+def _remember(steps: Steps, deps: Deps, cached: Lookup, answer: Answer, context: Context,
+              search: WebSearch | None) -> None:  # fmt: skip
+    """Keep a verified answer for the next ask of its question (:mod:`crag.pipeline.answer_cache`)."""
+    if deps.answers is None:
+        return
+    stored = deps.answers.store(cached, answer, context.strips, getattr(search, "fetched", None))
+    answer.cache = cached.record() | {"stored": stored}
+    steps.tracer.record("cache", answer.cache)
 
 
 def _fuse(steps: Steps, correction: Correction, cfg: CragSettings, query: Query) -> Context:

@@ -32,6 +32,7 @@ from crag.correct.condense import Condensed
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
 from crag.generate import Generation, Replace
+from crag.pipeline.answer_cache import CacheHit
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
 from crag.pipeline.steps import Context, CorrectedContext, Decision, usage
 from crag.trace.spans import Tracer
@@ -42,6 +43,7 @@ __all__ = ["EVENTS", "Event", "EventName", "StreamEvent", "TraceRecorder", "summ
 EventName = Literal[
     "condense",
     "query",
+    "cache",
     "retrieve",
     "evaluate",
     "decide",
@@ -156,6 +158,22 @@ def _record_query(t: Tracer, q: Query) -> None:
         if q.query_type:
             t.record("query_type", q.query_type)
         t.record("thresholds", q.thresholds())
+
+
+def _cache(h: CacheHit) -> dict[str, Any]:
+    return h.record() | {"action": h.answer.action.value, "confidence": h.answer.confidence}
+
+
+def _record_cache(t: Tracer, h: CacheHit) -> None:
+    a = h.answer
+    t.record("cache", h.record())
+    t.record("action", a.action.value)
+    t.record("confidence", a.confidence)
+    t.record("context", [_context_record(s) for s in a.context])
+    if a.queries:
+        t.record("queries", a.queries)
+    if a.abstained:
+        t.record("abstained", True)
 
 
 def _retrieve(r: Retrieval) -> dict[str, Any]:
@@ -376,6 +394,7 @@ def _context_record(s: Strip) -> dict[str, object]:
 EVENTS: dict[str, Event] = {
     "condense": Event(_condense, _record_condense),
     "query": Event(_query, _record_query),
+    "cache": Event(_cache, _record_cache),
     "retrieve": Event(_retrieve, _record_retrieve),
     "evaluate": Event(_evaluate, _record_evaluate),
     "decide": Event(_decide, _record_decide),

@@ -111,6 +111,11 @@ class Steps:
             if isinstance(watcher, Heartbeat):
                 watcher.heartbeat()
 
+    def replay(self, text: str) -> None:
+        """A cached answer's text (already verified when it was written): one ``token`` when watched live."""
+        if self.live and text:
+            self._token(text)
+
     def show(self, generation: Generation) -> Generation:
         """A final refusal or abstention is the answer's text: stream it now (nothing else showed it)."""
         if self.live and generation.refused and generation.text:

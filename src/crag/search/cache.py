@@ -57,6 +57,11 @@ class _Store:
         return self.ttl > 0
 
     def get(self, namespace: str, key: str) -> Any | None:
+        found = self.get_dated(namespace, key)
+        return None if found is None else found[0]
+
+    def get_dated(self, namespace: str, key: str) -> tuple[Any, float] | None:
+        """The fresh value and when it was stored (Unix time), or ``None``."""
         if not self.enabled:
             return None
         c = cache_table.c
@@ -69,7 +74,7 @@ class _Store:
             return None
         if row is None or self._clock() - row.created > self.ttl:
             return None
-        return json.loads(row.value)
+        return json.loads(row.value), float(row.created)
 
     def put(self, namespace: str, key: str, value: Any) -> None:
         if not self.enabled:
@@ -92,10 +97,10 @@ class _Store:
         if not self.db.exists():
             return 0
         c = cache_table.c
+        old = c.created < self._clock() - self.ttl
+        mine = c.namespace.notlike("answer:%")  # answers keep their own ttl (crag.pipeline.answer_cache)
         with self.db.connect(write=True) as conn:
-            done = conn.execute(
-                sa.delete(cache_table).where(c.kb == self.db.scope, c.created < self._clock() - self.ttl)
-            )
+            done = conn.execute(sa.delete(cache_table).where(c.kb == self.db.scope, old, mine))
             return int(done.rowcount)
 
     def close(self) -> None:
@@ -126,19 +131,28 @@ class CachedSearch:
         self._store = _Store(db, ttl_seconds, clock)
         self.hits = 0
         self.misses = 0
+        self.ttl = ttl_seconds
+        # When the oldest result this object served was fetched from the provider (Unix time):
+        # an answer written from them is good until then + ttl (crag.pipeline.answer_cache).
+        self.fetched: float | None = None
 
     def search(self, query: str, *, k: int) -> list[WebResult]:
         """Cached results when fresh, else ``inner.search`` (errors propagate, uncached)."""
         key = json.dumps([" ".join(query.split()), k], ensure_ascii=False)
-        cached = self._store.get(f"search:{self.name}", key)
+        cached = self._store.get_dated(f"search:{self.name}", key)
         if cached is not None:
             self.hits += 1
-            return [WebResult(**{f: v for f, v in item.items() if f in _FIELDS}) for item in cached]
+            self._fetched(cached[1])
+            return [WebResult(**{f: v for f, v in item.items() if f in _FIELDS}) for item in cached[0]]
         self.misses += 1
+        self._fetched(self._store._clock())
         results: list[WebResult] = self.inner.search(query, k=k)
         if results:
             self._store.put(f"search:{self.name}", key, [asdict(r) for r in results])
         return results
+
+    def _fetched(self, when: float) -> None:
+        self.fetched = when if self.fetched is None else min(self.fetched, when)
 
     def purge(self) -> int:
         """Delete expired entries from the cache."""
