@@ -55,6 +55,9 @@ def ask(
     ] = None,
     search_replay: Annotated[Path | None, typer.Option(help="Answer searches from this cassette file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Answer anew even when the answer cache holds a valid answer.")
+    ] = False,
     filter_: Annotated[
         list[str] | None,
         typer.Option(
@@ -80,6 +83,7 @@ def ask(
         "search_record": search_record,
         "search_replay": search_replay,
         "filters": filters,
+        "no_cache": no_cache,
     }
     assemble_model(rag)  # the first run's ~40 s, with a progress bar on a terminal
     if mode == "crag" and not (search_record or search_replay):
@@ -106,9 +110,11 @@ def show_stream(events: AnswerStream) -> Answer:
     answer: Answer | None = None
     try:
         for event in events:
-            if event.name == "decide":
+            if event.name in ("decide", "cache"):
                 status.stop()
                 out.print(_decision_line(event.data["action"], event.data["confidence"], events.trace_id))
+                if event.name == "cache":  # answered before, nothing it used has changed since
+                    out.print(f"[dim]from the answer cache (first answered in trace {event.data['from_trace']})[/]")
             elif event.name == "escalate" and event.data.get("rejected") == "not verified":
                 p, t = event.data.get("probability"), event.data.get("threshold")
                 out.print(f"[dim]not verified: the model did not read the answer in the documents graded relevant "

@@ -156,6 +156,7 @@ def _answer_record(engine: Engine, it: EvalItem, mode: str, options: EvalOptions
             search_corpus=options.search_corpus,
             search_record=options.search_record,
             search_replay=options.search_replay,
+            no_cache=True,  # an evaluation measures the pipeline, not what an earlier run left
         )
     except FATAL:
         raise

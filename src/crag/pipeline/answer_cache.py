@@ -27,8 +27,8 @@ degradation: a timeout, a failed search, a spent budget are not remembered).
   results are not stored when the search cache is off, so neither is such an answer);
 * every document it used is in the knowledge base at the same version and content
   (a re-ingest with a change, or a removal, makes it a miss);
-* for an answer that used no document (a refusal, an abstention, web only): the knowledge
-  base has not changed at all since, as a document added since may hold the answer.
+* for a refusal, an abstention, or an answer that used no document (web only): the
+  knowledge base has not changed at all since, as a document added since may hold the answer.
 
 A cache that cannot be read or written is a miss, never a failure.
 
@@ -241,6 +241,7 @@ class AnswerCache:
                 return "not stored: web results are not cached (correction.search_cache_ttl = 0)"
             expires = min(expires, (fetched or now) + self.web_ttl)
         documents = self._documents(s for s in used if s.origin == "internal")
+        unanswered = answer.refused or answer.abstained
         if documents is None:
             return "not stored: a source is not a document of the knowledge base"
         entry = {
@@ -260,8 +261,9 @@ class AnswerCache:
             "expires": expires,
             "web": web,
             "documents": documents,
-            # An answer that rests on no document (a refusal, web only) holds until anything changes.
-            "generation": None if documents else self.kb.manifest.generation,
+            # A refusal, or an answer that rests on no document, holds until anything changes:
+            # a document added since may hold the answer.
+            "generation": None if documents and not unanswered else self.kb.manifest.generation,
         }
         return self._put(found.namespace, found.key, entry, now)
 

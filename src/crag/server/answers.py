@@ -38,7 +38,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     async def ask(request: Request) -> Response:
         req = await parse_body(request, AskRequest)
         col = collection_for(request, collections, req.collection)
-        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []])
+        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []], req.no_cache)
         if req.stream:
             stream = await _start_stream(run, metrics, req.question)
             events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
@@ -52,7 +52,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         _check_chat(req)
         question, history = req.conversation()  # the last user message, and the turns before it
         col, mode = chat_model(collections, req.model, request)
-        run = Run(col, mode, None, req.filters, history)
+        run = Run(col, mode, None, req.filters, history, req.no_cache)
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,
             # so an error before it (503 model unavailable, 409 no knowledge base) still
@@ -142,6 +142,7 @@ async def _start_stream(run: Run, metrics: Metrics, question: str, *, replay_of:
             request=run.request_info(replay_of),
             filters=run.filters,
             history=run.history,
+            no_cache=run.no_cache or replay_of is not None,  # a replay runs the pipeline again, by definition
         )
 
     try:

@@ -148,11 +148,14 @@ class Run:
     search: str | None = None
     filters: dict[str, Any] | None = None
     history: list[dict[str, str]] | None = None  # the conversation before the question (condensed with it)
+    no_cache: bool = False  # answer anew even when the answer cache holds a valid answer
 
     def request_info(self, replay_of: str | None = None) -> dict[str, Any]:
         """How the question was asked, saved in its trace so a replay runs it the same way."""
         info: dict[str, Any] = {"via": "http", "mode": self.mode, "search": self.search}
         info["collection"] = self.collection.name
+        if self.no_cache:
+            info["no_cache"] = True
         if replay_of:
             info["replay_of"] = replay_of
         return info

@@ -56,6 +56,7 @@ class AskRequest(_Strict):
     collection: StrictStr | None = Field(None, max_length=64)
     # Metadata the documents must match: {"lang": "zh"}, {"team": ["a", "b"]} (crag.metadata).
     filters: dict[str, Any] | None = None
+    no_cache: StrictBool = False  # answer anew even when the answer cache holds a valid answer
 
 
 class ContentPart(BaseModel):
@@ -127,6 +128,7 @@ class ChatRequest(_Strict):
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     filters: dict[str, Any] | None = None  # crag's extension: as in /v1/ask
+    no_cache: StrictBool = False  # crag's extension: as in /v1/ask
 
     def unsupported(self) -> tuple[str, str] | None:
         """The first parameter whose value crag cannot honour, and what to send instead.

@@ -143,7 +143,7 @@ def crag_meta(answer: Answer) -> dict[str, Any]:
         "confidence": answer.confidence,
         "refused": answer.refused,
         "citations": cited,
-    }
+    } | ({"cache": answer.cache} if answer.cache is not None else {})
 
 
 def chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[str, Any]:

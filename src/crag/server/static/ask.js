@@ -8,6 +8,7 @@ function describe(name, d) {
   const n = (xs) => (Array.isArray(xs) ? xs.length : 0);
   switch (name) {
     case "query": return `${d.language || "?"}${d.query_type ? `, ${d.query_type}` : ""}`;
+    case "cache": return [badge(d.action), ` from the answer cache (first answered in trace ${d.from_trace})`];
     case "retrieve": return `${n(d.documents)} document(s)`;
     case "evaluate": return `confidence ${num(d.confidence)} (${d.evaluator || "evaluator"})`;
     case "decide": return [badge(d.action), ` confidence ${num(d.confidence)}`];

@@ -25,6 +25,7 @@ function header(t) {
       t.evaluator ? ` · evaluator ${t.evaluator}` : "",
       ` · total ${ms((timings.total || 0) * 1000)}`),
     t.evaluation_reason ? el("div", { class: "meta" }, String(t.evaluation_reason)) : null,
+    t.cache && t.cache.hit ? el("div", { class: "meta" }, `answered from the answer cache: first answered in trace ${t.cache.from_trace}`) : null,
     escalated(t.escalated));
 }
 
