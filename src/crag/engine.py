@@ -291,8 +291,8 @@ class CRAG:
         ``request`` is saved in the trace as how the question was asked (the server's
         ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
         retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
-        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`). ``no_cache`` answers anew even when the
-        answer cache (``correction.answer_cache_ttl``) holds a valid answer (the new one replaces it).
+        ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`). ``no_cache`` answers anew, neither reading
+        nor writing the answer cache (``correction.answer_cache_ttl``).
 
         >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
         ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
