@@ -89,8 +89,10 @@ def ask(
 
 
 def test_the_key_ignores_spelling_but_not_filters_mode_or_settings(kb: KnowledgeBase) -> None:
-    assert normalise("  Do ＺＥＢＲＡＳ\u200b have   stripes？") == normalise("do zebras have stripes") == (
-        "do zebras have stripes"
+    assert (
+        normalise("  Do ＺＥＢＲＡＳ\u200b have   stripes？")
+        == normalise("do zebras have stripes")
+        == ("do zebras have stripes")
     )
     cfg = settings(kb)
     llm, evaluator = ScriptedLLM([]), MarkerEvaluator()

@@ -58,6 +58,7 @@ class Engine(Protocol):
         search_corpus: str | Path | None = None,
         search_record: str | Path | None = None,
         search_replay: str | Path | None = None,
+        no_cache: bool = False,
     ) -> Answer: ...
 
 
