@@ -355,7 +355,8 @@ def _cached(steps: Steps, query: Query, deps: Deps) -> Lookup:
     ``cache`` event, its text as one ``token`` (when watched live), then the ``answer`` event."""
     if deps.answers is None:
         return Lookup("", reason="off")
-    found = deps.answers.lookup(query)
+    with steps.tracer.span("cache"):  # the lookup and the document checks, timed like a step
+        found = deps.answers.lookup(query)
     if found.entry is None:
         steps.tracer.record("cache", found.record())
         return found
