@@ -127,20 +127,44 @@ def test_calibrate_goes_through_the_guard_too(stub: StubLLM, tmp_path: Path) -> 
     assert stub.requests == []
 
 
+def stub_kb(tmp_path: Path, llm: StubLLM, embedder: StubLLM) -> dict[str, dict[str, Any]]:
+    """A knowledge base of one document embedded by ``embedder``; the settings that open it."""
+    sections: dict[str, dict[str, Any]] = {
+        "kb": {"path": tmp_path / "kb"},
+        "llm": llm_section(llm),
+        "embedder": {"backend": "openai", "base_url": embedder.url, "model": "stub-embed"},
+        "evaluator": {"backend": "heuristic"},
+        "search": {"provider": "none"},
+    }
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "warsaw.md").write_text("The Royal University of Warsaw was established in 1816.", "utf-8")
+    CRAG(CragSettings(**sections)).ingest([docs])
+    return sections
+
+
+def test_evaluator_label_stops_a_slow_judge_and_says_so(stub: StubLLM, tmp_path: Path) -> None:
+    with StubLLM() as embedder:
+        sections = stub_kb(tmp_path, stub, embedder)
+        stub.fault = "slow"
+        cfg = toml(tmp_path / "crag.toml", sections | {"correction": {"deadline_seconds": DEADLINE}})
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"question": "When was the university established?"}) + "\n", "utf-8")
+        out = tmp_path / "labels.jsonl"
+        args = ["evaluator", "label", "--questions", str(questions), "-c", str(cfg), "-o", str(out)]
+        res = runner.invoke(app, [*args, "--no-from-traces"])
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output
+    assert len(stub.requests) == 1  # the judge's call was made, and abandoned at the deadline
+    assert "degraded: 1 of 1 questions" in " ".join(res.output.split()) and "timed out" in res.output
+    rows = [json.loads(x) for x in out.read_text("utf-8").splitlines()]
+    assert rows and all(r["query"] == "When was the university established?" for r in rows)
+
+
 @pytest.mark.slow
 def test_eval_judge_is_stopped_at_the_judge_configs_deadline(stub: StubLLM, tmp_path: Path) -> None:
     with StubLLM() as engine_llm:  # answers and embeds; the judge is the slow ``stub``
-        sections: dict[str, dict[str, Any]] = {
-            "kb": {"path": tmp_path / "kb"},
-            "llm": llm_section(engine_llm),
-            "embedder": {"backend": "openai", "base_url": engine_llm.url, "model": "stub-embed"},
-            "evaluator": {"backend": "heuristic"},
-            "search": {"provider": "none"},
-        }
-        docs = tmp_path / "docs"
-        docs.mkdir()
-        (docs / "warsaw.md").write_text("The Royal University of Warsaw was established in 1816.", "utf-8")
-        CRAG(CragSettings(**sections)).ingest([docs])
+        sections = stub_kb(tmp_path, engine_llm, engine_llm)
         engine_cfg = toml(tmp_path / "engine.toml", sections)
         stub.fault = "slow"
         judge_cfg = toml(
