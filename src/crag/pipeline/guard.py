@@ -13,7 +13,6 @@ with the same deadline and budget from settings.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 from crag.budget import Budget, BudgetedSearch
@@ -85,10 +84,9 @@ class RequestGuard:
     (30.0, 1000)
     """
 
-    def __init__(self, cfg: CragSettings, *, kb_path: str | Path | None = None) -> None:
+    def __init__(self, cfg: CragSettings) -> None:
         self.cfg = cfg
-        path = Path(kb_path if kb_path is not None else cfg.kb.path)
-        self._db = state_for(cfg, BUDGET, sqlite_path=path / BUDGET.file)  # opened on first use only
+        self._db = state_for(cfg, BUDGET)  # one per run, opened on first use only (a per-day limit)
 
     def __call__(self, llm: LLM) -> GuardedLLM:
         """``llm`` behind a fresh guard: a new deadline and a new per-request budget."""
