@@ -23,14 +23,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from crag.config_server import ApiKeySettings, Section, ServerSettings
+from crag.config_server import ApiKeySettings, ServerSettings
+from crag.config_server import Section as _Section
 from crag.config_state import KBName, StateTimeout, StateUri
 from crag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "crag.toml"
 
-
-_Section = Section
 
 __all__ = ["ApiKeySettings", "CragSettings", "ServerSettings", "load_settings", "merge", "secret_from_env"]
 

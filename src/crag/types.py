@@ -23,6 +23,12 @@ class Action(str, enum.Enum):
     RAG = "rag"  # no evaluation: the baseline pipeline
 
 
+# Why a first Correct was left before any answer was generated: the ``rejected`` value of
+# an escalation (its trace record and its ``escalate`` event), read by the trace viewer and the CLI.
+REJECTED_UNVERIFIED = "not verified"  # the model did not read the answer in the strips graded relevant
+REJECTED_SHARED_NAME = "shared name"  # several people of the asked name; the question says not which
+
+
 @dataclass(frozen=True)
 class Query:
     """The question as asked, with what is known about it before retrieval.

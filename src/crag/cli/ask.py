@@ -31,6 +31,7 @@ from crag.errors import InputError
 from crag.ingest.load import is_utf8_path
 from crag.metadata import parse_pairs
 from crag.redact import redact, redact_text
+from crag.types import REJECTED_UNVERIFIED
 
 if TYPE_CHECKING:
     from crag.pipeline.live import AnswerStream
@@ -115,7 +116,7 @@ def show_stream(events: AnswerStream) -> Answer:
                 out.print(_decision_line(event.data["action"], event.data["confidence"], events.trace_id))
                 if event.name == "cache":  # answered before, nothing it used has changed since
                     out.print(f"[dim]from the answer cache (first answered in trace {event.data['from_trace']})[/]")
-            elif event.name == "escalate" and event.data.get("rejected") == "not verified":
+            elif event.name == "escalate" and event.data.get("rejected") == REJECTED_UNVERIFIED:
                 p, t = event.data.get("probability"), event.data.get("threshold")
                 out.print(f"[dim]not verified: the model did not read the answer in the documents graded relevant "
                           f"(P {p:.2f} < {t:.2f}); searching as Ambiguous[/]")  # fmt: skip

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -24,6 +24,10 @@ from rich.table import Table
 
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out, warm_search
 from crag.errors import InputError
+
+if TYPE_CHECKING:
+    from crag.engine import CRAG
+    from crag.eval.judge import JudgeMode, LLMJudge
 
 __all__ = ["eval_command"]
 
@@ -38,7 +42,11 @@ def eval_command(
     modes: Annotated[str, typer.Option(help="Comma-separated modes to run: rag, crag.")] = "rag,crag",
     judge: Annotated[str, typer.Option(help="llm: blind LLM judge scores 1-5; none: gold metrics only.")] = "none",
     judge_config: Annotated[
-        Path | None, typer.Option(help="TOML config whose \\[llm] is the judge (default: the engine's LLM).")
+        Path | None,
+        typer.Option(
+            help="TOML config whose \\[llm] is the judge (default: the engine's LLM); its \\[correction] "
+            "deadline and token budgets bound each judged question."
+        ),
     ] = None,
     judge_mode: Annotated[
         str,
@@ -61,9 +69,8 @@ def eval_command(
     evaluator: Annotated[str | None, typer.Option(help="Evaluator: heuristic, trained, llm, ensemble.")] = None,
 ) -> None:
     """Compare RAG and CRAG on a dataset: gold-answer metrics, optional LLM judge, paired tests."""
-    from crag.engine import CRAG
     from crag.eval.datasets import balanced_sample, load_dataset
-    from crag.eval.judge import JudgeMode, LLMJudge
+    from crag.eval.judge import JudgeMode
     from crag.eval.report import write_report
     from crag.eval.runner import EvalOptions, run_eval
 
@@ -85,10 +92,8 @@ def eval_command(
 
     extra: dict[str, Any] = {"evaluator": {"backend": evaluator}} if evaluator else {}
     rag = engine(config, kb, **extra)
-    grader = None
-    if judge == "llm":
-        llm = CRAG.from_config(judge_config).llm if judge_config else rag.llm
-        grader = LLMJudge(llm, seed=seed, mode=cast(JudgeMode, judge_mode))  # checked above
+    # judge_mode is checked above
+    grader = _judge(rag, judge_config, cast(JudgeMode, judge_mode), seed) if judge == "llm" else None
 
     if "crag" in options.modes and not (search_record or search_replay):
         warm_search(rag, search, search_corpus)
@@ -103,6 +108,18 @@ def eval_command(
             "run the same command again to retry them"
         )
         raise typer.Exit(1)
+
+
+def _judge(rag: CRAG, judge_config: Path | None, mode: JudgeMode, seed: int) -> LLMJudge:
+    """The blind judge: ``rag``'s LLM, or the one ``judge_config`` names. Each judged question is
+    guarded like a request, by the deadline and token budgets of the config that names the
+    model (its per-day total beside that config's knowledge base)."""
+    from crag.engine import CRAG
+    from crag.eval.judge import LLMJudge
+    from crag.pipeline.guard import RequestGuard
+
+    judged_by = CRAG.from_config(judge_config) if judge_config else rag
+    return LLMJudge(judged_by.llm, seed=seed, mode=mode, guard=RequestGuard(judged_by.settings))
 
 
 @contextlib.contextmanager

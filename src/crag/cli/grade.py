@@ -2,6 +2,9 @@
 
 Input lines are validated before any work starts, outputs are written to a temporary
 file and renamed when complete, so a failure never leaves a partial file that looks done.
+An evaluator that asks an LLM grades each question behind a guard of its own, as a request
+does (``correction.deadline_seconds`` and the token budgets); a grading the guard stopped
+falls back to ``evaluator.fallback`` and says so.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from crag.atomic import write_atomic
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
 from crag.errors import ConfigError, InputError
 from crag.grade.pairs import read_jsonl_objects, read_pairs, score_pairs
+from crag.protocols import Evaluator
 from crag.types import Passage, Query
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
+    from crag.pipeline.guard import GuardedEvaluator
 
 __all__ = ["calibrate", "evaluator_app", "grade"]
 
@@ -33,6 +38,20 @@ evaluator_app = typer.Typer(help="Label data for and train the lightweight evalu
 def _make(config: Path | None, kb: Path | None, evaluator: str | None) -> CRAG:
     extra = {"evaluator": {"backend": evaluator}} if evaluator else {}
     return engine(config, kb, **extra)
+
+
+def _guarded(rag: CRAG, evaluator: Evaluator | None = None) -> GuardedEvaluator:
+    """``evaluator`` (default the engine's) grading each question behind a request's guard."""
+    from crag.pipeline.guard import GuardedEvaluator, RequestGuard
+
+    return GuardedEvaluator(evaluator or rag.evaluator, lambda: rag.llm, RequestGuard(rag.settings))
+
+
+def _warn_degraded(ev: GuardedEvaluator, questions: int) -> None:
+    """One line on stderr when some gradings fell back (the guard stopped the LLM, or it failed)."""
+    if ev.degraded:
+        first = next(iter(ev.degraded.values()))
+        err.print(f"[yellow]degraded:[/] {len(ev.degraded)} of {questions} questions: {escape(first)}", soft_wrap=True)
 
 
 @friendly
@@ -46,9 +65,10 @@ def grade(
     """Score (query, passage) pairs; each line comes back with "score" and "reason"."""
     rows = read_pairs(input)
     rag = _make(config, kb, evaluator)
-    scored = score_pairs(rag.evaluator, rows)
+    ev = _guarded(rag)
+    scored = score_pairs(ev, rows)
     lines = (
-        json.dumps({**r, "score": round(s, 4), "reason": why}, ensure_ascii=False) + "\n"
+        json.dumps({**r, "score": round(s, 4), "reason": why} | _degraded(ev, r), ensure_ascii=False) + "\n"
         for r, (s, why) in zip(rows, scored, strict=True)
     )
     if output is None:
@@ -56,6 +76,13 @@ def grade(
     else:
         write_atomic(output, lines)
         err.print(f"wrote {len(rows)} graded pairs to {output}")
+    _warn_degraded(ev, len({r["query"] for r in rows}))
+
+
+def _degraded(ev: GuardedEvaluator, row: dict[str, Any]) -> dict[str, str]:
+    """``{"degraded": why}`` for a pair whose question's grading fell back, else nothing."""
+    why = ev.degraded.get(row["query"])
+    return {"degraded": why} if why else {}
 
 
 @friendly
@@ -76,7 +103,9 @@ def calibrate(
 
     rows = read_pairs(labels, need_label=True)
     rag = _make(config, kb, evaluator)
-    scores = [s for s, _ in score_pairs(rag.evaluator, rows)]
+    ev = _guarded(rag)
+    scores = [s for s, _ in score_pairs(ev, rows)]
+    _warn_degraded(ev, len({r["query"] for r in rows}))
     y = [int(r["label"]) for r in rows]
     try:
         cal = choose_thresholds(
@@ -141,7 +170,9 @@ def label(
     qs = list(dict.fromkeys(q for q in qs if q.strip()))[:limit]
     if not qs:
         raise InputError("no questions to label: pass --questions FILE or ask some questions first")
-    judge = EVALUATORS.create("llm", rag.settings, BackendDeps(embedder=rag.embedder, llm_factory=lambda: rag.llm))
+    judge = _guarded(
+        rag, EVALUATORS.create("llm", rag.settings, BackendDeps(embedder=rag.embedder, llm_factory=lambda: rag.llm))
+    )
     kbase = rag.knowledge_base()
     rows = []
     with out.status("labelling…") as status:
@@ -161,6 +192,7 @@ def label(
                 )
     write_atomic(output, (json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     out.print(f"wrote {len(rows)} labelled pairs ({sum(1 for r in rows if r['label'])} relevant) to {output}")
+    _warn_degraded(judge, len(qs))
 
 
 @evaluator_app.command("train")

@@ -19,7 +19,10 @@ Two ways of asking, chosen by ``mode`` (``auto`` picks the first the model suppo
   ``json_schema`` and parsed tolerantly (code fences, prose around the object, numbers as
   strings) — the right mode for a strong hosted judge.
 
-A reply that cannot be read is recorded as a failure with its reason, never as a score.
+Every call goes through a :class:`~crag.llm.guard.GuardedLLM`, a fresh one per question
+(``guard``, e.g. :class:`crag.pipeline.guard.RequestGuard`: the deadline and token budget of
+settings, as for a request). A reply that cannot be read, or a call the guard stops (timed out,
+budget spent), is recorded as a failure with its reason, never as a score.
 
 >>> from crag.testing.fakes import ScriptedLLM
 >>> from crag.types import Query
@@ -35,11 +38,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from crag.errors import ConfigError, CragError
+from crag.llm.guard import GuardedLLM
 from crag.protocols import LLM, ScoringLLM, offers
 from crag.redact import clip
 from crag.types import Query
@@ -113,8 +117,10 @@ class LLMJudge:
         context_chars: int = 700,
         max_tokens: int = 200,
         mode: JudgeMode = "auto",
+        guard: Callable[[LLM], GuardedLLM] = GuardedLLM,
     ) -> None:
         self.llm = llm
+        self.guard = guard  # one guard per judged question: its deadline, its token budget
         self.seed = seed
         has_probs = offers(llm, ScoringLLM)
         if mode == "logprob" and not has_probs:
@@ -142,13 +148,12 @@ class LLMJudge:
         # Seeded per question, so a resumed run shows the judge the same order again.
         rng = random.Random(f"{self.seed}\x00{question.text}")
         rng.shuffle(modes)
+        llm = self.guard(self.llm)
         if self.mode == "logprob":
-            return self._judge_by_probabilities(question, gold, answers, modes)
+            return self._judge_by_probabilities(llm, question, gold, answers, modes)
         messages = self._messages(question, gold, [answers[m] for m in modes])
         try:
-            reply = self.llm.complete(
-                messages, max_tokens=self.max_tokens, temperature=0.0, json_schema=_schema(len(modes))
-            )
+            reply = llm.complete(messages, max_tokens=self.max_tokens, temperature=0.0, json_schema=_schema(len(modes)))
         except CragError as exc:
             return JudgeVerdict(order=modes, error=f"judge call failed: {exc}")
         parsed, problem = parse_scores(reply.text, len(modes))
@@ -158,11 +163,14 @@ class LLMJudge:
         return JudgeVerdict(scores, modes, None, clip(reply.text, 500))
 
     def _judge_by_probabilities(
-        self, question: Query, gold: Sequence[str], answers: Mapping[str, tuple[str, Sequence[str]]], modes: list[str]
+        self,
+        llm: GuardedLLM,
+        question: Query,
+        gold: Sequence[str],
+        answers: Mapping[str, tuple[str, Sequence[str]]],
+        modes: list[str],
     ) -> JudgeVerdict:
-        llm = self.llm
-        assert isinstance(llm, ScoringLLM)  # __init__ chose logprob mode for a ScoringLLM only
-        probs = llm.choice_probabilities
+        probs = llm.choice_probabilities  # __init__ chose logprob mode for a ScoringLLM only
         scores: dict[str, dict[str, float]] = {}
         for m in modes:  # each answer alone: no answer label or mode name can leak
             answer, context = answers[m]

@@ -36,7 +36,7 @@ from crag.pipeline.answer_cache import CacheHit
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
 from crag.pipeline.steps import Context, CorrectedContext, Decision, usage
 from crag.trace.spans import Tracer
-from crag.types import Answer, Evaluation, Hit, Query, Retrieval, Strip
+from crag.types import REJECTED_SHARED_NAME, REJECTED_UNVERIFIED, Answer, Evaluation, Hit, Query, Retrieval, Strip
 
 __all__ = ["EVENTS", "Event", "EventName", "StreamEvent", "TraceRecorder", "summarise"]
 
@@ -215,9 +215,9 @@ def _escalate(d: Decision) -> dict[str, Any]:
     first, check = d.escalated_from, d.unverified
     out = _decide(d) | {"rejected": first.rejected if first else ""}
     if check is not None:
-        out |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+        out |= {"rejected": REJECTED_UNVERIFIED, "probability": check.probability, "threshold": check.threshold}
     if d.shared is not None:
-        out |= {"rejected": "shared name", "name": d.shared.name, "bearers": len(d.shared.bearers)}
+        out |= {"rejected": REJECTED_SHARED_NAME, "name": d.shared.name, "bearers": len(d.shared.bearers)}
     return out
 
 
@@ -232,9 +232,9 @@ def _record_escalate(t: Tracer, d: Decision) -> None:
         "llm_calls": len(first.completions) if first else 0,
     }
     if check is not None:  # before generation: the model did not read the answer in the strips
-        record |= {"rejected": "not verified", "probability": check.probability, "threshold": check.threshold}
+        record |= {"rejected": REJECTED_UNVERIFIED, "probability": check.probability, "threshold": check.threshold}
     if d.shared is not None:  # before generation: several people of the asked name, the question says not which
-        record |= {"rejected": "shared name", "name": d.shared.name, "bearers": len(d.shared.bearers)}
+        record |= {"rejected": REJECTED_SHARED_NAME, "name": d.shared.name, "bearers": len(d.shared.bearers)}
     t.record("escalated", record)
     t.record("action", d.action.value)
 

@@ -16,6 +16,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from crag.types import REJECTED_SHARED_NAME, REJECTED_UNVERIFIED
+
 __all__ = ["ACTION_STYLES", "header_rows", "render_list", "render_trace"]
 
 ACTION_STYLES = {"correct": "green", "ambiguous": "yellow", "incorrect": "red", "rag": "blue"}
@@ -95,11 +97,11 @@ def header_rows(data: Mapping[str, Any], *, clip: bool = True) -> list[tuple[str
     escalated = data.get("escalated")
     if isinstance(escalated, Mapping):  # Correct at first; the reply found no answer, so it searched
         why = f"from {escalated.get('from')}: the reply was {escalated.get('rejected') or 'refused'}"
-        if escalated.get("rejected") == "not verified":  # before generation (correction.verify_correct)
+        if escalated.get("rejected") == REJECTED_UNVERIFIED:  # before generation (correction.verify_correct)
             why = (f"from {escalated.get('from')}: not verified (P(yes) {escalated.get('probability')} < "
                    f"{escalated.get('threshold')}): the model did not read the answer in the documents graded "
                    "relevant")  # fmt: skip
-        if escalated.get("rejected") == "shared name":  # before generation (correction.search_shared_names)
+        if escalated.get("rejected") == REJECTED_SHARED_NAME:  # before generation (correction.search_shared_names)
             why = (f"from {escalated.get('from')}: {escalated.get('bearers')} people named {escalated.get('name')} "
                    "in the documents and the question does not say which: searched outside too")  # fmt: skip
         reply = _clip(escalated.get("reply"), SNIPPET if clip else None)
