@@ -217,6 +217,12 @@ class CorrectionSettings(_Section):
         "models are not verified; measure "
         "yours with benchmarks/verify_correct.py.",
     )
+    reread_incorrect: bool = Field(
+        True,
+        description="When every document is graded at or below lower (Incorrect), the LLM reads the first 3 (one "
+        "yes/no token each) before they are discarded; one it reads the answer in is kept and the question is searched "
+        "as Ambiguous. Needs the claim check's reader (generation.claim_threshold).",
+    )
     decompose: bool = Field(False, description="Split compound questions into sub-queries searched in parallel.")
     context_tokens: int | None = Field(
         None,

@@ -80,6 +80,7 @@ import httpx
 from crag.config import CragSettings
 from crag.correct.bearers import Bearers
 from crag.correct.condense import Condensed, condense
+from crag.correct.reread import reread
 from crag.deadline import Deadline
 from crag.generate import Generation
 from crag.kb import KnowledgeBase
@@ -202,8 +203,11 @@ def _correct(steps: Steps, start: _Started, deps: Deps, cfg: CragSettings) -> _C
     # 1. Retrieve: hybrid dense + keyword top-k from the knowledge base.
     retrieval = steps.run("retrieve", lambda: retrieve(query, deps.kb, cfg), k=cfg.retrieval.top_k)
 
-    # 2. Evaluate: a relevance grade per document and a confidence for the set.
-    grading = steps.run("evaluate", lambda: grade(query, retrieval, evaluator), evaluator=evaluator.name)
+    # 2. Evaluate: a relevance grade per document and a confidence for the set. When every
+    #    grade says "discard", the model first reads the top passages: one it reads the
+    #    answer in is kept, between the thresholds (Ambiguous: kept, and still searched).
+    graded = lambda: reread(query, retrieval, grade(query, retrieval, evaluator), llm, cfg)  # noqa: E731
+    grading = steps.run("evaluate", graded, evaluator=evaluator.name)
 
     # 3. Decide: Correct / Ambiguous / Incorrect from the grades and two thresholds,
     #    chosen per kind of question when classification is on (article 3.2.3).
