@@ -84,7 +84,7 @@ def test_an_answer_graded_irrelevant_is_read_before_it_is_discarded(tmp_path: Pa
         search={"provider": "corpus", "corpus_path": NEARMISS / "external"},
         correction={"search_timeout": 120},
     )
-    engine.ingest([NEARMISS / "internal"])
+    engine.ingest([NEARMISS / "internal", NEARMISS / "kestrel"])  # the benchmark's knowledge base
     a = engine.ask(question)
     trace = engine.traces.get(a.trace_id)
     reread_ = [g for g in trace["grades"] if "reread" in (g.get("signals") or {})]
