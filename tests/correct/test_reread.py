@@ -91,3 +91,12 @@ def test_an_answer_graded_irrelevant_is_read_before_it_is_discarded(tmp_path: Pa
     assert reread_, trace["grades"]  # every grade was at or below τ_low, and the model read the answer in one
     assert a.action.value == "ambiguous" and not a.refused and gold in a.answer, a.answer
     assert any(c.origin == "internal" for c in a.context)
+
+
+@pytest.mark.unit
+def test_a_model_that_is_down_fails_the_request_as_generation_would() -> None:
+    from crag.errors import LLMUnavailableError
+
+    llm = Reader([], yes=[LLMUnavailableError("timed out")])
+    with pytest.raises(LLMUnavailableError):
+        reread(Query.of("Who?"), _hits(3), _low(3), llm, CragSettings())

@@ -7,7 +7,7 @@ days a week can employees work remotely"). On near-miss pairs of company documen
 evaluator grades 17 % (en) to 28 % (zh) of the passages that answer at or below τ_low.
 
 So when every grade is at or below τ_low, the model reads the first few retrieved passages
-(one yes/no token each, the claim check's reading: :func:`crag.generate.relation.model_judge`).
+(one yes/no token each, the claim check's prompt and threshold: :mod:`crag.generate.relation`).
 A passage it reads the answer in is graded between the thresholds: the decision becomes
 Ambiguous, so the passage is kept **and** the external source is still searched. The model's
 reading never skips a search, and the claim check still decides what the answer may say.
@@ -23,9 +23,11 @@ from dataclasses import replace
 
 from crag.config import CragSettings
 from crag.correct.refine import graded_text
-from crag.generate.relation import judge_threshold, model_judge
+from crag.correct.verify import verify_messages
+from crag.errors import CragError, LLMUnavailableError
+from crag.generate.relation import judge_threshold
 from crag.grade.heuristic import set_confidence
-from crag.protocols import LLM
+from crag.protocols import LLM, YesNoLLM, offers
 from crag.types import Evaluation, Query, Retrieval
 
 __all__ = ["READ", "reread"]
@@ -46,9 +48,9 @@ def reread(query: Query, retrieval: Retrieval, grading: Evaluation, llm: LLM, cf
     if not _applies(query, retrieval, grading, cfg):
         return grading
     threshold = judge_threshold(llm.model_id, cfg.generation.claim_threshold)
-    judge = model_judge(llm, query.language) if threshold is not None else None
-    if judge is None or threshold is None:
+    if threshold is None or not offers(llm, YesNoLLM):
         return grading
+    assert isinstance(llm, YesNoLLM)  # offers() said so
     by_id = {g.id: i for i, g in enumerate(grading.grades)}
     grades = list(grading.grades)
     changed = False
@@ -56,9 +58,13 @@ def reread(query: Query, retrieval: Retrieval, grading: Evaluation, llm: LLM, cf
         i = by_id.get(hit.chunk.id)
         if i is None or grades[i].signals.get("namesake"):
             continue  # a page about another bearer of the name stays discarded
-        p = judge(query.text, graded_text(hit.chunk.text, hit.chunk.title))
-        if p is None:
-            break  # the model could not be asked: the evaluator's grades stand
+        passage = graded_text(hit.chunk.text, hit.chunk.title)
+        try:
+            p = float(llm.yes_probability(verify_messages(query.text, [passage], query.language)))
+        except LLMUnavailableError:
+            raise  # the model is down or out of time: no answer could be written either
+        except CragError:
+            break  # it cannot score yes/no (no logprobs, a bad reply): the evaluator's grades stand
         if p >= threshold:
             # between the thresholds, whatever p is: Ambiguous keeps it and still searches
             score = max(grades[i].score, min(p, query.upper - 0.01, query.lower + 0.5 * (query.upper - query.lower)))
