@@ -53,7 +53,6 @@ def reread(query: Query, retrieval: Retrieval, grading: Evaluation, llm: LLM, cf
     assert isinstance(llm, YesNoLLM)  # offers() said so
     by_id = {g.id: i for i, g in enumerate(grading.grades)}
     grades = list(grading.grades)
-    changed = False
     for hit in retrieval.hits[:READ]:
         i = by_id.get(hit.chunk.id)
         if i is None or grades[i].signals.get("namesake"):
@@ -67,11 +66,10 @@ def reread(query: Query, retrieval: Retrieval, grading: Evaluation, llm: LLM, cf
             break  # it cannot score yes/no (no logprobs, a bad reply): the evaluator's grades stand
         if p >= threshold:
             # between the thresholds, whatever p is: Ambiguous keeps it and still searches
-            score = max(grades[i].score, min(p, query.upper - 0.01, query.lower + 0.5 * (query.upper - query.lower)))
+            score = max(grades[i].score, min(p, (query.lower + query.upper) / 2))
             reason = f"graded {grades[i].score:.2f}, but the model reads the answer in it (P(yes) {p:.2f})"
             grades[i] = replace(grades[i], score=score, reason=reason, signals=grades[i].signals | {"reread": p})
-            changed = True
-    if not changed:
+    if grades == grading.grades:
         return grading
     return replace(grading, grades=grades, confidence=set_confidence(grades))
 

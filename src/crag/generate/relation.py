@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from crag.correct.verify import verify_messages
 from crag.errors import CragError
@@ -333,6 +334,7 @@ def _has_unit(terms: SourceTerms, unit: str) -> bool:
     return any(_unit_form(form).search(terms.corpus) for form in UNITS.get(unit, (unit,)))
 
 
+@lru_cache(maxsize=256)
 def _unit_form(form: str) -> re.Pattern[str]:
     """A Latin unit starts a word ("gram" is not in "kilograms"); a one- or two-letter one
     ("g", "km") also ends it, a number may stand before it ("185g")."""
