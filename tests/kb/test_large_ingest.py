@@ -234,10 +234,13 @@ def run_on_terminal(cmd: list[str], env: dict[str, str], seconds: float) -> str:
     master, slave = pty.openpty()
     proc = subprocess.Popen(cmd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
+    # poll, not select: late in a long suite the descriptor number can pass select's 1024 limit
+    poller = select.poll()
+    poller.register(master, select.POLLIN)
     out, deadline = b"", time.monotonic() + seconds
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if select.select([master], [], [], 0.2)[0]:
+            if poller.poll(200):
                 try:
                     out += os.read(master, 65536)
                 except OSError:

@@ -170,6 +170,9 @@ class ChromaVectorStore:
             # before the first query, which is when Chroma builds its index reader.
             if (col.configuration.get("hnsw") or {}).get("ef_search") != self.ef_search:
                 col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
+            # Nor leave it cached: the collection holds the engine, so it (and its open files)
+            # goes with the collection instead of living as long as the process.
+            self._forget_engine(folder)
             return col
         except Exception as exc:  # chromadb raises many types; one line for the user
             # A full disk fails the open too (Chroma's SQLite cannot create its journal): the
