@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from crag.generate.answer import generate
-from crag.generate.relation import RelationCheck, negative_reply, windows
+from crag.generate.relation import RelationCheck, missing_terms, negative_reply, windows
 from crag.testing.fakes import ScriptedLLM
 from crag.types import Strip
 
@@ -132,4 +132,22 @@ def test_a_unit_written_as_a_symbol_holds_its_spelled_name() -> None:
     # "gram" is not in "kilograms": 185 g is not held by a row giving 185 kg
     assert not weight.lexical(
         "The Yunque S5 weighs 185 g.", Strip("The Yunque S5 weighs 185 kilograms.", "s", "x")
+    ).held
+
+
+def test_a_derived_word_and_the_slot_the_question_fills_are_not_missing() -> None:
+    # "confusion" is stated by "confused" (one root); "叫什么名字" / "什么地方" ask for a name and a
+    # place, which an answer gives without the words 名字 and 地方
+    war = Strip("The French and Indian War is often confused with the Seven Years' War.", "w", "internal", "War")
+    check = RelationCheck("What is the confusion of the French and Indian war?")
+    held = check.settle("It is often confused with the Seven Years' War [1].", war, judge=always(0.0), answers=True)
+    assert held.held and held.how == "words", held
+    school = Strip("2012年，该校校长为钟铣玲。", "s", "internal", "黄楚标中学")
+    zh = RelationCheck("黄楚标中学2012年在任的校长叫什么名字？")
+    assert zh.settle("2012年在任的校长名字是钟铣玲[1]。", school, judge=None, answers=True).held
+    club = Strip("上海豫园足球俱乐部是一家足球俱乐部。", "c", "internal", "上海豫园足球俱乐部")
+    assert missing_terms("上海豫园足球俱乐部总部设在什么地方？", [club]) == ["总部", "设在"]
+    # a root shorter than five letters is no root: "CEO" is not held by "CEOs'" kin words
+    assert not RelationCheck("Who is the CEO of Kestrel Labs?").settle(
+        "The CEO of Kestrel Labs is Wang Lei.", SALES, judge=None, answers=True
     ).held

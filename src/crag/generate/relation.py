@@ -82,8 +82,17 @@ _LIGHT = frozenset(
     """give gives gave given get gets got make makes made take takes took use uses used provide provides
     offer offers offered receive receives include includes need needs want go goes went come came allow
     allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
-    得到 获得 需要 使用 包括 允许 发生 成为 进行 属于""".split()
+    得到 获得 需要 使用 包括 允许 发生 成为 进行 属于"""
+    # and the slot a question asks to fill, which an answer names rather than writes: "What is
+    # its name?" is answered by a name, "在什么地方" by a place (no source writes 名字 or 地方)
+    """name names kind kinds type types sort thing things term terms entity example way called 名字 名称 叫 叫做
+    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 最终""".split()
 )
+# Endings that derive one English word from another (confus-ion / confus-ed); longest first.
+_DERIVATIONAL = (
+    "ations ation itions ition tions tion sions sion ions ion ments ment ness ities ity ances ance ences ence "
+    "als al ers er ors or ives ive"
+).split()
 # Irregular English verbs whose forms a question and a source write differently ("When did
 # she win" / "she won"): each form maps to the others.
 _IRREGULAR: dict[str, tuple[str, ...]] = {
@@ -326,8 +335,20 @@ def _holds(terms: SourceTerms, term: str) -> bool:
         return True  # "win" in "won": no stemmer joins an irregular verb's forms
     if term.isascii() and len(term) > 2 and _has_unit(terms, term.removesuffix("s")):
         return True  # "degrees Celsius" in "565 °C", "kilograms" in "公斤"
+    if term.isascii() and term.isalpha() and _derived(terms, term):
+        return True  # "confusion" in "confused", "director" in "directed"
     core = term.strip(_ZH_PARTICLES)
     return len(core) >= 2 and core != term and terms.has(core)
+
+
+def _derived(terms: SourceTerms, term: str) -> bool:
+    """A source word of the same English root: ``term`` less its derivational ending (≥ 5
+    letters left) begins a word of the source. The light stemmer strips only inflections."""
+    low = term.lower()
+    for suffix in _DERIVATIONAL:
+        if low.endswith(suffix) and len(low) - len(suffix) >= 5:
+            return bool(re.search(rf"\b{low[: -len(suffix)]}[a-z]*", terms.corpus))
+    return False
 
 
 def _has_unit(terms: SourceTerms, unit: str) -> bool:
