@@ -124,6 +124,25 @@ def test_a_chinese_question_that_names_one_bearer() -> None:
     assert namesakes_of(Query.of("李明的职业是什么？"), LI_MING) == {}  # names no one: nothing is demoted
 
 
+def test_the_one_defined_bearer_is_a_namesake_when_the_qualifier_fits_another_strip() -> None:
+    # the CFO is named on a leadership page (no defining sentence); the only 陈静 defined is an
+    # engineer: her strips are about another 陈静 (her university is not the CFO's)
+    zh = [
+        strip("陈静于 2017 年加入青岚科技，现任首席财务官，负责财务和内部审计。", "青岚科技管理团队"),
+        strip("陈静（1995 年出生）是青岚科技的高级测试工程师。她 2019 年从南京理工大学毕业。", "人物"),
+    ]
+    assert set(namesakes_of(Query.of("青岚科技首席财务官陈静毕业于哪所大学？"), zh)) == {1}
+    assert namesakes_of(Query.of("测试工程师陈静毕业于哪所大学？"), zh) == {}  # she is the one asked
+    assert namesakes_of(Query.of("陈静毕业于哪所大学？"), zh) == {}  # no qualifier: nothing demoted
+    en = [
+        strip("David Sato joined Kestrel Labs in 2015 and is its chief financial officer.", "Kestrel Labs leadership"),
+        strip("David Sato (born 1990) is a test engineer at Kestrel Labs. He studied at Ohio State.", "People"),
+    ]
+    assert set(namesakes_of(Query.of("Where did the chief financial officer David Sato study?"), en)) == {1}
+    # no other strip fits the qualifier: the description may just be partial, nothing is demoted
+    assert namesakes_of(Query.of("Where did the chief financial officer David Sato study?"), en[1:]) == {}
+
+
 def test_a_qualifier_that_fits_no_bearer_chooses_none() -> None:
     found = find_bearers(Query.of("When did the Welsh poet Richard Harris die?"), HARRIS)
     assert found.asked == "Welsh poet" and found.chosen is None and not found.several and found.listed() == []

@@ -270,3 +270,15 @@ def test_a_page_that_names_the_asked_person_then_calls_them_by_surname_holds_the
     )
     g = gate("罗伯特·丁威迪命令谁离开？", [zh], "罗伯特·丁威迪命令乔治·华盛顿离开。[1]")
     assert g.claims and "丁威迪后来命令" in g.claims[0].quotes[0]
+
+
+def test_a_company_name_jieba_reads_as_a_person_is_not_the_sentence_subject() -> None:
+    # 青岚 of 青岚科技 is tagged as a person's name: the answer "青岚科技高级测试工程师陈静毕业于…"
+    # would then be about "青岚", and only the sentence naming 青岚 could hold it
+    question = "青岚科技高级测试工程师陈静毕业于哪所大学？"
+    assert [n.text for n in question_names(question)] == ["陈静"]
+    assert [n.text for n in question_names("李明大学毕业于哪一年？")] == ["李明"]
+    engineer = Strip("陈静（1995 年出生）是青岚科技的高级测试工程师。她 2019 年从南京理工大学毕业后加入公司。", "a",
+                     "internal", "陈静（测试工程师）")  # fmt: skip
+    g = gate(question, [engineer], "青岚科技高级测试工程师陈静毕业于南京理工大学。[1]")
+    assert g.claims and g.claims[0].cites == [1], g.text

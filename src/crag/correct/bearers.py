@@ -151,9 +151,34 @@ def namesakes_of(query: Query, strips: Sequence[Strip]) -> dict[int, str]:
     """
     found = find_bearers(query, strips)
     if found.chosen is None:
-        return {}
+        return _unlike_the_asked(query.text, strips, found)
     why = f"about another {found.name}, not the {found.asked} the question names"
     return {n - 1: why for n in sorted(found.others())}
+
+
+def _unlike_the_asked(question: str, strips: Sequence[Strip], found: Bearers) -> dict[int, str]:
+    """The one defined bearer's strips, when the question's qualifier fits another strip of the name.
+
+    "青岚科技首席财务官陈静" asks about the CFO; when the only 陈静 defined is a test engineer
+    (her description lacks 首席 and 财务) and another strip writes 陈静 with both words (a
+    leadership page, no defining sentence), the engineer is a namesake, not the one asked about.
+    """
+    if len(found.bearers) != 1 or (name := Name.of(found.name)) is None or (at := name.find(question)) is None:
+        return {}
+    bearer = found.bearers[0]
+    asked = descriptor(question, at)
+    lacking = words(asked) - words(f"{bearer.disambiguator} {bearer.description}")
+    if not lacking:
+        return {}
+    fits = [
+        i
+        for i, s in enumerate(strips, 1)
+        if i not in bearer.cites and name.find(s.text) is not None and lacking <= words(f"{s.title} {s.text}")
+    ]
+    if not fits:
+        return {}
+    why = f"about another {found.name}, not the {asked} the question names"
+    return {n - 1: why for n in bearer.cites}
 
 
 def _asked_name(question: str, strips: Sequence[Strip]) -> Name | None:

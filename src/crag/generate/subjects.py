@@ -68,12 +68,24 @@ _QUESTION_WORDS = frozenset(
 )
 
 
+# What a company or institution's name ends with: jieba tags 青岚 of 青岚科技 as a person's name.
+_ORG_AFTER = re.compile(
+    "科技|公司|集团|实验室|银行|电子|电器|数码|声学|智能|智造|出行|车业|环境|茶业|控股|股份|有限"
+    "|研究|基金|证券|传媒|网络|软件|资本|地产|能源|汽车|航空|物流|酒店|工业|制造|药业|食品|影业|文化|教育"
+)
+
+
 def question_names(question: str) -> list[Name]:
     """The people's names ``question`` asks about (runs of capitalised words; 人名 and
     transliterated names with an interpunct in Chinese)."""
     found: list[Name] = []
     if CJK.search(question):
-        written = dotted_names(question) + [w for w, flag in zh_pos(question) if flag == "nr" and len(w) >= 2]
+        tagged = zh_pos(question)
+        written = dotted_names(question) + [
+            w
+            for i, (w, flag) in enumerate(tagged)
+            if flag == "nr" and len(w) >= 2 and not _ORG_AFTER.match("".join(x for x, _ in tagged[i + 1 : i + 3]))
+        ]
     else:
         written = []
         for m in _EN_RUN.finditer(question):
