@@ -147,7 +147,6 @@ def test_a_derived_word_and_the_slot_the_question_fills_are_not_missing() -> Non
     assert zh.settle("2012年在任的校长名字是钟铣玲[1]。", school, judge=None, answers=True).held
     club = Strip("上海豫园足球俱乐部是一家足球俱乐部。", "c", "internal", "上海豫园足球俱乐部")
     assert missing_terms("上海豫园足球俱乐部总部设在什么地方？", [club]) == ["总部", "设在"]
-    # a root shorter than five letters is no root: "CEO" is not held by "CEOs'" kin words
-    assert not RelationCheck("Who is the CEO of Kestrel Labs?").settle(
-        "The CEO of Kestrel Labs is Wang Lei.", SALES, judge=None, answers=True
-    ).held
+    # a root shorter than five letters is no root: nothing stands in for "CEO"
+    ceo = RelationCheck("Who is the CEO of Kestrel Labs?")
+    assert not ceo.settle("The CEO of Kestrel Labs is Wang Lei.", SALES, judge=None, answers=True).held
