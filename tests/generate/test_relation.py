@@ -150,3 +150,35 @@ def test_a_derived_word_and_the_slot_the_question_fills_are_not_missing() -> Non
     # a root shorter than five letters is no root: nothing stands in for "CEO"
     ceo = RelationCheck("Who is the CEO of Kestrel Labs?")
     assert not ceo.settle("The CEO of Kestrel Labs is Wang Lei.", SALES, judge=None, answers=True).held
+
+
+def test_an_answer_about_another_row_is_not_held_by_the_asked_one() -> None:
+    # the Suzhou office's head count is no answer for the Rotterdam office: a table row must
+    # name what the question asks about, in either language (the judge reads the rest)
+    offices = Strip("Office | Employees\n\nSuzhou HQ | Employees: 540\n\nRotterdam | Employees: 48", "o.docx",
+                    "internal", "Larkspur offices")  # fmt: skip
+    for question, wrong, right in [
+        ("How many employees work at the Rotterdam office of Larkspur?", "The Suzhou HQ has 540 employees [1].",
+         "It has 48 employees [1]."),
+        ("Larkspur 鹿特丹办公室有多少员工？", "苏州总部有540名员工[1]。", "鹿特丹办公室有48名员工[1]。"),
+    ]:  # fmt: skip
+        check = RelationCheck(question)
+        assert not check.settle(wrong, offices, judge=always(0.3), answers=True).held
+        assert check.settle(right, offices, judge=always(0.9), answers=True).held
+    # a page names its subject once: a sentence of it holds a claim that leaves the subject out
+    about = Strip("Kestrel Labs was set up by two engineers. It was founded in 2014.", "a", "internal", "About")
+    held = RelationCheck("When was Kestrel Labs founded?").settle("It was founded in 2014 [1].", about,
+                                                                   judge=always(0.0), answers=True)  # fmt: skip
+    assert held.held and held.how == "words"
+
+
+def test_a_relation_word_and_its_exact_synonym_are_one() -> None:
+    founder = Strip("赵启明于 2012 年在苏州创办青岚科技。", "t.md", "internal", "青岚科技管理团队")
+    held = RelationCheck("青岚科技成立于哪一年？").settle(
+        "青岚科技成立于2012年[1]。", founder, judge=always(0.0), answers=True
+    )
+    assert held.held and held.how == "words", held
+    # a chairman is no CEO: only exact synonyms count
+    chair = Strip("Lin Qiao is the chairman of Kestrel Labs.", "c.md", "internal", "Kestrel Labs")
+    ceo = RelationCheck("Who is the CEO of Kestrel Labs?")
+    assert not ceo.settle("The CEO of Kestrel Labs is Lin Qiao [1].", chair, judge=always(0.0), answers=True).held

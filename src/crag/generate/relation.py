@@ -86,7 +86,7 @@ _LIGHT = frozenset(
     # and the slot a question asks to fill, which an answer names rather than writes: "What is
     # its name?" is answered by a name, "在什么地方" by a place (no source writes 名字 or 地方)
     """name names kind kinds type types sort thing things term terms entity example way called 名字 名称 叫 叫做
-    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 最终""".split()
+    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 哪一年 哪年 最终""".split()
 )
 # Endings that derive one English word from another (confus-ion / confus-ed); longest first.
 _DERIVATIONAL = (
@@ -106,6 +106,16 @@ _IRREGULAR: dict[str, tuple[str, ...]] = {
     strike/struck swim/swam/swum throw/threw/thrown wear/wore/worn draw/drew/drawn tell/told feel/felt
     sleep/slept sit/sat dig/dug feed/fed hang/hung shake/shook wake/woke freeze/froze/frozen drink/drank/drunk
     go/went/gone do/did/done have/had be/was/were/been""".split()
+    for form in group.split("/")
+}
+# Words company documents write for one relation, in the same language: a question's "成立" is the
+# handbook's 创办 ("创办青岚科技"), a question's "founded" a page's "established". Only exact
+# equivalents: a near miss must still lack its relation (a CEO is no chairman).
+_SYNONYMS: dict[str, tuple[str, ...]] = {
+    form: tuple(f for f in group.split("/") if f != form)
+    for group in """成立/创办/创立/创建/建立 位于/坐落/地处 员工/雇员/职工 总部/总公司 售价/价格/定价
+    founded/established headquarters/headquartered employees/staff/workforce/headcount
+    price/priced/costs/cost""".split()
     for form in group.split("/")
 }
 _ZH_PARTICLES = "于了的是在和与及着过为被把对从以之"
@@ -150,7 +160,11 @@ class RelationCheck:
         # A yes/no question's claim is its own proposition: "No [1]." asserts the question's words.
         self._asked = new_terms(question, "") if self.closed else []
         # What the question asks of its subject ("battery capacity"): a figure must come with it.
-        self._focus = [t for t in question_focus(question)[1] if t not in _LIGHT and not _is_figure(t)]
+        subject, focus = question_focus(question)
+        self._focus = [t for t in focus if t not in _LIGHT and not _is_figure(t)]
+        # Whom or what it asks about: an answer that leaves it out may be about another one (the Suzhou
+        # office's head count for the Rotterdam one's): its table row, or its page, must still name it.
+        self._subject = [t for t in subject if t not in _LIGHT and not _is_figure(t)]
         self._windows: dict[str, list[tuple[str, SourceTerms]]] = {}
 
     def needs(self, sentence: str, *, answers: bool = False) -> tuple[list[str], list[str], list[str]]:
@@ -166,15 +180,23 @@ class RelationCheck:
         restated += [t for t in self._asked if t not in restated and t not in new and t not in _LIGHT]
         if answers or any(_is_figure(t) and not _YEAR.fullmatch(t) for t in new):  # "8,640": the asked attribute's
             restated += [t for t in self._focus if t not in restated and t not in new]
+        if answers:
+            restated += [t for t in self._subject if t not in restated and t not in new]
         return restated, new, _units(sentence)
 
     def lexical(self, sentence: str, source: Strip, *, answers: bool = False) -> Verdict:
         """The best window of ``source`` for ``sentence``, and whether its words state the claim."""
         restated, new, units = self.needs(sentence, answers=answers)
         negative = self.closed and negative_reply(sentence)
+        # The subject words the claim leaves out: a prose window may name it only in its page
+        # ("It was founded in 2014" under "About Kestrel Labs"); a table row must (its row key).
+        unsaid = set(restated) & set(self._subject) - set(new_terms(sentence, ""))
+        page = SourceTerms(f"{source.title} {source.text}") if unsaid else None
         best: tuple[float, str, list[str]] | None = None
         for text, terms in self._windows_of(source):
             missing = [t for t in restated if not _holds(terms, t)]
+            if page is not None and _ROW not in text:
+                missing = [t for t in missing if t not in unsaid or not _holds(page, t)]
             missing += [u for u in units if not _has_unit(terms, u)]
             found_new = sum(terms.has(t) for t in new)
             figures_ok = all(terms.has(t) for t in new if _is_figure(t))
@@ -331,8 +353,8 @@ def _holds(terms: SourceTerms, term: str) -> bool:
     ("往来于" is held by "往来彩虹与机场之间")."""
     if terms.has(term) or (term.isascii() and term.isalpha() and (terms.has(term + "s") or terms.has(term + "es"))):
         return True  # "car" in "cars": the light stemmer leaves short words as they are
-    if any(terms.has(form) for form in _IRREGULAR.get(term, ())):
-        return True  # "win" in "won": no stemmer joins an irregular verb's forms
+    if any(terms.has(form) for form in _IRREGULAR.get(term, ()) + _SYNONYMS.get(term, ())):
+        return True  # "win" in "won" (no stemmer joins an irregular verb's forms), 成立 in 创办
     if term.isascii() and len(term) > 2 and _has_unit(terms, term.removesuffix("s")):
         return True  # "degrees Celsius" in "565 °C", "kilograms" in "公斤"
     if term.isascii() and term.isalpha() and _derived(terms, term):
