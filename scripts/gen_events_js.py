@@ -1,7 +1,7 @@
 """Write src/crag/server/static/events.js from crag.event_names: the web UI's table of event names.
 
 The UI's scripts compare with ``EVENT.<NAME>`` and ``REJECTED.<REASON>``, never with a raw
-string; tests/server/test_event_names.py fails when the file and the module disagree.
+string; tests/test_event_names.py fails when the file and the module disagree.
 
 python scripts/gen_events_js.py
 """
