@@ -30,8 +30,8 @@ from crag.pipeline.events import (
     event_for,
     render,
 )
-from crag.pipeline.reducer import AnswerText
 from crag.pipeline.recorder import TraceRecorder
+from crag.pipeline.reducer import AnswerText
 from crag.pipeline.steps import Context, CorrectedContext, Decision
 from crag.protocols import Completion
 from crag.trace.spans import Tracer
@@ -72,14 +72,14 @@ VALUES: dict[str, tuple[Any, list[str] | None]] = {
     "cache": (CacheHit(ANSWER, "k1", "t0", 3.5), ["cache", "action", "confidence", "context"]),
     "retrieve": (Retrieval([Hit(Chunk("c1", STRIP.text, STRIP.source, "Museum"), 0.8, 0.7, 2.1, 1)]), ["retrieved"]),
     "evaluate": (Evaluation([Grade("c1", 0.9)], 0.9, "one relevant", "trained"),
-                 ["evaluator", "grades", "confidence", "evaluation_reason"]),  # fmt: skip
+                 ["evaluator", "grades", "confidence", "evaluation_reason"]),
     "decide": (Decision(Action.CORRECT, 0.9), ["action"]),
     "verify": (Verification(0.2, 0.7, degradations=["verify: slow"]), ["verification", "degradations"]),
     "escalate": (Decision(Action.AMBIGUOUS, 0.9, unverified=Verification(0.2, 0.7)), ["escalated", "action"]),
     "refine": (Refinement([STRIP], [STRIP]), None),
     "rewrite": (Rewrite(["museum opening year"], ["museum", "opening"]), ["subqueries", "queries"]),
     "search": (Search([("museum opening year", WebResult("M", WEB.url, WEB.text, provider="corpus"))], filtered=1),
-               ["filtered_results", "external"]),  # fmt: skip
+               ["filtered_results", "external"]),
     "refine_external": (Refinement([WEB], [WEB]), None),
     "rounds": (RoundsResult([WEB], [0.7], 0.7, 1, 1, True, False, "confident", [["q"]], [0.5, 0.7]), ["rounds"]),
     "correct": (Correction([STRIP], [WEB], [STRIP, WEB], degradations=["search: slow"]), ["strips"]),
@@ -87,14 +87,14 @@ VALUES: dict[str, tuple[Any, list[str] | None]] = {
     "compress": (Context([STRIP]), None),
     "bearers": (Bearers("John Carter", TWO), ["bearers"]),
     "abstain": (Generation("Nothing reliable was found.", [], [STRIP], refused=True, abstained=True),
-                ["abstained", "context"]),  # fmt: skip
+                ["abstained", "context"]),
     "token": ("It opened in 1901[1].", None),
     "replace": (Replace("escalated", "It opened in 1902[1]."), None),
     "generate": (GENERATION, ["context"]),
     "answer": (ANSWER, ["answer", "refused", "citations"]),
     "context": (CorrectedContext(QUERY, Decision(Action.CORRECT, 0.9), Context([STRIP]), [], [], "t1"),
-                ["context", "context_only"]),  # fmt: skip
-}
+                ["context", "context_only"]),
+}  # fmt: skip
 
 
 def frames(sse: bytes) -> list[tuple[str, Any]]:
