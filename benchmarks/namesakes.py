@@ -47,6 +47,7 @@ from crag.correct.bearers import find_bearers
 from crag.correct.names import fold
 from crag.eval.metrics import gold_match
 from crag.generate import generate
+from crag.pipeline.events import CompressEvent, FuseEvent
 from crag.protocols import Completion
 from crag.types import Answer, Query, Strip
 
@@ -225,9 +226,8 @@ def hard(args: argparse.Namespace) -> None:
     max_sources = engine.settings.generation.max_sources
 
     def one(item: dict[str, Any]) -> dict[str, Any]:
-        with engine.ask_stream(item["question"]) as events:
-            steps = [(e.name, e.value) for e in events]
-        read = [v.strips[:max_sources] for n, v in steps if n in ("fuse", "compress")][-1:]  # the last context read
+        with engine.ask_stream(item["question"]) as events:  # the last context read
+            read = [e.value.strips[:max_sources] for e in events if isinstance(e, (FuseEvent, CompressEvent))][-1:]
         return {
             "id": item["id"],
             "lang": item["lang"],

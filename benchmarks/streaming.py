@@ -36,6 +36,7 @@ import httpx
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.llm.llama_cpp import LlamaCppLLM
+from crag.pipeline.events import AnswerEvent, TokenEvent
 from crag.protocols import Completion, TokenStream
 from crag.registry import LLMS
 from crag.server.app import create_app
@@ -96,10 +97,10 @@ def run_python(engine: CRAG, timed: TimedLLM) -> dict[str, Any]:
     pieces = 0
     with engine.ask_stream(QUESTION) as events:
         for e in events:
-            if e.name == "token":
+            if isinstance(e, TokenEvent):
                 pieces += 1
                 first = first or time.monotonic()
-            if e.name == "answer":
+            if isinstance(e, AnswerEvent):
                 answer = e.value
     end = time.monotonic()
     assert first is not None

@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.protocols",
             "crag.registry",
             "crag.metadata",
+            "crag.event_names",
         ),
     ),
     ("backends", ("crag.embed", "crag.store", "crag.llm", "crag.search", "crag.ingest", "crag.trace")),

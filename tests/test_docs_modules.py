@@ -178,7 +178,7 @@ def test_relative_links_land(page: Path) -> None:
 def test_checks_catch_what_they_look_for() -> None:
     # The checks themselves: each rejects the mistake it exists for.
     assert not dotted_exists("crag.pipeline.record")
-    assert dotted_exists("crag.pipeline.events.TraceRecorder")
+    assert dotted_exists("crag.pipeline.recorder.TraceRecorder")
     assert not dotted_exists("crag.pipeline.events.NoSuchName")
     assert not py_path_exists("src/crag/pipeline/record.py") and py_path_exists("src/crag/pipeline/live.py")
     assert fence_errors("```\ncode\n``` text after\n") != []

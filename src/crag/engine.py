@@ -318,17 +318,18 @@ class CRAG:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
         ``history`` as for :meth:`ask` (a ``condense`` event comes first when it is given).
-        Step events come with their values summarised, then ``token`` events as the model
-        writes, then ``answer`` (its ``value`` is the :class:`Answer`). Bad input and a
-        missing knowledge base raise here, before anything runs; a failure of the run is
-        raised from ``next()``. Closing the stream (or leaving its ``with``) stops the model
-        between two tokens; the trace is recorded once either way. ``filters``, ``no_cache`` as in
-        :meth:`ask` (an answer from the cache comes as a ``cache`` event, one ``token``, ``answer``).
+        Step events (:mod:`crag.pipeline.events`) carry their values and a JSON summary
+        (``data``), then ``token`` events as the model writes, then ``answer`` (its ``value``
+        is the :class:`Answer`). Bad input and a missing knowledge base raise here, before
+        anything runs; a failure of the run is raised from ``next()``. Closing the stream (or
+        leaving its ``with``) stops the model between two tokens; the trace is recorded once
+        either way. ``filters``, ``no_cache`` as in :meth:`ask` (an answer from the cache comes
+        as a ``cache`` event, one ``token``, ``answer``).
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
-        ...         if e.name == "token":
-        ...             print(e.data["delta"], end="", flush=True)
+        ...         if isinstance(e, TokenEvent):  # from crag.pipeline.events
+        ...             print(e.value, end="", flush=True)
         """
         run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history,
                             no_cache)  # fmt: skip

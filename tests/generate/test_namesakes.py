@@ -16,7 +16,7 @@ from crag.generate.namesakes import answer_bearers, header
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.pipeline import Deps, run_crag, run_rag
-from crag.pipeline.events import summarise
+from crag.pipeline.events import event_for
 from crag.testing.fakes import HashEmbedder, ScriptedLLM
 from crag.trace.spans import Tracer
 from crag.types import Bearer, Evaluation, Grade, Passage, Query, Strip
@@ -128,7 +128,7 @@ def test_the_pipeline_lists_the_bearers_in_answer_trace_and_events(kb: Knowledge
     assert trace["bearers"]["several"] and len(trace["bearers"]["bearers"]) == 2
     names = [n for n, _ in events]
     assert names.index("fuse") < names.index("bearers") < names.index("generate")
-    step = summarise("bearers", next(v for n, v in events if n == "bearers")).data
+    step = event_for("bearers", next(v for n, v in events if n == "bearers")).data
     assert step["name"] == "Richard Hadley" and step["several"] and step["chosen"] is None
     tokens = "".join(v for n, v in events if n == "token")
     assert tokens == answer.answer

@@ -105,27 +105,36 @@ def show_stream(events: AnswerStream) -> Answer:
     shown through the one reducer every client uses (:class:`~crag.pipeline.reducer.AnswerText`):
     what is printed is the saved answer, to its last character.
     """
+    from crag.pipeline.events import (  # loaded with the engine, not with the CLI
+        AnswerEvent,
+        CacheEvent,
+        DecideEvent,
+        EscalateEvent,
+        RewriteEvent,
+        render,
+    )
+
     view = _AnswerView()
     status = err.status("thinking…")
     status.start()
     answer: Answer | None = None
     try:
         for event in events:
-            if event.name in ("decide", "cache"):
+            if isinstance(event, (DecideEvent, CacheEvent)):
                 status.stop()
                 out.print(_decision_line(event.data["action"], event.data["confidence"], events.trace_id))
-                if event.name == "cache":  # answered before, nothing it used has changed since
-                    out.print(f"[dim]from the answer cache (first answered in trace {event.data['from_trace']})[/]")
-            elif event.name == "escalate" and event.data.get("rejected") == REJECTED_UNVERIFIED:
-                p, t = event.data.get("probability"), event.data.get("threshold")
-                out.print(f"[dim]not verified: the model did not read the answer in the documents graded relevant "
-                          f"(P {p:.2f} < {t:.2f}); searching as Ambiguous[/]")  # fmt: skip
-            elif event.name == "rewrite" and event.data.get("queries"):
-                out.print("[dim]searching:[/] " + "; ".join(escape(q) for q in event.data["queries"]))
-            if piece := view.text.take(event):
+                if isinstance(event, CacheEvent):  # answered before, nothing it used has changed since
+                    out.print(f"[dim]from the answer cache (first answered in trace {event.value.from_trace})[/]")
+            elif isinstance(event, EscalateEvent) and (check := event.value.unverified) is not None:
+                p, t = check.probability, check.threshold
+                out.print(f"[dim]{REJECTED_UNVERIFIED}: the model did not read the answer in the documents graded "
+                          f"relevant (P {p:.2f} < {t:.2f}); searching as Ambiguous[/]")  # fmt: skip
+            elif isinstance(event, RewriteEvent) and event.value.queries:
+                out.print("[dim]searching:[/] " + "; ".join(escape(q) for q in event.value.queries))
+            if piece := render(event, view.text).text:
                 status.stop()
                 view.show(piece)
-            if event.name == "answer":
+            if isinstance(event, AnswerEvent):
                 answer = event.value
     finally:
         status.stop()

@@ -42,7 +42,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crag.integrations import answer_metadata, require, strip_records
-from crag.pipeline.events import summarise
+from crag.pipeline.events import AnswerEvent, render
 from crag.pipeline.reducer import AnswerText
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from crag.engine import CRAG
     from crag.pipeline import CorrectedContext
-    from crag.pipeline.events import StreamEvent
+    from crag.pipeline.events import StepEvent
     from crag.types import Answer
 
 # The classes are built on first access by __getattr__ below (LangChain imported lazily).
@@ -83,8 +83,7 @@ def to_documents(context: CorrectedContext) -> list[Document]:
 def to_message(answer: Answer) -> AIMessage:
     """``answer`` as the message ``crag_runnable`` returns (content through the one reducer)."""
     messages = require("langchain_core.messages", EXTRA)
-    text = AnswerText()
-    content = text.take(summarise("answer", answer))
+    content = render(AnswerEvent(answer), AnswerText()).text
     message: AIMessage = messages.AIMessage(content=content, id=answer.trace_id, **_metadata(answer))
     return message
 
@@ -217,11 +216,11 @@ def _runnable_class() -> type:
                 events.close()  # the caller stopped early: stop the model
 
         @staticmethod
-        def _take(text: AnswerText, event: StreamEvent, trace_id: str) -> Iterator[AIMessageChunk]:
+        def _take(text: AnswerText, event: StepEvent[Any], trace_id: str) -> Iterator[AIMessageChunk]:
             """The chunks for one event: its verified text, and the metadata with the answer."""
-            if piece := text.take(event):
+            if piece := render(event, text).text:
                 yield messages.AIMessageChunk(content=piece, id=trace_id)
-            if event.name == "answer":
+            if isinstance(event, AnswerEvent):
                 yield messages.AIMessageChunk(content="", id=trace_id, **_metadata(event.value))
 
     return CragRunnable
@@ -261,7 +260,7 @@ async def _once(value: Any) -> AsyncIterator[Any]:
     yield value
 
 
-def _next_event(events: Any) -> tuple[str, StreamEvent | None]:
+def _next_event(events: Any) -> tuple[str, StepEvent[Any] | None]:
     # StopIteration cannot cross into a coroutine (PEP 479); a short wait keeps a
     # cancelled astream from holding a worker thread for long.
     try:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from crag.integrations import answer_metadata, require, strip_records
-from crag.pipeline.events import summarise
+from crag.pipeline.events import AnswerEvent, render
 from crag.pipeline.reducer import AnswerText
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def _query_engine_class() -> type:
                 response.response_gen = _verified_text(events, response)
                 return response
             answer = self.engine.ask(query_str, **options)
-            text = AnswerText().take(summarise("answer", answer))  # the text a stream would have shown
+            text = render(AnswerEvent(answer), AnswerText()).text  # the text a stream would have shown
             return response_schema.Response(
                 response=text, source_nodes=to_nodes(answer), metadata=answer_metadata(answer)
             )
@@ -135,9 +135,9 @@ def _verified_text(events: AnswerStream, response: Any) -> Iterator[str]:
     text = AnswerText()
     with events:
         for event in events:
-            if piece := text.take(event):
+            if piece := render(event, text).text:
                 yield piece
-            if event.name == "answer":
+            if isinstance(event, AnswerEvent):
                 response.source_nodes = to_nodes(event.value)
                 response.metadata = answer_metadata(event.value)
                 response.response_txt = text.shown  # get_response() after the caller read response_gen

@@ -64,7 +64,7 @@ stops the model.
 
 Every value carries ``degradations``: what that step gave up on, with the reason. The
 Answer's degradations are the steps' own, gathered in order. The tracer is one observer
-(:class:`~crag.pipeline.events.TraceRecorder`); ``on_step`` adds another (a stream of
+(:class:`~crag.pipeline.recorder.TraceRecorder`); ``on_step`` adds another (a stream of
 server-sent events, say). Observers watch and never steer. What each observer takes from
 each value is written in one place, :mod:`crag.pipeline.events`.
 """
@@ -88,8 +88,8 @@ from crag.llm.guard import GuardedLLM
 from crag.metadata import Filters
 from crag.pipeline.answer_cache import AnswerCache, Lookup
 from crag.pipeline.correction import Correction, Corrector, Refinement, Rewrite, Search
-from crag.pipeline.events import TraceRecorder
 from crag.pipeline.guard import Guarded, guard
+from crag.pipeline.recorder import TraceRecorder
 from crag.pipeline.steps import (
     Context,
     CorrectedContext,

@@ -1,419 +1,493 @@
-"""The step events, one typed contract: each event's name, its client summary and its trace record.
+"""A run's events, one frozen dataclass each, and :func:`render`, the one place they become bytes.
 
 ``run_crag`` hands every step's value to its observers as the step finishes (see the table
-in :mod:`crag.pipeline`). Two observers read every value, and this module is the one place
-that says what each takes from it:
+in :mod:`crag.pipeline`), under a name checked by the type checker (:data:`EventName`).
+:func:`event_for` makes that the step's event: a :class:`StepEvent` carrying the typed value
+(``QueryEvent.value`` is a :class:`~crag.types.Query`). Three events exist only on the wire
+of a streamed HTTP answer: :class:`StartedEvent`, :class:`DoneEvent` (the ``answer`` event
+as it is sent) and :class:`ErrorEvent`.
 
-* the **trace** (:class:`TraceRecorder`): the keys the viewer, ``crag trace show`` and the
-  eval harness read;
-* a **client** (:func:`summarise`): a small JSON object per event, for streams
-  (:meth:`crag.engine.CRAG.ask_stream`, ``POST /v1/ask`` with ``stream=true``, ``crag ask``).
-
-Both are written side by side in :data:`EVENTS`, from the same value at the same moment,
-so what a client saw and what the trace holds agree. Adding a step means adding its name to
-:data:`EventName` and one :class:`Event` entry here.
+:func:`render` turns any event into what each reader takes from it: its server-sent event
+(``POST /v1/ask`` with ``stream=true``), its OpenAI ``chat.completion.chunk`` bodies, and
+its trace record (what :class:`crag.pipeline.recorder.TraceRecorder` writes). The server, the CLI and the
+integrations read events through it and compare with the event classes, never with a raw
+name; the web UI reads the names from ``static/events.js`` (:mod:`crag.event_names`).
+Adding a step means adding its name to :data:`EventName` and one class here.
 
 >>> from crag.types import Query
->>> event = summarise("query", Query("Who?", "en", upper=0.6, lower=0.35))
->>> event.name, event.data["thresholds"]["upper"]
-('query', 0.6)
->>> summarise("token", "Par").data
-{'delta': 'Par'}
+>>> event = event_for("query", Query("Who?", "en", upper=0.6, lower=0.35))
+>>> event.name, event.data["thresholds"]["upper"], render(event).record["thresholds"]["upper"]
+('query', 0.6, 0.6)
+>>> render(event_for("token", "Par")).sse
+b'event: token\\ndata: {"delta": "Par"}\\n\\n'
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from crag.correct.bearers import Bearers
 from crag.correct.condense import Condensed
 from crag.correct.rounds import RoundsResult
 from crag.correct.verify import Verification
+from crag.event_names import EVENT_NAMES, EventName, WireName
 from crag.generate import Generation, Replace
+from crag.pipeline import event_shapes as shapes
 from crag.pipeline.answer_cache import CacheHit
 from crag.pipeline.correction import Correction, Refinement, Rewrite, Search
-from crag.pipeline.steps import Context, CorrectedContext, Decision, usage
-from crag.trace.spans import Tracer
-from crag.types import REJECTED_SHARED_NAME, REJECTED_UNVERIFIED, Answer, Evaluation, Hit, Query, Retrieval, Strip
+from crag.pipeline.event_shapes import Json, chat_chunk
+from crag.pipeline.steps import Context, CorrectedContext, Decision
+from crag.redact import redact
+from crag.types import Answer, Evaluation, Query, Retrieval
 
-__all__ = ["EVENTS", "Event", "EventName", "StreamEvent", "TraceRecorder", "summarise"]
+__all__ = [
+    "STEP_EVENTS", "AbstainEvent", "AnswerEvent", "BearersEvent", "CacheEvent", "CompressEvent", "CondenseEvent",
+    "ContextEvent", "CorrectEvent", "DecideEvent", "DoneEvent", "ErrorEvent", "EscalateEvent", "EvaluateEvent",
+    "Event", "EventName", "FuseEvent", "GenerateEvent", "QueryEvent", "RefineEvent", "RefineExternalEvent",
+    "Rendered", "ReplaceEvent", "RetrieveEvent", "RewriteEvent", "RoundsEvent", "SearchEvent", "StartedEvent",
+    "StepEvent", "TokenEvent", "VerifyEvent", "WireName", "event_for", "render",
+]  # fmt: skip
 
-EventName = Literal[
-    "condense",
-    "query",
-    "cache",
-    "retrieve",
-    "evaluate",
-    "decide",
-    "verify",
-    "escalate",
-    "refine",
-    "rewrite",
-    "search",
-    "refine_external",
-    "rounds",
-    "correct",
-    "fuse",
-    "compress",
-    "bearers",
-    "abstain",
-    "token",
-    "replace",
-    "generate",
-    "answer",
-    "context",
-]
-"""Every event a run sends, in the order they can come (see :mod:`crag.pipeline`); ``context``
-ends a run that stops before generation (:func:`crag.pipeline.run_crag_context`)."""
-
-EVENT_NAMES: tuple[str, ...] = get_args(EventName)
-
-
-@dataclass
-class StreamEvent:
-    """One event of a streamed answer: its name, a JSON-ready summary, and the value itself.
-
-    ``token`` carries a piece of the *verified* answer (``data["delta"]``): the pieces joined
-    are the answer's text. ``answer`` comes last; its ``value`` is the :class:`~crag.types.Answer`.
-    """
-
-    name: EventName
-    data: dict[str, Any]
-    value: Any = field(default=None, repr=False)
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
 class Event:
-    """What one event gives each observer: ``summary`` for a client, ``record`` for the trace."""
+    """One event: its ``name``, the JSON a client gets (``data``) and what the trace keeps."""
 
-    summary: Callable[[Any], dict[str, Any]]
-    record: Callable[[Tracer, Any], None] | None = None
-    composite: bool = False  # repeats its parts' degradations: they are not recorded again
+    name: ClassVar[EventName | WireName]
+    composite: ClassVar[bool] = False  # repeats its parts' degradations: they are not sent or recorded again
+
+    @cached_property
+    def data(self) -> Json:
+        """The small JSON object a client gets for this event, with the step's degradations."""
+        data = self.summary()
+        notes = self.degradations()
+        if notes and not self.composite:
+            data["degradations"] = list(notes)
+        return data
+
+    def summary(self) -> Json:
+        raise NotImplementedError
+
+    def trace(self) -> Json:
+        """The keys this event sets in the trace (none for most wire-only events)."""
+        return {}
+
+    def degradations(self) -> list[str]:
+        return []
+
+    def wire(self) -> Event:
+        """The event as a streamed HTTP answer sends it (``answer`` goes out as ``done``)."""
+        return self
+
+    def chat(self, include_usage: bool) -> list[Json]:
+        """Its OpenAI chat-completion chunk bodies besides answer text (none for most events)."""
+        return []
 
 
-def summarise(name: EventName, value: Any) -> StreamEvent:
-    """The event a client gets for step ``name`` with ``value``."""
-    event = EVENTS[name]
-    data = event.summary(value)
-    notes = getattr(value, "degradations", None)
-    if notes and not event.composite:
-        data["degradations"] = list(notes)
-    return StreamEvent(name, data, value)
+@dataclass(frozen=True)
+class StepEvent(Event, Generic[V]):
+    """A step's event: ``value`` is what the step returned (a :class:`~crag.types.Query` for ``query``)."""
+
+    name: ClassVar[EventName]
+    value: V
+
+    def degradations(self) -> list[str]:
+        return list(getattr(self.value, "degradations", None) or [])
 
 
-class TraceRecorder:
-    """Records step events on ``tracer`` (``Steps`` makes one per request).
+# -- the pipeline's events, in the order they can come ---------------------------------------
+@dataclass(frozen=True)
+class CondenseEvent(StepEvent[Condensed]):
+    name = "condense"
 
-    >>> t = Tracer()
-    >>> TraceRecorder(t)("query", Query("Who?", "en", upper=0.6, lower=0.35))
-    >>> t.events["question"], t.events["thresholds"]["upper"]
-    ('Who?', 0.6)
+    def summary(self) -> Json:
+        return shapes.condense_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.condense_record(self.value)
+
+
+@dataclass(frozen=True)
+class QueryEvent(StepEvent[Query]):
+    name = "query"
+
+    def summary(self) -> Json:
+        return shapes.query_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.query_record(self.value)
+
+
+@dataclass(frozen=True)
+class CacheEvent(StepEvent[CacheHit]):
+    name = "cache"
+
+    def summary(self) -> Json:
+        return shapes.cache_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.cache_record(self.value)
+
+
+@dataclass(frozen=True)
+class RetrieveEvent(StepEvent[Retrieval]):
+    name = "retrieve"
+
+    def summary(self) -> Json:
+        return shapes.retrieve_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.retrieve_record(self.value)
+
+
+@dataclass(frozen=True)
+class EvaluateEvent(StepEvent[Evaluation]):
+    name = "evaluate"
+
+    def summary(self) -> Json:
+        return shapes.evaluate_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.evaluate_record(self.value)
+
+
+@dataclass(frozen=True)
+class DecideEvent(StepEvent[Decision]):
+    name = "decide"
+
+    def summary(self) -> Json:
+        return shapes.decide_summary(self.value)
+
+    def trace(self) -> Json:
+        return {"action": self.value.action.value}
+
+
+@dataclass(frozen=True)
+class VerifyEvent(StepEvent[Verification]):
+    name = "verify"
+
+    def summary(self) -> Json:
+        return shapes.verify_summary(self.value)
+
+    def trace(self) -> Json:
+        return {"verification": shapes.verify_summary(self.value)}
+
+
+@dataclass(frozen=True)
+class EscalateEvent(StepEvent[Decision]):
+    """Correct left for Ambiguous; ``data["rejected"]`` says why (``crag.types.REJECTED_*`` or the reply's reason)."""
+
+    name = "escalate"
+
+    def summary(self) -> Json:
+        return shapes.decide_summary(self.value) | shapes.escalation(self.value)
+
+    def trace(self) -> Json:
+        return shapes.escalate_record(self.value)
+
+
+@dataclass(frozen=True)
+class RefineEvent(StepEvent[Refinement]):
+    name = "refine"
+
+    def summary(self) -> Json:
+        return shapes.refine_summary(self.value)
+
+
+@dataclass(frozen=True)
+class RewriteEvent(StepEvent[Rewrite]):
+    name = "rewrite"
+
+    def summary(self) -> Json:
+        return shapes.rewrite_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.rewrite_record(self.value)
+
+
+@dataclass(frozen=True)
+class SearchEvent(StepEvent[Search]):
+    name = "search"
+
+    def summary(self) -> Json:
+        return shapes.search_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.search_record(self.value)
+
+
+@dataclass(frozen=True)
+class RefineExternalEvent(StepEvent[Refinement]):
+    name = "refine_external"
+
+    def summary(self) -> Json:
+        return shapes.refine_summary(self.value)
+
+
+@dataclass(frozen=True)
+class RoundsEvent(StepEvent[RoundsResult]):
+    name = "rounds"
+
+    def summary(self) -> Json:
+        return shapes.rounds_summary(self.value)
+
+    def trace(self) -> Json:
+        return {"rounds": shapes.rounds_summary(self.value) | {"queries": self.value.queries}}
+
+
+@dataclass(frozen=True)
+class CorrectEvent(StepEvent[Correction]):
+    name = "correct"
+    composite = True
+
+    def summary(self) -> Json:
+        return shapes.correct_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.correct_record(self.value)
+
+
+@dataclass(frozen=True)
+class FuseEvent(StepEvent[Context]):
+    name = "fuse"
+
+    def summary(self) -> Json:
+        return shapes.context_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.fuse_record(self.value)
+
+
+@dataclass(frozen=True)
+class CompressEvent(StepEvent[Context]):
+    name = "compress"
+
+    def summary(self) -> Json:
+        return shapes.context_summary(self.value)
+
+
+@dataclass(frozen=True)
+class BearersEvent(StepEvent[Bearers]):
+    name = "bearers"
+
+    def summary(self) -> Json:
+        return shapes.bearers_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.bearers_record(self.value)
+
+
+@dataclass(frozen=True)
+class AbstainEvent(StepEvent[Generation]):
+    name = "abstain"
+
+    def summary(self) -> Json:
+        return shapes.generation_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.abstain_record(self.value)
+
+
+@dataclass(frozen=True)
+class TokenEvent(StepEvent[str]):
+    """A piece of the *verified* answer: the pieces joined are the answer's text."""
+
+    name = "token"
+
+    def summary(self) -> Json:
+        return {"delta": self.value}
+
+
+@dataclass(frozen=True)
+class ReplaceEvent(StepEvent[Replace]):
+    """An escalation swapped a verified answer for a better one: the text so far is void."""
+
+    name = "replace"
+
+    def summary(self) -> Json:
+        return shapes.replace_summary(self.value)
+
+
+@dataclass(frozen=True)
+class GenerateEvent(StepEvent[Generation]):
+    name = "generate"
+
+    def summary(self) -> Json:
+        return shapes.generation_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.generate_record(self.value)
+
+
+@dataclass(frozen=True)
+class AnswerEvent(StepEvent[Answer]):
+    """The run's last event: ``value`` is the :class:`~crag.types.Answer` (sent as ``done``)."""
+
+    name = "answer"
+    composite = True
+
+    def summary(self) -> Json:
+        return self.value.to_dict()
+
+    def trace(self) -> Json:
+        return shapes.answer_record(self.value)
+
+    def wire(self) -> Event:
+        return DoneEvent(self.value)
+
+
+@dataclass(frozen=True)
+class ContextEvent(StepEvent[CorrectedContext]):
+    """The last event of a run that stops before generation (:meth:`crag.engine.CRAG.retrieve_context`)."""
+
+    name = "context"
+    composite = True
+
+    def summary(self) -> Json:
+        return shapes.corrected_summary(self.value)
+
+    def trace(self) -> Json:
+        return shapes.corrected_record(self.value)
+
+
+# -- the wire's own events ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class StartedEvent(Event):
+    """The first event of a streamed ``/v1/ask`` (a chat stream's first chunk: the assistant's role)."""
+
+    name = "started"
+    question: str
+    mode: str
+    trace_id: str
+
+    def summary(self) -> Json:
+        return {"question": self.question, "mode": self.mode, "trace_id": self.trace_id}
+
+    def chat(self, include_usage: bool) -> list[Json]:
+        return [chat_chunk({"role": "assistant", "content": ""})]
+
+
+@dataclass(frozen=True)
+class DoneEvent(Event):
+    """The whole answer, last (``answer`` as the wire sends it); a chat stream ends with its citations."""
+
+    name = "done"
+    composite = True
+    answer: Answer
+
+    def summary(self) -> Json:
+        return self.answer.to_dict()
+
+    def chat(self, include_usage: bool) -> list[Json]:
+        return shapes.answer_chunks(self.answer, include_usage=include_usage)
+
+
+@dataclass(frozen=True)
+class ErrorEvent(Event):
+    """The run failed after the stream began: the HTTP status and error type it would have had."""
+
+    name = "error"
+    status: int
+    type: str
+    message: str
+
+    def summary(self) -> Json:
+        return {"status": self.status, "error": {"type": self.type, "message": self.message}}
+
+    def chat(self, include_usage: bool) -> list[Json]:
+        return [chat_chunk({}, "error", error={"status": self.status, "type": self.type, "message": self.message})]
+
+
+STEP_EVENTS: dict[EventName, type[StepEvent[Any]]] = {
+    cls.name: cls
+    for cls in (
+        CondenseEvent, QueryEvent, CacheEvent, RetrieveEvent, EvaluateEvent, DecideEvent, VerifyEvent, EscalateEvent,
+        RefineEvent, RewriteEvent, SearchEvent, RefineExternalEvent, RoundsEvent, CorrectEvent, FuseEvent,
+        CompressEvent, BearersEvent, AbstainEvent, TokenEvent, ReplaceEvent, GenerateEvent, AnswerEvent, ContextEvent,
+    )
+}  # fmt: skip
+assert set(STEP_EVENTS) == set(EVENT_NAMES), "every event name has one class"
+
+
+def event_for(name: EventName, value: Any) -> StepEvent[Any]:
+    """The event of step ``name`` that returned ``value``."""
+    return STEP_EVENTS[name](value)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+class Reducer(Protocol):
+    """What turns answer events into the text a client shows (:class:`crag.pipeline.reducer.AnswerText`)."""
+
+    def take(self, event: Event) -> str: ...
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What one event becomes for each reader, each made when first read.
+
+    ``text`` is the answer text the event adds (through the client's reducer: redacted, and
+    an answer completes what its tokens did not carry); ``sse`` the server-sent event(s);
+    ``chunks`` the OpenAI chunk bodies (without the stream's ``id``, ``created``, ``model``);
+    ``record`` the trace keys (``degradations``: items to append).
     """
 
-    def __init__(self, tracer: Tracer) -> None:
-        self.tracer = tracer
-
-    def __call__(self, name: EventName, value: Any) -> None:
-        event = EVENTS[name]
-        if event.record is not None:
-            event.record(self.tracer, value)
-        if not event.composite:
-            for note in getattr(value, "degradations", None) or []:
-                self.tracer.append("degradations", note)
-
-
-# -- each event: its client summary, then its trace record ---------------------------------
-def _condense(c: Condensed) -> dict[str, Any]:
-    return {"asked": c.asked, "question": c.question, "history": c.history, "method": c.method,
-            "llm_calls": c.llm_calls}  # fmt: skip
-
-
-def _record_condense(t: Tracer, c: Condensed) -> None:
-    """The conversation turn: the message as asked; ``question`` (from ``query``) is the condensed one."""
-    record: dict[str, Any] = {"asked": c.asked, "condensed": c.question, "history": c.history, "method": c.method,
-                              "llm_calls": c.llm_calls}  # fmt: skip
-    if c.rewrite and c.method == "fallback":
-        record["rejected_rewrite"] = c.rewrite  # what the model wrote instead
-    t.record("conversation", record)
-
-
-def _query(q: Query) -> dict[str, Any]:
-    out: dict[str, Any] = {"question": q.text, "mode": q.mode, "language": q.language}
-    if q.filters:
-        out["filters"] = {k: list(v) for k, v in q.filters.items()}
-    if q.mode == "crag":
-        out |= {"query_type": q.query_type, "thresholds": q.thresholds()}
-    return out
-
-
-def _record_query(t: Tracer, q: Query) -> None:
-    t.record("question", q.text)
-    t.record("mode", q.mode)
-    t.record("language", q.language)
-    if q.filters:
-        t.record("filters", {k: list(v) for k, v in q.filters.items()})
-    if q.mode == "crag":
-        if q.query_type:
-            t.record("query_type", q.query_type)
-        t.record("thresholds", q.thresholds())
-
-
-def _cache(h: CacheHit) -> dict[str, Any]:
-    return h.record() | {"action": h.answer.action.value, "confidence": h.answer.confidence}
-
-
-def _record_cache(t: Tracer, h: CacheHit) -> None:
-    a = h.answer
-    t.record("cache", h.record())
-    t.record("action", a.action.value)
-    t.record("confidence", a.confidence)
-    t.record("context", [_context_record(s) for s in a.context])
-    if a.queries:
-        t.record("queries", a.queries)
-    if a.abstained:
-        t.record("abstained", True)
-
-
-def _retrieve(r: Retrieval) -> dict[str, Any]:
-    keys = ("id", "title", "source", "url", "score", "rank", "metadata")
-    return {"documents": [{k: v for k, v in _hit(h).items() if k in keys} for h in r.hits]}
-
-
-def _record_retrieve(t: Tracer, r: Retrieval) -> None:
-    t.record("retrieved", [_hit(h) for h in r.hits])
-
-
-def _evaluate(e: Evaluation) -> dict[str, Any]:
-    return {"evaluator": e.evaluator, "grades": [asdict(g) for g in e.grades], "confidence": e.confidence}
-
-
-def _record_evaluate(t: Tracer, e: Evaluation) -> None:
-    for key, value in _evaluate(e).items():
-        t.record(key, value)
-    t.record("evaluation_reason", e.reason)
-
-
-def _decide(d: Decision) -> dict[str, Any]:
-    return {"action": d.action.value, "confidence": d.confidence}
-
-
-def _record_decide(t: Tracer, d: Decision) -> None:
-    t.record("action", d.action.value)
-
-
-def _verify(v: Verification) -> dict[str, Any]:
-    return {"probability": v.probability, "threshold": v.threshold, "confirmed": v.confirmed, "note": v.note}
-
-
-def _record_verify(t: Tracer, v: Verification) -> None:
-    t.record("verification", _verify(v))
-
-
-def _escalate(d: Decision) -> dict[str, Any]:
-    first, check = d.escalated_from, d.unverified
-    out = _decide(d) | {"rejected": first.rejected if first else ""}
-    if check is not None:
-        out |= {"rejected": REJECTED_UNVERIFIED, "probability": check.probability, "threshold": check.threshold}
-    if d.shared is not None:
-        out |= {"rejected": REJECTED_SHARED_NAME, "name": d.shared.name, "bearers": len(d.shared.bearers)}
-    return out
-
-
-def _record_escalate(t: Tracer, d: Decision) -> None:
-    """The first action and why it was left: the refused reply, or the failed verification.
-    The later events overwrite ``strips``, ``context`` and the reply keys with the escalated run's."""
-    first, check = d.escalated_from, d.unverified
-    record: dict[str, object] = {
-        "from": t.events.get("action"),
-        "reply": first.completions[0].text if first and first.completions else "",
-        "rejected": first.rejected if first else "",
-        "llm_calls": len(first.completions) if first else 0,
-    }
-    if check is not None:  # before generation: the model did not read the answer in the strips
-        record |= {"rejected": REJECTED_UNVERIFIED, "probability": check.probability, "threshold": check.threshold}
-    if d.shared is not None:  # before generation: several people of the asked name, the question says not which
-        record |= {"rejected": REJECTED_SHARED_NAME, "name": d.shared.name, "bearers": len(d.shared.bearers)}
-    t.record("escalated", record)
-    t.record("action", d.action.value)
-
-
-def _refine(r: Refinement) -> dict[str, Any]:
-    return {"kept": [_strip(s) for s in r.kept], "graded": len(r.graded)}
-
-
-def _rewrite(r: Rewrite) -> dict[str, Any]:
-    return {"queries": r.queries, "subqueries": r.subqueries}
-
-
-def _record_rewrite(t: Tracer, r: Rewrite) -> None:
-    if r.subqueries:
-        t.record("subqueries", r.subqueries)
-    t.record("queries", r.queries)
-
-
-def _search(s: Search) -> dict[str, Any]:
-    results = [{"query": q, "title": r.title, "url": r.url, "provider": r.provider} for q, r in s.results]
-    return {"results": results, "filtered": s.filtered}
-
-
-def _record_search(t: Tracer, s: Search) -> None:
-    if s.filtered:
-        t.record("filtered_results", s.filtered)
-    t.record("external", [asdict(r) | {"query": q} for q, r in s.results])
-
-
-def _rounds(r: RoundsResult) -> dict[str, Any]:
-    return {"rounds": r.rounds + 1, "searches": r.searches + 1, "stopped": r.stopped, "history": r.history}
-
-
-def _record_rounds(t: Tracer, r: RoundsResult) -> None:
-    t.record("rounds", _rounds(r) | {"queries": r.queries})
-
-
-def _correct(c: Correction) -> dict[str, Any]:
-    return {"internal": len(c.internal), "external": len(c.external), "graded": len(c.graded), "best": c.best()}
-
-
-def _record_correct(t: Tracer, c: Correction) -> None:
-    kept = c.internal + c.external
-    t.record("strips", [{**_strip(s, text=True), "kept": s in kept} for s in c.graded])
-
-
-def _context(c: Context) -> dict[str, Any]:
-    return {
-        "context": [_strip(s) for s in c.strips],
-        "duplicates_removed": c.duplicates,
-        "conflicts": len(c.conflicts),
-        "instruction_like": len(c.suspicious),
-    }
-
-
-def _record_fuse(t: Tracer, c: Context) -> None:
-    if c.suspicious:
-        t.record("instruction_like_strips", c.suspicious)
-    t.record("duplicates_removed", c.duplicates)
-    t.record("support", c.support)
-    t.record("conflicts", [x._asdict() for x in c.conflicts])
-    if c.instruction:
-        t.record("generator_instruction", c.instruction)
-
-
-def _bearers(b: Bearers) -> dict[str, Any]:
-    """Who the sources describe under the question's name: listed when several, ``chosen`` when
-    the question's own qualifier (``asked``) names one of them."""
-    return {
-        "name": b.name,
-        "bearers": [asdict(x) for x in b.bearers],
-        "several": b.several,
-        "asks_who": b.asks_who,
-        "asked": b.asked,
-        "chosen": b.bearers.index(b.chosen) if b.chosen is not None else None,
-    }
-
-
-def _record_bearers(t: Tracer, b: Bearers) -> None:
-    if len(b.bearers) >= 2:  # a name the sources share: the trace says who, and what the answer did
-        t.record("bearers", _bearers(b))
-
-
-def _generation(g: Generation) -> dict[str, Any]:
-    return {
-        "citations": [asdict(c) for c in g.citations],
-        "refused": g.refused,
-        "refusal_overridden": g.refusal_overridden,
-        "citations_inferred": g.citations_inferred,
-        "trimmed": g.trimmed,
-        "usage": usage(g),
-        "bearers": [asdict(b) for b in g.bearers],
-    }
-
-
-def _record_abstain(t: Tracer, g: Generation) -> None:
-    t.record("abstained", True)
-    t.record("context", [_context_record(s) for s in g.sources])
-
-
-def _record_generate(t: Tracer, g: Generation) -> None:
-    t.record("context", [_context_record(s) for s in g.sources])
-    if g.claims:  # each sentence shown, where it is, what it cites and how that was settled
-        t.record("claims", [asdict(c) for c in g.claims])
-    if g.citations_inferred:
-        t.record("citations_inferred", True)  # a marker was added or moved to the source that holds it
-    if g.refusal_overridden:
-        t.record("refusal_overridden", True)
-    if len(g.completions) > 1 or g.unsupported or g.rejected or g.trimmed:
-        t.record("first_reply", g.completions[0].text if g.completions else "")
-    if g.rejected:  # what the model said is in first_reply; why it is not the answer, here
-        t.record("reply_rejected", g.rejected)
-    if g.trimmed:  # sentences of the reply the sources do not support: never shown
-        t.record("answer_trimmed", g.trimmed)
-    if g.unsupported:  # the reply's new words that no source contains: not shown as an answer
-        t.record("unsupported_terms", g.unsupported)
-    if g.checks:  # claims read by the model, and claims their sources talk around without stating
-        t.record("claim_checks", g.checks)
-
-
-def _replace(r: Replace) -> dict[str, Any]:
-    return {"reason": r.reason, "text": r.text}
-
-
-def _record_answer(t: Tracer, a: Answer) -> None:
-    t.record("answer", a.answer)
-    t.record("refused", a.refused)
-    t.record("citations", [asdict(c) for c in a.citations])
-
-
-def _corrected(c: CorrectedContext) -> dict[str, Any]:
-    return _decide(c.decision) | {"context": [_strip(s) for s in c.strips], "queries": c.queries}
-
-
-def _record_corrected(t: Tracer, c: CorrectedContext) -> None:
-    t.record("context", [_context_record(s) for s in c.strips])
-    t.record("context_only", True)  # stopped before generation on purpose: no answer is not a failure
-
-
-def _hit(h: Hit) -> dict[str, Any]:
-    c = h.chunk
-    return {
-        "id": c.id, "source": c.source, "title": c.title, "text": c.text, "url": c.url,
-        "score": h.score, "dense": h.dense, "keyword": h.keyword, "rank": h.rank,
-    } | ({"metadata": c.metadata} if c.metadata else {})  # fmt: skip
-
-
-def _strip(s: Strip, *, text: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"source": s.source, "title": s.title, "url": s.url, "origin": s.origin, "score": s.score}
-    return {"text": s.text, **out} if text else out
-
-
-def _context_record(s: Strip) -> dict[str, object]:
-    return {"text": s.text, "source": s.source, "origin": s.origin, "title": s.title}
-
-
-EVENTS: dict[str, Event] = {
-    "condense": Event(_condense, _record_condense),
-    "query": Event(_query, _record_query),
-    "cache": Event(_cache, _record_cache),
-    "retrieve": Event(_retrieve, _record_retrieve),
-    "evaluate": Event(_evaluate, _record_evaluate),
-    "decide": Event(_decide, _record_decide),
-    "verify": Event(_verify, _record_verify),
-    "escalate": Event(_escalate, _record_escalate),
-    "refine": Event(_refine),
-    "rewrite": Event(_rewrite, _record_rewrite),
-    "search": Event(_search, _record_search),
-    "refine_external": Event(_refine),
-    "rounds": Event(_rounds, _record_rounds),
-    "correct": Event(_correct, _record_correct, composite=True),
-    "fuse": Event(_context, _record_fuse),
-    "compress": Event(_context),
-    "bearers": Event(_bearers, _record_bearers),
-    "abstain": Event(_generation, _record_abstain),
-    "token": Event(lambda delta: {"delta": delta}),
-    "replace": Event(_replace),
-    "generate": Event(_generation, _record_generate),
-    "answer": Event(lambda a: a.to_dict(), _record_answer, composite=True),
-    "context": Event(_corrected, _record_corrected, composite=True),
-}
-assert set(EVENTS) == set(EVENT_NAMES), "every event name has one entry"
+    event: Event
+    text: str = ""
+    publish: Callable[[Any], Any] = redact
+    include_usage: bool = False
+
+    @cached_property
+    def sse(self) -> bytes:
+        frames = [_frame("token", {"delta": self.text}, self.publish)] if self.text else []
+        if not isinstance(self.event, TokenEvent):  # a token's frame is its text
+            wire = self.event.wire()
+            frames.append(_frame(wire.name, wire.data, self.publish))
+        return b"".join(frames)
+
+    @cached_property
+    def chunks(self) -> tuple[Json, ...]:
+        text = [chat_chunk({"content": self.text})] if self.text else []
+        return tuple(text + self.event.wire().chat(self.include_usage))
+
+    def chat_frames(self, base: Json) -> bytes:
+        """``chunks`` as a chat stream sends them: ``data: {base | chunk}`` each."""
+        frames = (json.dumps(self.publish(base | c), ensure_ascii=False) for c in self.chunks)
+        return b"".join(f"data: {frame}\n\n".encode() for frame in frames)
+
+    @cached_property
+    def record(self) -> Json:
+        record = self.event.trace()
+        notes = self.event.degradations()
+        if notes and not self.event.composite:
+            record["degradations"] = notes
+        return record
+
+
+def render(
+    event: Event, text: Reducer | None = None, *, publish: Callable[[Any], Any] = redact, include_usage: bool = False
+) -> Rendered:
+    """``event`` as a server-sent event, OpenAI chunks and a trace record (:class:`Rendered`).
+
+    ``text``: the client's reducer; the answer text then goes through it (one per stream).
+    ``publish`` cleans JSON on its way out (the server's :func:`crag.server.public.public`;
+    default: redaction). ``include_usage``: a chat stream's last chunk counts the tokens.
+
+    >>> render(ErrorEvent(503, "llm_unavailable", "down")).chunks[0]["choices"][0]["finish_reason"]
+    'error'
+    """
+    if text is not None:
+        piece = text.take(event)
+    else:
+        piece = event.value if isinstance(event, TokenEvent) else ""
+    return Rendered(event, piece, publish, include_usage)
+
+
+def _frame(name: str, data: Any, publish: Callable[[Any], Any]) -> bytes:
+    """One server-sent event; JSON data on one line so any SSE parser reads it."""
+    return f"event: {name}\ndata: {json.dumps(publish(data), ensure_ascii=False)}\n\n".encode()

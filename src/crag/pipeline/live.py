@@ -1,9 +1,10 @@
 """A run watched live: the pipeline in a worker thread, its events handed over as they happen.
 
 :class:`AnswerStream` runs a request (``run(on_step)``, e.g. ``run_crag`` with the engine's
-tracer) in a worker thread. Each step event is summarised (:mod:`crag.pipeline.events`)
-and put on a bounded queue; the caller iterates the stream and gets them in order, then the
-``answer`` event. An error of the run is raised to the caller from ``next()``.
+tracer) in a worker thread. Each step's value becomes its typed event
+(:func:`crag.pipeline.events.event_for`), summarised as the step finishes, and is put on a
+bounded queue; the caller iterates the stream and gets them in order, then the ``answer``
+event. An error of the run is raised to the caller from ``next()``.
 
 The caller may stop early: :meth:`AnswerStream.close` (also called by ``with``, or when the
 stream is garbage collected) sets a cancel flag; the worker sees it at its next event and
@@ -31,7 +32,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from crag.errors import RequestCancelled
-from crag.pipeline.events import EventName, StreamEvent, summarise
+from crag.event_names import ANSWER, EventName
+from crag.pipeline.events import AnswerEvent, StepEvent, event_for
 from crag.pipeline.steps import OnStep
 
 __all__ = ["AnswerStream"]
@@ -40,15 +42,15 @@ QUEUE_EVENTS = 256  # a reader this far behind holds the run back (the worker wa
 _POLL_SECONDS = 0.1  # how often a worker waiting on a full queue checks for a cancel
 
 
-class AnswerStream(Iterator[StreamEvent]):
+class AnswerStream(Iterator[StepEvent[Any]]):
     """The events of one run, in order: step events, ``token``/``replace``, then ``answer``.
 
     ### Usage example
     >>> from crag import CRAG                                           # doctest: +SKIP
     >>> with CRAG.from_config().ask_stream("What is CRAG?") as events:  # doctest: +SKIP
     ...     for e in events:
-    ...         if e.name == "token":
-    ...             print(e.data["delta"], end="", flush=True)
+    ...         if isinstance(e, TokenEvent):  # from crag.pipeline.events
+    ...             print(e.value, end="", flush=True)
     """
 
     def __init__(self, run: Callable[[OnStep], Any], *, trace_id: str, max_events: int = QUEUE_EVENTS) -> None:
@@ -67,13 +69,13 @@ class AnswerStream(Iterator[StreamEvent]):
     def __iter__(self) -> AnswerStream:
         return self
 
-    def __next__(self) -> StreamEvent:
+    def __next__(self) -> StepEvent[Any]:
         while True:
             event = self.next_event(timeout=None)
             if event is not None:
                 return event
 
-    def next_event(self, timeout: float | None) -> StreamEvent | None:
+    def next_event(self, timeout: float | None) -> StepEvent[Any] | None:
         """The next event, or ``None`` when none came within ``timeout`` seconds.
 
         Raises ``StopIteration`` after the ``answer`` event and the run's error if it failed.
@@ -123,7 +125,8 @@ class _Channel:
 
     def work(self, run: Callable[[OnStep], Any]) -> None:
         try:
-            last = summarise("answer", run(_Observer(self)))
+            last = AnswerEvent(run(_Observer(self)))
+            last.data  # noqa: B018  # summarised here, in the worker
         except BaseException as exc:  # handed to the caller's thread
             self.put(("error", exc), final=True)
             return
@@ -131,10 +134,12 @@ class _Channel:
         self.put(("end", None), final=True)
 
     def observe(self, name: EventName, value: Any) -> None:
-        if name == "answer":
+        if name == ANSWER:
             return  # sent once the run has returned (after the trace is saved)
         self.heartbeat()
-        self.put(("event", summarise(name, value)), final=False)
+        event = event_for(name, value)
+        event.data  # noqa: B018  # summarised now, as the step finishes: a value changed later is not seen
+        self.put(("event", event), final=False)
 
     def heartbeat(self) -> None:
         if self.cancel.is_set():

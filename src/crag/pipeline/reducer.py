@@ -7,19 +7,18 @@ answer a client shows is the ``token`` deltas joined, and it equals the saved an
 splits only at whitespace), so it is redacted whole and shown at once, never held back a
 word; the final ``answer`` event completes whatever the stream did not carry.
 
->>> from crag.pipeline.events import summarise
 >>> from crag.types import Action, Answer
 >>> text = AnswerText()
->>> [text.take(summarise("token", piece)) for piece in ("It opened in 1901[1].", " It has a café[2].")]
+>>> [text.take(TokenEvent(piece)) for piece in ("It opened in 1901[1].", " It has a café[2].")]
 ['It opened in 1901[1].', ' It has a café[2].']
 >>> answer = Answer("When?", "It opened in 1901[1]. It has a café[2].", Action.CORRECT, 0.9, [], [], "t1", {})
->>> text.take(summarise("answer", answer)), text.shown == answer.answer
+>>> text.take(AnswerEvent(answer)), text.shown == answer.answer
 ('', True)
 """
 
 from __future__ import annotations
 
-from crag.pipeline.events import StreamEvent
+from crag.pipeline.events import AnswerEvent, Event, ReplaceEvent, TokenEvent
 from crag.redact import redact_text
 from crag.types import Answer
 
@@ -40,16 +39,16 @@ class AnswerText:
         self.answer: Answer | None = None
         self.replaced = False
 
-    def take(self, event: StreamEvent) -> str:
+    def take(self, event: Event) -> str:
         """The text to show for ``event`` ("" for events that add none)."""
         piece = ""
-        if event.name == "token":
-            piece = redact_text(str(event.data.get("delta", "")))
-        elif event.name == "replace":
+        if isinstance(event, TokenEvent):
+            piece = redact_text(event.value)
+        elif isinstance(event, ReplaceEvent):
             self.replaced = True
             self.shown = ""
             return ""
-        if event.name == "answer":
+        if isinstance(event, AnswerEvent):
             self.answer = event.value
             final = redact_text(self.answer.answer) if self.answer is not None else ""
             so_far = self.shown + piece

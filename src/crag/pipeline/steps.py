@@ -29,6 +29,7 @@ from crag.correct.injection import flag_instructions
 from crag.correct.rounds import abstain_text
 from crag.correct.verify import Verification, threshold_for, verify_correct
 from crag.decide import decide
+from crag.event_names import EventName
 from crag.generate import NO_CONTEXT, Generation, generate
 from crag.generate.namesakes import answer_bearers
 from crag.generate.relation import Judge, judge_threshold, model_judge
@@ -44,8 +45,8 @@ from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Ret
 T = TypeVar("T")
 
 ALWAYS_SHOWN = 3  # strips an answer prompt holds whatever their length (sources_shown)
-OnStep = Callable[[Any, Any], None]
-"""An observer: called with a step's name (an ``EventName``) and its value as soon as the step finishes."""
+OnStep = Callable[[EventName, Any], None]
+"""An observer: called with a step's name and its value as soon as the step finishes."""
 
 
 class Streaming(TypedDict, total=False):
@@ -122,9 +123,8 @@ class Steps:
             self._token(generation.text)
         return generation
 
-    def run(
-        self, name: str, step: Callable[[], T], *, tags_from: Callable[[T], dict[str, Any]] | None = None, **tags: Any
-    ) -> T:
+    def run(self, name: EventName, step: Callable[[], T], *, tags_from: Callable[[T], dict[str, Any]] | None = None,
+            **tags: Any) -> T:  # fmt: skip
         """Run ``step()`` in a span called ``name`` (with ``tags``, plus ``tags_from(value)``), then emit its value."""
         with self.tracer.span(name, **tags) as span:
             value = step()
@@ -132,7 +132,7 @@ class Steps:
                 span.tags.update(tags_from(value))
         return self.emit(name, value)
 
-    def emit(self, name: str, value: T) -> T:
+    def emit(self, name: EventName, value: T) -> T:
         """Hand ``value`` to every observer as the event ``name``; return it."""
         for observe in self.observers:
             observe(name, value)

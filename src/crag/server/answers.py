@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from crag.errors import ApiError, CragError
+from crag.pipeline.events import StartedEvent
 from crag.pipeline.live import AnswerStream
 from crag.server.body import parse_body
 from crag.server.collections import Collections, Run, chat_model, collection_for
@@ -69,7 +70,8 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
                     metrics.failed(exc)
                 raise
             include_usage = bool((req.stream_options or {}).get("include_usage"))
-            body = chat_events(first, events, metrics, req.model, stream.trace_id, include_usage)
+            started = StartedEvent(question, mode, stream.trace_id)
+            body = chat_events(first, events, metrics, req.model, started, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
         answer = await answer_question(run, metrics, question, receive=request.receive)
         return RedactedJSONResponse(

@@ -5,12 +5,12 @@ thread). The event loop never blocks on it: each wait for the next event runs in
 threadpool for at most :data:`POLL_SECONDS`, so a client that hangs up is noticed within
 that time plus one token, and the stream is closed, which stops the model between two
 tokens and frees it for the next request. Answer text leaves through the one reducer every
-client uses (:class:`~crag.pipeline.reducer.AnswerText`, which redacts across events).
+client uses (:class:`~crag.pipeline.reducer.AnswerText`, which redacts across events), and
+every event becomes bytes through :func:`crag.pipeline.events.render`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -18,12 +18,22 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from crag.errors import CragError
-from crag.pipeline.events import StreamEvent
+from crag.pipeline.events import (
+    AbstainEvent,
+    AnswerEvent,
+    ErrorEvent,
+    GenerateEvent,
+    ReplaceEvent,
+    StartedEvent,
+    StepEvent,
+    TokenEvent,
+    render,
+)
 from crag.pipeline.live import AnswerStream
 from crag.pipeline.reducer import AnswerText
 from crag.server.metrics import Metrics
 from crag.server.public import public
-from crag.server.stream import crag_error_status, crag_meta, sse, url_citations
+from crag.server.stream import crag_error_status
 from crag.types import Answer
 
 __all__ = ["ask_events", "chat_events", "final_answer", "first_events", "live_events"]
@@ -31,7 +41,8 @@ __all__ = ["ask_events", "chat_events", "final_answer", "first_events", "live_ev
 POLL_SECONDS = 0.1  # longest wait in the threadpool: how soon a hang-up stops the model
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while nothing happens (proxies drop idle streams)
 # Events after which a chat stream has something to send (an error before them is an HTTP status).
-_CHAT_START = frozenset({"token", "replace", "generate", "abstain", "answer"})
+_CHAT_START = (TokenEvent, ReplaceEvent, GenerateEvent, AbstainEvent, AnswerEvent)
+StreamEvent = StepEvent[Any]
 
 
 def _next(stream: AnswerStream) -> tuple[str, StreamEvent | None]:
@@ -68,7 +79,7 @@ async def ask_events(
     """SSE for ``POST /v1/ask`` with ``stream=true``: ``started``, the step events as they happen,
     ``token`` events (verified sentences: joined, they are the answer), the ``generate`` event
     (citations with their quotes, usage), then ``done`` with the whole answer, or ``error``."""
-    yield sse("started", {"question": question, "mode": mode, "trace_id": stream.trace_id})
+    yield render(StartedEvent(question, mode, stream.trace_id), publish=public).sse
     text = AnswerText()
     events = live_events(stream, keepalive)
     ended = False  # the answer or an error was sent; else the client left first
@@ -77,19 +88,16 @@ async def ask_events(
             if event is None:
                 yield b": keep-alive\n\n"
                 continue
-            if piece := text.take(event):
-                yield sse("token", {"delta": piece})
-            if event.name == "answer":
+            if isinstance(event, AnswerEvent):
                 ended = True
                 metrics.answer(event.value)
-                yield sse("done", event.data)
-            elif event.name != "token":
-                yield sse(event.name, event.data)
+            if frames := render(event, text, publish=public).sse:  # the answer is sent as ``done``
+                yield frames
     except CragError as exc:
         ended = True
         status, type_ = crag_error_status(exc)
         metrics.failed(exc)
-        yield sse("error", {"status": status, "error": {"type": type_, "message": str(exc)}})
+        yield render(ErrorEvent(status, type_, str(exc)), publish=public).sse
     finally:
         if not ended:
             metrics.cancelled()
@@ -106,7 +114,7 @@ async def first_events(events: AsyncGenerator[StreamEvent | None, None]) -> list
     async for event in events:
         if event is not None:
             seen.append(event)
-            if event.name in _CHAT_START:
+            if isinstance(event, _CHAT_START):
                 break
     return seen
 
@@ -114,9 +122,8 @@ async def first_events(events: AsyncGenerator[StreamEvent | None, None]) -> list
 async def final_answer(events: AsyncGenerator[StreamEvent | None, None]) -> Answer:
     """Read events to the end of the run; its :class:`Answer` (a failed run raises its error)."""
     async for event in events:
-        if event is not None and event.name == "answer":
-            answer: Answer = event.value
-            return answer
+        if isinstance(event, AnswerEvent):
+            return event.value
     raise RuntimeError("the run ended without an answer")  # pragma: no cover - a run ends with one or raises
 
 
@@ -125,7 +132,7 @@ async def chat_events(
     events: AsyncGenerator[StreamEvent | None, None],
     metrics: Metrics,
     model: str,
-    trace_id: str,
+    started: StartedEvent,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
     """``chat.completion.chunk`` events: ``delta.content`` per verified sentence, then a final
@@ -136,15 +143,11 @@ async def chat_events(
     its checks, so nothing shown is ever taken back.
     """
     base = {
-        "id": f"chatcmpl-{trace_id}",
+        "id": f"chatcmpl-{started.trace_id}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
     }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        body = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]} | extra
-        return f"data: {json.dumps(public(body), ensure_ascii=False)}\n\n".encode()
 
     async def all_events() -> AsyncIterator[StreamEvent | None]:
         for seen in first:
@@ -152,7 +155,7 @@ async def chat_events(
         async for event in events:
             yield event
 
-    yield chunk({"role": "assistant", "content": ""})
+    yield render(started, publish=public).chat_frames(base)  # the assistant's role
     text = AnswerText()
     ended = False  # the answer or an error came; else the client left first
     try:
@@ -160,28 +163,20 @@ async def chat_events(
             if event is None:
                 yield b": keep-alive\n\n"
                 continue
-            if piece := text.take(event):
-                yield chunk({"content": piece})
-            if event.name == "answer":
+            if isinstance(event, AnswerEvent):
                 ended = True
                 metrics.answer(event.value)
+            # text as it is verified; with the answer, its citations (and the usage when asked)
+            if frames := render(event, text, publish=public, include_usage=include_usage).chat_frames(base):
+                yield frames
     except CragError as exc:
         ended = True
         status, type_ = crag_error_status(exc)
         metrics.failed(exc)
-        yield chunk({}, "error", error={"status": status, "type": type_, "message": str(exc)})
-        yield b"data: [DONE]\n\n"
-        return
+        yield render(ErrorEvent(status, type_, str(exc)), publish=public).chat_frames(base)
     finally:
         if not ended:
             metrics.cancelled()
         await events.aclose()
-    answer = text.answer
-    if answer is None:  # pragma: no cover - a run ends with its answer or an error
-        return
-    yield chunk({"annotations": url_citations(answer)}, "stop", crag=crag_meta(answer))
-    u = answer.usage  # every LLM call of the request, as the non-streamed reply counts it
-    usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "total_tokens": u.total_tokens}
-    if include_usage:
-        yield f"data: {json.dumps(base | {'choices': [], 'usage': usage})}\n\n".encode()
-    yield b"data: [DONE]\n\n"
+    if ended:
+        yield b"data: [DONE]\n\n"

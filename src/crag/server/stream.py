@@ -1,16 +1,14 @@
-"""What the service returns: server-sent events, OpenAI-compatible shapes, error statuses.
+"""What the service returns: the streaming response, OpenAI-compatible shapes, error statuses.
 
-Every byte leaves redacted (:mod:`crag.redact`); streamed answer text goes through a
-:class:`~crag.redact.StreamRedactor` first (:mod:`crag.server.live`), because a key split
-across two events would pass a check of each.
-
->>> sse("token", {"delta": "Par"})
-b'event: token\\ndata: {"delta": "Par"}\\n\\n'
+Every byte leaves redacted (:mod:`crag.redact`) and published (:mod:`crag.server.public`).
+The events of a streamed answer become bytes in one place, :func:`crag.pipeline.events.render`
+(:mod:`crag.server.live` passes it :func:`~crag.server.public.public`); this module holds
+the response that carries them and the non-streamed OpenAI reply, which shares its
+citations and crag's fields with the stream's last chunk.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -37,7 +35,7 @@ from crag.errors import (
     UnknownBackendError,
     UnsupportedFileError,
 )
-from crag.server.public import public
+from crag.pipeline.event_shapes import crag_meta, url_citations
 from crag.types import Answer
 
 __all__ = [
@@ -46,7 +44,6 @@ __all__ = [
     "crag_error_status",
     "crag_meta",
     "sources_text",
-    "sse",
     "url_citations",
 ]
 
@@ -79,11 +76,6 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
     return 500, "crag_error"
 
 
-def sse(event: str, data: Any) -> bytes:
-    """One server-sent event; JSON data on one line so any SSE parser reads it (secrets redacted)."""
-    return f"event: {event}\ndata: {json.dumps(public(data), ensure_ascii=False)}\n\n".encode()
-
-
 class SSEResponse(StreamingResponse):
     """A ``text/event-stream`` response that treats a vanished client as normal."""
 
@@ -105,45 +97,12 @@ class SSEResponse(StreamingResponse):
 
 
 # -- OpenAI-compatible shapes -------------------------------------------------------------
-def url_citations(answer: Answer) -> list[dict[str, Any]]:
-    """OpenAI ``url_citation`` annotations: one per sentence and source it cites, with the
-    sentence's start and end index in the message content (the answer text).
-
-    >>> from crag.types import Action, Citation
-    >>> a = Answer("Q", "It opened in 1901[1].", Action.CORRECT, 0.9,
-    ...            [Citation(1, "a.md", "Museum", "", "…", quote="It opened in 1901.", spans=[(0, 21)])], [], "t", {})
-    >>> url_citations(a)[0]["url_citation"]
-    {'url': 'a.md', 'title': 'Museum', 'start_index': 0, 'end_index': 21}
-    """
-    out = []
-    for c in answer.citations:
-        for start, end in c.spans:
-            where = {"url": c.url or c.source, "title": c.title or c.source, "start_index": start, "end_index": end}
-            out.append({"type": "url_citation", "url_citation": where})
-    return sorted(out, key=lambda a: (a["url_citation"]["start_index"], a["url_citation"]["url"]))
-
-
 def sources_text(answer: Answer) -> str:
     """``"\\n\\nSources:\\n[1] title url…"`` for the answer's citations ("" without any)."""
     if not answer.citations:
         return ""
     lines = [f"[{c.id}] {' '.join(p for p in (c.title, c.url or c.source) if p)}" for c in answer.citations]
     return "\n\nSources:\n" + "\n".join(lines)
-
-
-def crag_meta(answer: Answer) -> dict[str, Any]:
-    """crag's own fields beside an OpenAI reply: the decision, and each citation with its quote."""
-    cited = [
-        {"id": c.id, "title": c.title, "url": c.url, "source": c.source, "quote": c.quote, "inferred": c.inferred}
-        for c in answer.citations
-    ]
-    return {
-        "trace_id": answer.trace_id,
-        "action": answer.action.value,
-        "confidence": answer.confidence,
-        "refused": answer.refused,
-        "citations": cited,
-    } | ({"cache": answer.cache} if answer.cache is not None else {})
 
 
 def chat_completion(answer: Answer, model: str, usage: dict[str, int]) -> dict[str, Any]:

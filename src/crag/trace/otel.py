@@ -40,6 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from crag.errors import ConfigError
+from crag.event_names import GENERATE
 from crag.redact import clip, redact
 
 if TYPE_CHECKING:  # the SDK is an optional extra; imported lazily at run time
@@ -225,7 +226,7 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
         for key, value in tags.items():
             _put(attrs, f"crag.{key}", value)
         kind = trace_api.SpanKind.INTERNAL
-        if name == "generate":
+        if name == GENERATE:  # the span of the step that called the model for the answer
             name = _gen_ai_attributes(attrs, tags, llm_settings)
             kind = trace_api.SpanKind.CLIENT
         error = s.get("error")

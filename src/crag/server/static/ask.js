@@ -1,29 +1,30 @@
 // The list page's "Ask" box: POST /v1/ask with stream=true and show the run as it happens:
 // each pipeline step as it finishes, then the answer a verified sentence at a time, then its sources
 // (each with the quote of its source that holds the claim, shown on hover).
-// Everything is built with text nodes (el), as in the rest of the viewer.
+// Everything is built with text nodes (el), as in the rest of the viewer. Event names come
+// from events.js (EVENT.*), generated from the server's own list.
 "use strict";
 
 function describe(name, d) {
   const n = (xs) => (Array.isArray(xs) ? xs.length : 0);
   switch (name) {
-    case "query": return `${d.language || "?"}${d.query_type ? `, ${d.query_type}` : ""}`;
-    case "cache": return [badge(d.action), ` from the answer cache (first answered in trace ${d.from_trace})`];
-    case "retrieve": return `${n(d.documents)} document(s)`;
-    case "evaluate": return `confidence ${num(d.confidence)} (${d.evaluator || "evaluator"})`;
-    case "decide": return [badge(d.action), ` confidence ${num(d.confidence)}`];
-    case "refine": case "refine_external": return `${n(d.kept)} strip(s) kept of ${d.graded || 0}`;
-    case "rewrite": return (d.queries || []).join("; ");
-    case "search": return `${n(d.results)} result(s)`;
-    case "rounds": return `${d.rounds} round(s), ${d.stopped || ""}`;
-    case "correct": return `${d.internal} internal, ${d.external} external`;
-    case "fuse": case "compress": return `${n(d.context)} in context`;
-    case "bearers":
+    case EVENT.QUERY: return `${d.language || "?"}${d.query_type ? `, ${d.query_type}` : ""}`;
+    case EVENT.CACHE: return [badge(d.action), ` from the answer cache (first answered in trace ${d.from_trace})`];
+    case EVENT.RETRIEVE: return `${n(d.documents)} document(s)`;
+    case EVENT.EVALUATE: return `confidence ${num(d.confidence)} (${d.evaluator || "evaluator"})`;
+    case EVENT.DECIDE: return [badge(d.action), ` confidence ${num(d.confidence)}`];
+    case EVENT.REFINE: case EVENT.REFINE_EXTERNAL: return `${n(d.kept)} strip(s) kept of ${d.graded || 0}`;
+    case EVENT.REWRITE: return (d.queries || []).join("; ");
+    case EVENT.SEARCH: return `${n(d.results)} result(s)`;
+    case EVENT.ROUNDS: return `${d.rounds} round(s), ${d.stopped || ""}`;
+    case EVENT.CORRECT: return `${d.internal} internal, ${d.external} external`;
+    case EVENT.FUSE: case EVENT.COMPRESS: return `${n(d.context)} in context`;
+    case EVENT.BEARERS:
       if (n(d.bearers) < 2) return "";
       return d.several ? `${n(d.bearers)} people named ${d.name}: each is answered for` : `the question names one of ${n(d.bearers)} ${d.name}`;
-    case "replace": return `answer replaced (${d.reason})`;
-    case "generate": return `${n(d.citations)} citation(s)${d.refused ? ", refused" : ""}`;
-    case "abstain": return "nothing reliable found: no guess";
+    case EVENT.REPLACE: return `answer replaced (${d.reason})`;
+    case EVENT.GENERATE: return `${n(d.citations)} citation(s)${d.refused ? ", refused" : ""}`;
+    case EVENT.ABSTAIN: return "nothing reliable found: no guess";
     default: return "";
   }
 }
@@ -59,13 +60,13 @@ async function ask(event) {
       throw new Error(message);
     }
     for await (const [name, data] of sseEvents(response)) {
-      if (name === "token") {
+      if (name === EVENT.TOKEN) {
         box.dataset.state = "streaming";
         answer.textContent += data.delta;
-      } else if (name === "replace") {
+      } else if (name === EVENT.REPLACE) {
         answer.textContent = data.text || "";
         stages.append(el("li", {}, el("span", { class: "name" }, name), " ", describe(name, data)));
-      } else if (name === "done") {
+      } else if (name === EVENT.DONE) {
         answer.textContent = data.answer;
         for (const c of data.citations || []) {
           const item = el("li", { title: c.quote ? `“${c.quote}”` : "" }, `[${c.id}] `,
@@ -78,9 +79,9 @@ async function ask(event) {
         status.replaceChildren("trace ", el("a", { href: link }, data.trace_id));
         box.dataset.state = "done";
         if (typeof loadList === "function") loadList();
-      } else if (name === "error") {
+      } else if (name === EVENT.ERROR) {
         throw new Error(`${data.error.type}: ${data.error.message}`);
-      } else if (name !== "started") {
+      } else if (name !== EVENT.STARTED) {
         stages.append(el("li", {}, el("span", { class: "name" }, name), " ", describe(name, data)));
       }
     }

@@ -1,12 +1,13 @@
 // The detail page: one trace as the CRAG pipeline, and a replay shown side by side.
 "use strict";
 
+// The pipeline's phases and the spans of each (spans are named by their step's event, events.js).
 const PHASES = [
-  ["retrieve", ["retrieve"]],
-  ["evaluate", ["evaluate"]],
-  ["decide", []],
-  ["correct", ["refine", "rewrite", "search", "refine_external", "fuse"]],
-  ["generate", ["bearers", "generate"]],
+  [EVENT.RETRIEVE, [EVENT.RETRIEVE]],
+  [EVENT.EVALUATE, [EVENT.EVALUATE]],
+  [EVENT.DECIDE, []],
+  [EVENT.CORRECT, [EVENT.REFINE, EVENT.REWRITE, EVENT.SEARCH, EVENT.REFINE_EXTERNAL, EVENT.FUSE]],
+  [EVENT.GENERATE, [EVENT.BEARERS, EVENT.GENERATE]],
 ];
 
 function list(value) { return Array.isArray(value) ? value.filter((v) => v && typeof v === "object") : []; }
@@ -32,12 +33,12 @@ function header(t) {
 // Correct at first, but the reply found no answer in the documents: searched and asked again.
 function escalated(e) {
   if (!e || typeof e !== "object") return null;
-  if (e.rejected === "not verified") {  // before generation: correction.verify_correct
+  if (e.rejected === REJECTED.UNVERIFIED) {  // before generation: correction.verify_correct
     return el("div", { class: "meta" },
-      `escalated from ${e.from || "?"}: not verified (P(yes) ${e.probability} < ${e.threshold}): ` +
+      `escalated from ${e.from || "?"}: ${REJECTED.UNVERIFIED} (P(yes) ${e.probability} < ${e.threshold}): ` +
       "the model did not read the answer in the documents graded relevant");
   }
-  if (e.rejected === "shared name") {  // before generation: correction.search_shared_names
+  if (e.rejected === REJECTED.SHARED_NAME) {  // before generation: correction.search_shared_names
     return el("div", { class: "meta" },
       `escalated from ${e.from || "?"}: ${e.bearers} people named ${e.name} in the documents ` +
       "and the question does not say which: searched outside too");
@@ -63,12 +64,12 @@ function timeline(t) {
   const stages = [];
   PHASES.forEach(([phase, names], i) => {
     const used = names.filter((n) => n in byName);
-    const ran = phase === "decide" ? Boolean(t.action) && t.action !== "rag" : used.length > 0;
+    const ran = phase === EVENT.DECIDE ? Boolean(t.action) && t.action !== "rag" : used.length > 0;
     const total = used.reduce((sum, n) => sum + byName[n], 0);
-    const detail = phase === "decide" ? (t.action || "–") : used.map((n) => `${n} ${ms(byName[n])}`).join(", ");
+    const detail = phase === EVENT.DECIDE ? (t.action || "–") : used.map((n) => `${n} ${ms(byName[n])}`).join(", ");
     if (i) stages.push(el("span", { class: "arrow" }, "→"));
     stages.push(el("div", { class: `stage${ran ? "" : " skipped"}` },
-      el("div", { class: "name" }, phase), el("div", {}, phase === "decide" ? "" : ms(total)),
+      el("div", { class: "name" }, phase), el("div", {}, phase === EVENT.DECIDE ? "" : ms(total)),
       el("div", { class: "meta" }, ran ? detail : "skipped")));
   });
   const longest = Math.max(1, ...spans.map((s) => Number(s.duration_ms) || 0));
