@@ -35,7 +35,8 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -157,22 +158,73 @@ def _gen_ai_attributes(attrs: dict[str, Any], tags: Mapping[str, Any], llm_setti
     return f"chat {model}"
 
 
-def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
-    """The OTel spans of a CRAG trace dict: the root first, then children in start order."""
-    sdk = _sdk()
-    trace_api, Status, StatusCode = sdk["trace_api"], sdk["Status"], sdk["StatusCode"]
-    crag_id = str(trace.get("id") or "unknown")
-    # Ids derived from the CRAG id: exporting the same trace twice gives the same OTel
-    # trace, and the id in the viewer can be pasted into a tracing backend's search.
-    digest = hashlib.sha256(crag_id.encode()).digest()
-    otel_trace_id = int.from_bytes(digest[:16], "big") or 1
-    counter = iter(range(1, 1 << 30))
+@dataclass
+class _SpanFactory:
+    """What every span of one exported trace shares: the SDK, resource, scope and id source.
 
-    def context() -> Any:
-        span_id = int.from_bytes(hashlib.sha256(digest + next(counter).to_bytes(4, "big")).digest()[:8], "big")
-        return trace_api.SpanContext(otel_trace_id, span_id or 1, is_remote=False, trace_flags=trace_api.TraceFlags(1))
+    Ids are derived from the CRAG id: exporting the same trace twice gives the same OTel
+    trace, and the id in the viewer can be pasted into a tracing backend's search.
+    """
 
-    spans_in = [s for s in trace.get("spans") or [] if isinstance(s, Mapping)]
+    sdk: dict[str, Any]
+    crag_id: str
+    resource: Any = None
+    scope: Any = None
+    digest: bytes = b""
+    otel_trace_id: int = 1
+    counter: Iterator[int] = field(default_factory=lambda: iter(range(1, 1 << 30)))
+
+    def __post_init__(self) -> None:
+        self.digest = hashlib.sha256(self.crag_id.encode()).digest()
+        self.otel_trace_id = int.from_bytes(self.digest[:16], "big") or 1
+        service = os.environ.get("OTEL_SERVICE_NAME") or "crag"
+        self.resource = self.sdk["Resource"].create({"service.name": service})
+        self.scope = self.sdk["InstrumentationScope"]("crag", _version())
+
+    def context(self) -> Any:
+        """A fresh span context in this trace, its id derived from the CRAG id and a counter."""
+        trace_api = self.sdk["trace_api"]
+        seed = self.digest + next(self.counter).to_bytes(4, "big")
+        span_id = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big")
+        flags = trace_api.TraceFlags(1)
+        return trace_api.SpanContext(self.otel_trace_id, span_id or 1, is_remote=False, trace_flags=flags)
+
+    def status(self, error: Any) -> Any:
+        """ERROR with the (clipped) message, or UNSET when ``error`` is None."""
+        Status, StatusCode = self.sdk["Status"], self.sdk["StatusCode"]
+        return Status(StatusCode.UNSET) if error is None else Status(StatusCode.ERROR, clip(error, 500))
+
+    def readable(
+        self, name: str, ctx: Any, parent: Any, attrs: Any, kind: Any, status: Any, start: int, end: int
+    ) -> Any:
+        """One finished SDK span."""
+        return self.sdk["ReadableSpan"](
+            name=name,
+            context=ctx,
+            parent=parent,
+            resource=self.resource,
+            attributes=attrs,
+            kind=kind,
+            status=status,
+            start_time=start,
+            end_time=end,
+            instrumentation_scope=self.scope,
+        )
+
+
+@dataclass
+class _Timeline:
+    """Each CRAG span's start and end in epoch ns, and the root's bounds that cover them all."""
+
+    starts: list[int]
+    ends: list[int]
+    root_start: int
+    root_end: int
+
+
+def _timeline(trace: Mapping[str, Any], spans_in: Sequence[Mapping[str, Any]]) -> _Timeline:
+    """Place the spans in time; the root starts at ``created_at`` and lasts ``timings.total``,
+    stretched to cover any child that falls outside it."""
     root_start = _epoch_ns(trace.get("created_at"))
     starts = [int(float(s.get("start") or 0) * 1e9) for s in spans_in]
     ends = [st + int(float(s.get("duration_ms") or 0) * 1e6) for st, s in zip(starts, spans_in, strict=True)]
@@ -180,61 +232,59 @@ def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
         root_start = min(starts, default=_now_ns())
     total_s = (trace.get("timings") or {}).get("total")
     root_end = root_start + int(float(total_s) * 1e9) if isinstance(total_s, (int, float)) else root_start
-    root_end = max([root_end, *ends])
-    root_start = min([root_start, *starts])
+    return _Timeline(starts, ends, min([root_start, *starts]), max([root_end, *ends]))
 
-    llm_settings = _mapping(_mapping(trace.get("settings")).get("llm"))
+
+def _child_span(
+    make: _SpanFactory, span: Mapping[str, Any], ctx: Any, parent: Any, start: int, end: int, llm: Mapping[str, Any]
+) -> Any:
+    """One CRAG span as an OTel span: its tags as ``crag.*`` attributes, generate as a GenAI chat."""
+    trace_api = make.sdk["trace_api"]
+    name = str(span.get("name") or "span")
+    tags = _mapping(span.get("tags"))
+    attrs: dict[str, Any] = {}
+    for key, value in tags.items():
+        _put(attrs, f"crag.{key}", value)
+    kind = trace_api.SpanKind.INTERNAL
+    if name == GENERATE:  # the span of the step that called the model for the answer
+        name = _gen_ai_attributes(attrs, tags, llm)
+        kind = trace_api.SpanKind.CLIENT
+    error = span.get("error")
+    if error:
+        attrs["error.type"] = str(error).split(":", 1)[0]
+    status = make.status(error if error else None)
+    return make.readable(name, ctx, parent, attrs, kind, status, start, max(start, end))
+
+
+def to_spans(trace: Mapping[str, Any]) -> list[ReadableSpan]:
+    """The OTel spans of a CRAG trace dict: the root first, then children in start order."""
+    crag_id = str(trace.get("id") or "unknown")
+    make = _SpanFactory(_sdk(), crag_id)
+    trace_api = make.sdk["trace_api"]
+    spans_in = [s for s in trace.get("spans") or [] if isinstance(s, Mapping)]
+    times = _timeline(trace, spans_in)
+
     mode = str(trace.get("mode") or "crag")
-    root_ctx = context()
     errors = [str(e) for e in trace.get("errors") or []]
-    root_attrs = _root_attributes(trace, crag_id, mode)
-
-    resource = sdk["Resource"].create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "crag"})
-    scope = sdk["InstrumentationScope"]("crag", _version())
     request = _mapping(trace.get("request"))
     root_kind = trace_api.SpanKind.SERVER if request.get("via") == "http" else trace_api.SpanKind.INTERNAL
-    status = Status(StatusCode.ERROR, clip(errors[0], 500)) if errors else Status(StatusCode.UNSET)
-
-    def readable(name: str, ctx: Any, parent: Any, attrs: Any, kind: Any, status: Any, start: int, end: int) -> Any:
-        return sdk["ReadableSpan"](
-            name=name,
-            context=ctx,
-            parent=parent,
-            resource=resource,
-            attributes=attrs,
-            kind=kind,
-            status=status,
-            start_time=start,
-            end_time=end,
-            instrumentation_scope=scope,
-        )
-
+    root_ctx = make.context()
     name = "crag.rag" if mode == "rag" else "crag.ask"
-    out = [readable(name, root_ctx, None, root_attrs, root_kind, status, root_start, root_end)]
+    root_attrs = _root_attributes(trace, crag_id, mode)
+    status = make.status(errors[0] if errors else None)
+    out = [make.readable(name, root_ctx, None, root_attrs, root_kind, status, times.root_start, times.root_end)]
+
+    llm_settings = _mapping(_mapping(trace.get("settings")).get("llm"))
     # Spans are stored in start order with a depth; the parent of a span at depth d is
     # the latest span seen at depth d-1 (the tracer appends parents before children).
     stack: list[Any] = [root_ctx]
-    for s, start, end in zip(spans_in, starts, ends, strict=True):
+    for s, start, end in zip(spans_in, times.starts, times.ends, strict=True):
         depth = max(0, int(s.get("depth") or 0))
         del stack[depth + 1 :]
         parent = stack[-1] if stack else root_ctx
-        ctx = context()
+        ctx = make.context()
         stack.append(ctx)
-        name = str(s.get("name") or "span")
-        tags = _mapping(s.get("tags"))
-        attrs: dict[str, Any] = {}
-        for key, value in tags.items():
-            _put(attrs, f"crag.{key}", value)
-        kind = trace_api.SpanKind.INTERNAL
-        if name == GENERATE:  # the span of the step that called the model for the answer
-            name = _gen_ai_attributes(attrs, tags, llm_settings)
-            kind = trace_api.SpanKind.CLIENT
-        error = s.get("error")
-        span_status = Status(StatusCode.UNSET)
-        if error:
-            attrs["error.type"] = str(error).split(":", 1)[0]
-            span_status = Status(StatusCode.ERROR, clip(error, 500))
-        out.append(readable(name, ctx, parent, attrs, kind, span_status, start, max(start, end)))
+        out.append(_child_span(make, s, ctx, parent, start, end, llm_settings))
     return out
 
 
