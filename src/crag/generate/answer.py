@@ -99,6 +99,43 @@ class Replace:
     text: str = ""
 
 
+@dataclass
+class _Attempt:
+    """One call of the model through a fresh sentence gate; what every attempt shares."""
+
+    question: str
+    sources: list[Strip]
+    llm: LLM
+    lang: str
+    max_tokens: int
+    temperature: float
+    extra_instruction: str
+    on_token: Callable[[str], None] | None
+    on_piece: Callable[[str], None] | None
+    judge: Judge | None
+    judge_threshold: float
+    check_relation: bool
+
+    def __call__(self, directive: int | None = None) -> tuple[SentenceGate, Completion]:
+        gate = SentenceGate(
+            self.question,
+            self.sources,
+            on_text=self.on_token,
+            judge=self.judge,
+            judge_threshold=self.judge_threshold,
+            relation=self.check_relation,
+        )
+        messages = build_messages(self.question, self.sources, self.lang, self.extra_instruction, directive=directive)
+        if self.on_token is None:
+            done = self.llm.complete(messages, max_tokens=self.max_tokens, temperature=self.temperature)
+            gate.feed(done.text)
+        else:
+            stream = stream_completion(self.llm, messages, max_tokens=self.max_tokens, temperature=self.temperature)
+            done = _pass_on(stream, gate.feed, self.on_piece)
+        gate.finish()
+        return gate, done
+
+
 def generate(
     question: str,
     context: Sequence[Strip],
@@ -131,21 +168,20 @@ def generate(
     sources = list(context[: max(1, max_sources)])
     if not sources:
         return Generation(NO_CONTEXT.get(lang, NO_CONTEXT["en"]), [], [], refused=True)
-
-    def attempt(directive: int | None = None) -> tuple[SentenceGate, Completion]:
-        gate = SentenceGate(
-            question, sources, on_text=on_token, judge=judge, judge_threshold=judge_threshold, relation=check_relation
-        )
-        messages = build_messages(question, sources, lang, extra_instruction, directive=directive)
-        if on_token is None:
-            done = llm.complete(messages, max_tokens=max_tokens, temperature=temperature)
-            gate.feed(done.text)
-        else:
-            stream = stream_completion(llm, messages, max_tokens=max_tokens, temperature=temperature)
-            done = _pass_on(stream, gate.feed, on_piece)
-        gate.finish()
-        return gate, done
-
+    attempt = _Attempt(
+        question,
+        sources,
+        llm,
+        lang,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        extra_instruction=extra_instruction,
+        on_token=on_token,
+        on_piece=on_piece,
+        judge=judge,
+        judge_threshold=judge_threshold,
+        check_relation=check_relation,
+    )
     first, call = attempt()
     gates, calls = [first], [call]
     if not first.answered and reask_above is not None:
@@ -154,6 +190,14 @@ def generate(
             again, call = attempt(directive=best)
             gates.append(again)
             calls.append(call)
+    return _generation(question, sources, lang, gates, calls)
+
+
+def _generation(
+    question: str, sources: list[Strip], lang: str, gates: list[SentenceGate], calls: list[Completion]
+) -> Generation:
+    """The answer of the last attempt that answered (else the first), or a refusal citing the sources."""
+    first = gates[0]
     gate = gates[-1] if gates[-1].answered else first
     outcome = gate.verdict()
     refused = outcome != "answer"
