@@ -83,31 +83,16 @@ def run_feedback_loop(
     """
     t0 = time.perf_counter()
     kb = work / "kb"
-    settings: dict[str, Any] = {
-        "kb": {"path": kb},
-        "search": {"provider": "corpus", "corpus_path": SAMPLE / "external"},
-        "llm": {"model": model, "max_tokens": max_tokens},
-        "generation": {"max_sources": max_sources},  # a short prompt: the CPU reads ~50-150 tokens/s
-    }
+    settings = _settings(kb, model, max_tokens, max_sources)
     engine = CRAG.from_config(**settings)
     engine.ingest([SAMPLE / "internal"])
     ratings = _ask_and_rate(engine, questions, log)
     t_asked = time.perf_counter()
-
-    pairs_path, model_path = work / "feedback-pairs.jsonl", work / "evaluator-feedback.npz"
-    _cli(["feedback", "export", "--kb", str(kb), "-o", str(pairs_path)])
-    pairs = read_pairs(pairs_path, need_label=True)
-    log(f"exported {len(pairs)} pairs; training…")
-    _cli([
-        "evaluator", "train", "--kb", str(kb), "--pairs", str(pairs_path), "--with-builtin",
-        "--builtin-limit", str(builtin_limit), "-o", str(model_path),
-    ])  # fmt: skip
+    pairs, model_path = _export_and_train(work, kb, builtin_limit, log)
     t_trained = time.perf_counter()
 
     retrained = CRAG.from_config(**settings, evaluator={"model_path": model_path})
     labels = [int(p["label"]) for p in pairs]
-    general = sample_rows(read_pairs(ROOT / "data" / "eval_pairs" / "test.jsonl", need_label=True), general_pairs, 1)
-    general_labels = [int(r["label"]) for r in general]
     figures: dict[str, Any] = {
         "questions": len(questions),
         "ratings": {k: sum(1 for r in ratings if r["rating"] == k) for k in ("up", "down")},
@@ -116,15 +101,7 @@ def run_feedback_loop(
         "pairs_by_label": {str(k): labels.count(k) for k in (0, 1)},
         # How often a feedback label agrees with "the passage holds a gold answer" (label noise).
         "labels_agreeing_with_gold": _gold_agreement(pairs, questions),
-        "feedback_pairs": {
-            "bundled": grading_figures(labels, _grade(engine, pairs)),
-            "retrained": grading_figures(labels, _grade(retrained, pairs)),
-        },
-        "general_test_pairs": {
-            "n": len(general),
-            "bundled": grading_figures(general_labels, _grade(engine, general)),
-            "retrained": grading_figures(general_labels, _grade(retrained, general)),
-        },
+        **_compare_graders(engine, retrained, pairs, general_pairs),
         "settings": {
             "model": model,
             "max_tokens": max_tokens,
@@ -141,6 +118,51 @@ def run_feedback_loop(
         figures["feedback_pairs"]["held_out"] = _held_out(work, kb, settings, pairs, folds, builtin_limit, engine)
     log(json.dumps(figures, ensure_ascii=False))
     return figures
+
+
+def _settings(kb: Path, model: str, max_tokens: int, max_sources: int) -> dict[str, Any]:
+    """The engine's settings: the sample knowledge base, its external corpus, a small model."""
+    return {
+        "kb": {"path": kb},
+        "search": {"provider": "corpus", "corpus_path": SAMPLE / "external"},
+        "llm": {"model": model, "max_tokens": max_tokens},
+        "generation": {"max_sources": max_sources},  # a short prompt: the CPU reads ~50-150 tokens/s
+    }
+
+
+def _export_and_train(
+    work: Path, kb: Path, builtin_limit: int, log: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], Path]:
+    """The user's commands: ``crag feedback export``, then ``crag evaluator train --with-builtin``;
+    return the exported pairs and the retrained evaluator's path."""
+    pairs_path, model_path = work / "feedback-pairs.jsonl", work / "evaluator-feedback.npz"
+    _cli(["feedback", "export", "--kb", str(kb), "-o", str(pairs_path)])
+    pairs = read_pairs(pairs_path, need_label=True)
+    log(f"exported {len(pairs)} pairs; training…")
+    _cli([
+        "evaluator", "train", "--kb", str(kb), "--pairs", str(pairs_path), "--with-builtin",
+        "--builtin-limit", str(builtin_limit), "-o", str(model_path),
+    ])  # fmt: skip
+    return pairs, model_path
+
+
+def _compare_graders(bundled: CRAG, retrained: CRAG, pairs: list[dict[str, Any]], general_pairs: int) -> dict[str, Any]:
+    """How the bundled and the retrained evaluator grade the feedback pairs, and held-out
+    built-in test pairs (to show nothing general was forgotten)."""
+    labels = [int(p["label"]) for p in pairs]
+    general = sample_rows(read_pairs(ROOT / "data" / "eval_pairs" / "test.jsonl", need_label=True), general_pairs, 1)
+    general_labels = [int(r["label"]) for r in general]
+    return {
+        "feedback_pairs": {
+            "bundled": grading_figures(labels, _grade(bundled, pairs)),
+            "retrained": grading_figures(labels, _grade(retrained, pairs)),
+        },
+        "general_test_pairs": {
+            "n": len(general),
+            "bundled": grading_figures(general_labels, _grade(bundled, general)),
+            "retrained": grading_figures(general_labels, _grade(retrained, general)),
+        },
+    }
 
 
 def _ask_and_rate(
