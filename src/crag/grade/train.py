@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,75 @@ def _adam_step(
         params[k] = (params[k] - lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
 
 
+@dataclass
+class _Adam:
+    """The parameters being trained, Adam's moment estimates, and the L2 anchor.
+
+    L2 pulls towards the start: zero from scratch, the start model's weights on a warm
+    start (L2-SP), so learning a few corrections does not decay what the model knew.
+    """
+
+    params: dict[str, np.ndarray]
+    anchor: dict[str, np.ndarray]
+    m: dict[str, np.ndarray]
+    v2: dict[str, np.ndarray]
+    t: int = 0
+
+    @classmethod
+    def start(cls, params: dict[str, np.ndarray], *, warm: bool) -> _Adam:
+        anchor = {k: (v.copy() if warm else np.zeros_like(v)) for k, v in params.items()}
+        m = {k: np.zeros_like(v) for k, v in params.items()}
+        v2 = {k: np.zeros_like(v) for k, v in params.items()}
+        return cls(params, anchor, m, v2)
+
+    def step(
+        self,
+        A0: np.ndarray,
+        yb: np.ndarray,
+        wb: np.ndarray,
+        *,
+        l2: float,
+        dropout: float,
+        lr: float,
+        rng: np.random.Generator,
+    ) -> None:
+        """One batch: its gradients, then one Adam update of the parameters in place."""
+        grads = _gradients(self.params, self.anchor, A0, yb, wb, l2=l2, dropout=dropout, rng=rng)
+        self.t += 1
+        _adam_step(self.params, grads, self.m, self.v2, self.t, lr)
+
+
+@dataclass
+class _EarlyStop:
+    """The best validation loss so far, the parameters that had it, and epochs since it improved."""
+
+    best: float
+    best_params: dict[str, np.ndarray]
+    bad: int = 0
+
+    def should_stop(self, loss: float, params: dict[str, np.ndarray], patience: int) -> bool:
+        """Keep ``params`` when ``loss`` improves on the best; True after ``patience`` epochs without."""
+        if loss < self.best - 1e-4:
+            self.best, self.best_params, self.bad = loss, {k: v.copy() for k, v in params.items()}, 0
+            return False
+        self.bad += 1
+        return self.bad >= patience
+
+
+def _forward(P: dict[str, np.ndarray], A: np.ndarray) -> np.ndarray:
+    """The model's scores (logits) of the standardised features ``A``."""
+    if "W1" in P:
+        A = np.maximum(A @ P["W1"] + P["b1"], 0)
+    return np.asarray(A @ P["W2"] + P["b2"])
+
+
+def _standardisation(X: np.ndarray, init: Model | None) -> tuple[np.ndarray, np.ndarray]:
+    """The features' mean and scale: the start model's on a warm start, else the data's."""
+    if init is not None:
+        return init.mean.astype(np.float32), init.scale.astype(np.float32)
+    return X.mean(0), X.std(0) + 1e-6
+
+
 def fit(
     X: np.ndarray,
     y: np.ndarray,
@@ -226,58 +296,39 @@ def fit(
     trained model (its standardisation and weights) instead of random weights.
     """
     rng = np.random.default_rng(seed)
-    if init is not None:
-        mu, sd = init.mean.astype(np.float32), init.scale.astype(np.float32)
-    else:
-        mu = X.mean(0)
-        sd = X.std(0) + 1e-6
+    mu, sd = _standardisation(X, init)
     w = np.ones(len(X), np.float32) if weights is None else np.asarray(weights, np.float32) / np.mean(weights)
     wv = np.ones(len(Xv), np.float32) if val_weights is None else np.asarray(val_weights, np.float32)
     Z, Zv = (X - mu) / sd, (Xv - mu) / sd
-    params = _start_params(init, hidden, X.shape[1], rng)
-    # L2 pulls towards the start: zero from scratch, the start model's weights on a warm
-    # start (L2-SP), so learning a few corrections does not decay what the model knew.
-    anchor = {k: (v.copy() if init is not None else np.zeros_like(v)) for k, v in params.items()}
-    m = {k: np.zeros_like(v) for k, v in params.items()}
-    v2 = {k: np.zeros_like(v) for k, v in params.items()}
-    t = 0
-
-    def forward(P: dict[str, np.ndarray], A: np.ndarray) -> np.ndarray:
-        if "W1" in P:
-            A = np.maximum(A @ P["W1"] + P["b1"], 0)
-        return np.asarray(A @ P["W2"] + P["b2"])
+    adam = _Adam.start(_start_params(init, hidden, X.shape[1], rng), warm=init is not None)
+    params = adam.params
 
     def loss_of(P: dict[str, np.ndarray]) -> float:
-        s = forward(P, Zv)
+        s = _forward(P, Zv)
         return float(np.average(np.logaddexp(0, s) - yv * s, weights=wv))
 
-    best, best_params, bad, ep = np.inf, params, 0, 0
+    stop = _EarlyStop(np.inf, params)
     if init is not None:  # a warm start must beat where it started, or it is kept
-        best, best_params = loss_of(params), {k: v.copy() for k, v in params.items()}
+        stop = _EarlyStop(loss_of(params), {k: v.copy() for k, v in params.items()})
+    ep = 0
     for ep in range(epochs):  # noqa: B007  (ep reported after the loop)
         order = rng.permutation(len(Z))
         for i in range(0, len(Z), batch):
             idx = order[i : i + batch]
-            grads = _gradients(params, anchor, Z[idx], y[idx], w[idx], l2=l2, dropout=dropout, rng=rng)
-            t += 1
-            _adam_step(params, grads, m, v2, t, lr)
-        vl = loss_of(params)
-        if vl < best - 1e-4:
-            best, best_params, bad = vl, {k: v.copy() for k, v in params.items()}, 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
+            adam.step(Z[idx], y[idx], w[idx], l2=l2, dropout=dropout, lr=lr, rng=rng)
+        if stop.should_stop(loss_of(params), params, patience):
+            break
+    best = stop.best_params
     model = Model(
         mean=mu.astype(np.float32),
         scale=sd.astype(np.float32),
-        W2=best_params["W2"],
-        b2=best_params["b2"],
-        W1=best_params.get("W1"),
-        b1=best_params.get("b1"),
+        W2=best["W2"],
+        b2=best["b2"],
+        W1=best.get("W1"),
+        b1=best.get("b1"),
         threshold=0.5,
     )
-    return model, {"val_loss": best, "epochs": ep + 1}
+    return model, {"val_loss": stop.best, "epochs": ep + 1}
 
 
 def builtin_pairs_path() -> Path:
@@ -370,20 +421,13 @@ def train_rows(
     if not rows:
         raise InputError("no training pairs")
     cache = cache_dir if cache_dir is not None else _cache_dir()
-    X = featurize(rows, embedder, cache_dir=cache, progress=progress)
-    y = np.array([r["label"] for r in rows], dtype=np.float32)
-    weight = np.array([float(r.get("weight", 1.0)) for r in rows], dtype=np.float32)
-    own = np.array([bool(r.get("own")) for r in rows])
-    mixed = own.any() and not own.all()
-    val = _split(rows, val_share, seed) & ~own if mixed else _split(rows, val_share, seed)
-    stop = val | own if mixed else val  # the rows whose loss stops training
+    X, y, weight, own = _arrays(rows, embedder, cache, progress)
+    val, stop = _validation_rows(rows, own, val_share, seed)
     model, info = fit(
         X[~val], y[~val], X[stop], y[stop],
         hidden=hidden, l2=l2, seed=seed, weights=weight[~val], val_weights=weight[stop], init=init,
     )  # fmt: skip
-    sv = model.predict(X[val])
-    model.threshold = best_threshold(y[val], sv)
-    langs = np.array([r.get("lang", "") for r in rows])
+    model.threshold = best_threshold(y[val], model.predict(X[val]))
     metrics: dict[str, Any] = {
         "n_train": int((~val).sum()),
         "n_val": int(val.sum()),
@@ -395,20 +439,53 @@ def train_rows(
         "feature_version": FEATURE_VERSION,
         "embedder": embedder.model_id,
         **info,
-        "val": {"auroc": auroc(y[val], sv), "accuracy": accuracy_at(y[val], sv, model.threshold)},
+        **_held_out_metrics(model, X, y, rows, val, own),
     }
-    if own.any():
-        so = model.predict(X[own])
-        metrics["own"] = {"auroc": auroc(y[own], so), "mean_abs_error": float(np.mean(np.abs(y[own] - so)))}
-    for lang in sorted(set(langs[val].tolist())):
-        sel = langs[val] == lang
-        metrics[f"val_{lang}"] = {
-            "auroc": auroc(y[val][sel], sv[sel]),
-            "accuracy": accuracy_at(y[val][sel], sv[sel], model.threshold),
-        }
     model.save(out_path, meta={k: v for k, v in metrics.items() if not isinstance(v, dict)})
     metrics["seconds"] = round(time.perf_counter() - t0, 1)
     return metrics
+
+
+def _arrays(
+    rows: Sequence[dict[str, Any]], embedder: Embedder, cache: Path, progress: Callable[[str, int, int], None] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows as arrays: features, labels, weights, and which rows are the user's own."""
+    X = featurize(rows, embedder, cache_dir=cache, progress=progress)
+    y = np.array([r["label"] for r in rows], dtype=np.float32)
+    weight = np.array([float(r.get("weight", 1.0)) for r in rows], dtype=np.float32)
+    own = np.array([bool(r.get("own")) for r in rows])
+    return X, y, weight, own
+
+
+def _validation_rows(
+    rows: Sequence[dict[str, Any]], own: np.ndarray, val_share: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out rows (never own ones when both kinds are mixed), and the rows whose loss
+    stops training (the held-out ones, plus the own ones when mixed)."""
+    mixed = own.any() and not own.all()
+    val = _split(rows, val_share, seed) & ~own if mixed else _split(rows, val_share, seed)
+    stop = val | own if mixed else val
+    return val, stop
+
+
+def _held_out_metrics(
+    model: Model, X: np.ndarray, y: np.ndarray, rows: Sequence[dict[str, Any]], val: np.ndarray, own: np.ndarray
+) -> dict[str, Any]:
+    """AUROC and accuracy on the held-out rows (overall and per language), and how close the
+    model comes to the own rows' labels."""
+    sv = model.predict(X[val])
+    out: dict[str, Any] = {"val": {"auroc": auroc(y[val], sv), "accuracy": accuracy_at(y[val], sv, model.threshold)}}
+    if own.any():
+        so = model.predict(X[own])
+        out["own"] = {"auroc": auroc(y[own], so), "mean_abs_error": float(np.mean(np.abs(y[own] - so)))}
+    langs = np.array([r.get("lang", "") for r in rows])
+    for lang in sorted(set(langs[val].tolist())):
+        sel = langs[val] == lang
+        out[f"val_{lang}"] = {
+            "auroc": auroc(y[val][sel], sv[sel]),
+            "accuracy": accuracy_at(y[val][sel], sv[sel], model.threshold),
+        }
+    return out
 
 
 def _cache_dir() -> Path:
