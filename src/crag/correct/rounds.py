@@ -98,53 +98,89 @@ def correct_until_confident(
     if max_rounds < 0:
         raise ValueError("max_rounds must be >= 0")
     propose = make_queries or (lambda q, docs: keyword_queries(q, docs, max_queries=max_queries))
-    strips: list[Strip] = []
-    scores: list[float] = []
-    seen: set[str] = set()
-    _add(question, initial_docs, evaluate, strips, scores, seen)
-    history = [max(scores, default=0.0)]
-    issued: set[str] = set()
-    per_round: list[list[str]] = []
-    degradations: list[str] = []
-    searches = 0
-    stopped = "confident" if history[-1] >= upper else "max_rounds"
-    while history[-1] < upper and len(per_round) < max_rounds:
+    state = _Loop(question, evaluate)
+    state.add(initial_docs)
+    stopped = "confident" if state.best >= upper else "max_rounds"
+    while state.best < upper and len(state.per_round) < max_rounds:
         if deadline is not None and deadline.expired():
-            degradations.append("request deadline reached; stopped correcting")
+            state.degradations.append("request deadline reached; stopped correcting")
             stopped = "deadline"
             break
-        relevant = [s.text for s, sc in zip(strips, scores, strict=True) if sc > lower]
-        queries = _next_queries(question, relevant, propose, issued, max_queries, degradations)
-        if not queries:
-            stopped = "no_new_queries"
+        failed = _search_once(state, search_round, propose, lower=lower, max_queries=max_queries)
+        if failed:
+            stopped = failed
             break
-        issued.update(queries)
-        per_round.append(queries)
-        searches += len(queries)
-        try:
-            found = search_round(queries)
-        except CragError as exc:
-            degradations.append(f"correction round {len(per_round)} search failed: {exc}")
-            stopped = "search_failed"
-            break
-        _add(question, found, evaluate, strips, scores, seen)
-        history.append(max(scores, default=0.0))
-        stopped = "confident" if history[-1] >= upper else "max_rounds"
-    order = sorted(range(len(strips)), key=lambda i: (-scores[i], i))
-    best = history[-1]
-    return RoundsResult(
-        strips=[strips[i] for i in order],
-        scores=[scores[i] for i in order],
-        best=best,
-        rounds=len(per_round),
-        searches=searches,
-        confident=best >= upper,
-        abstain=best <= lower,
-        stopped=stopped,
-        queries=per_round,
-        history=history,
-        degradations=degradations,
-    )
+        stopped = "confident" if state.best >= upper else "max_rounds"
+    return state.result(upper=upper, lower=lower, stopped=stopped)
+
+
+@dataclass
+class _Loop:
+    """The loop's state: every distinct strip seen with its score, and what was asked so far."""
+
+    question: Query
+    evaluate: Evaluate
+    strips: list[Strip] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    history: list[float] = field(default_factory=list)
+    issued: set[str] = field(default_factory=set)
+    per_round: list[list[str]] = field(default_factory=list)
+    degradations: list[str] = field(default_factory=list)
+    searches: int = 0
+
+    @property
+    def best(self) -> float:
+        return self.history[-1]
+
+    def add(self, found: Sequence[Strip]) -> None:
+        """Evaluate the strips not seen yet, keep them, and note the best score so far."""
+        _add(self.question, found, self.evaluate, self.strips, self.scores, self.seen)
+        self.history.append(max(self.scores, default=0.0))
+
+    def relevant(self, lower: float) -> list[str]:
+        """The texts of the strips judged relevant so far (scored above ``lower``)."""
+        return [s.text for s, sc in zip(self.strips, self.scores, strict=True) if sc > lower]
+
+    def result(self, *, upper: float, lower: float, stopped: str) -> RoundsResult:
+        """Every strip seen, best first (ties in the order seen), and what the loop did."""
+        order = sorted(range(len(self.strips)), key=lambda i: (-self.scores[i], i))
+        return RoundsResult(
+            strips=[self.strips[i] for i in order],
+            scores=[self.scores[i] for i in order],
+            best=self.best,
+            rounds=len(self.per_round),
+            searches=self.searches,
+            confident=self.best >= upper,
+            abstain=self.best <= lower,
+            stopped=stopped,
+            queries=self.per_round,
+            history=self.history,
+            degradations=self.degradations,
+        )
+
+
+def _search_once(
+    state: _Loop, search_round: SearchRound, propose: MakeQueries, *, lower: float, max_queries: int
+) -> str | None:
+    """One round: ask for what is still missing and evaluate what comes back.
+
+    Returns why the loop must stop (``no_new_queries``, ``search_failed``), or None.
+    """
+    relevant = state.relevant(lower)
+    queries = _next_queries(state.question, relevant, propose, state.issued, max_queries, state.degradations)
+    if not queries:
+        return "no_new_queries"
+    state.issued.update(queries)
+    state.per_round.append(queries)
+    state.searches += len(queries)
+    try:
+        found = search_round(queries)
+    except CragError as exc:
+        state.degradations.append(f"correction round {len(state.per_round)} search failed: {exc}")
+        return "search_failed"
+    state.add(found)
+    return None
 
 
 def _next_queries(
