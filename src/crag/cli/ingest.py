@@ -57,9 +57,29 @@ def ingest(
     if metadata and clear_meta:
         raise InputError("--meta and --clear-meta together: --meta already replaces the metadata; give one of them")
     rag = engine(config, kb)
-    # Bytes of input embedded and committed: a 100 MB file moves steadily (it is committed in
-    # batches of kb.commit_chunks chunks), and a resumed file jumps over what is already stored.
-    with Progress(
+    with _progress_bar() as bar:
+        task = bar.add_task("ingest", total=None, file="")
+
+        def progress(done: int, total: int, file: str) -> None:
+            bar.update(task, completed=done, total=total or 1, file=escape(Path(file).name) if file else "")
+
+        report = rag.ingest(
+            paths, prune=prune, progress=progress, workers=workers, metadata=metadata, clear_metadata=clear_meta
+        )
+    _print_report(report, rag.settings.kb.path, metadata)
+    stats = rag.knowledge_base().stats()
+    out.print(f"knowledge base: {stats['files']} files, {stats['chunks']} chunks")
+    if not any(report.count(s) for s in ("added", "updated", "unchanged", "removed")):
+        raise InputError(_nothing_ingested(report, paths))
+
+
+def _progress_bar() -> Progress:
+    """A bar of the bytes of input embedded and committed.
+
+    A 100 MB file moves steadily (it is committed in batches of kb.commit_chunks chunks), and
+    a resumed file jumps over what is already stored.
+    """
+    return Progress(
         TextColumn("[bold]ingesting"),
         BarColumn(),
         DownloadColumn(),
@@ -69,17 +89,12 @@ def ingest(
         console=err,
         transient=True,
         disable=not err.is_terminal,  # piped or captured stderr gets the one-line result only
-    ) as bar:
-        task = bar.add_task("ingest", total=None, file="")
+    )
 
-        def progress(done: int, total: int, file: str) -> None:
-            bar.update(task, completed=done, total=total or 1, file=escape(Path(file).name) if file else "")
 
-        report = rag.ingest(
-            paths, prune=prune, progress=progress, workers=workers, metadata=metadata, clear_metadata=clear_meta
-        )
-
-    table = Table(title=f"Ingested into {rag.settings.kb.path}")
+def _print_report(report: IngestReport, kb_path: Path, metadata: dict[str, str]) -> None:
+    """The counts per outcome, the files skipped and why, notes on resumed files, and warnings."""
+    table = Table(title=f"Ingested into {kb_path}")
     for col in ("added", "updated", "unchanged", "removed", "skipped", "chunks written"):
         table.add_column(col, justify="right")
     table.add_row(
@@ -103,10 +118,6 @@ def ingest(
         out.print(_metadata_line(report, metadata), soft_wrap=True)
     for w in report.warnings[:20]:
         err.print(f"[yellow]warning:[/] {escape(w)}")
-    stats = rag.knowledge_base().stats()
-    out.print(f"knowledge base: {stats['files']} files, {stats['chunks']} chunks")
-    if not any(report.count(s) for s in ("added", "updated", "unchanged", "removed")):
-        raise InputError(_nothing_ingested(report, paths))
 
 
 def _metadata_line(report: IngestReport, metadata: dict[str, str]) -> str:
