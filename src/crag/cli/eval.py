@@ -27,6 +27,7 @@ from crag.errors import InputError
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
+    from crag.eval.datasets import EvalItem
     from crag.eval.judge import JudgeMode, LLMJudge
 
 __all__ = ["eval_command"]
@@ -34,50 +35,62 @@ __all__ = ["eval_command"]
 RESUMABLE = "answers so far are saved; run the same command again to resume"
 
 
+# The options, named once here so the command's signature reads as a list of what it takes.
+DatasetOpt = Annotated[
+    Path, typer.Option("--dataset", help="JSONL: {question, answers: [...], id?, type?, lang?} per line.")
+]
+ModesOpt = Annotated[str, typer.Option(help="Comma-separated modes to run: rag, crag.")]
+JudgeOpt = Annotated[str, typer.Option(help="llm: blind LLM judge scores 1-5; none: gold metrics only.")]
+JudgeConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="TOML config whose \\[llm] is the judge (default: the engine's LLM); its \\[correction] "
+        "deadline and token budgets bound each judged question."
+    ),
+]
+JudgeModeOpt = Annotated[
+    str,
+    typer.Option(
+        help="auto: digit probabilities when the model offers them (embedded llama.cpp), else JSON; "
+        "logprob; json (one call per question, best with a strong hosted judge)."
+    ),
+]
+OutputOpt = Annotated[Path, typer.Option(help="Folder for results.jsonl and the report.")]
+LimitOpt = Annotated[
+    int | None, typer.Option(help="At most N questions, balanced over language, type and expected action.")
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed for sampling, judge order and bootstrap.")]
+SearchOpt = Annotated[str | None, typer.Option(help="External source: corpus, tavily, none.")]
+SearchCorpusOpt = Annotated[Path | None, typer.Option(help="Folder or .jsonl for --search corpus.")]
+SearchRecordOpt = Annotated[Path | None, typer.Option(help="Save every search response to this cassette.")]
+SearchReplayOpt = Annotated[Path | None, typer.Option(help="Answer searches from this cassette.")]
+EvaluatorOpt = Annotated[str | None, typer.Option(help="Evaluator: heuristic, trained, llm, ensemble.")]
+
+
 @friendly(interrupted=RESUMABLE)
 def eval_command(
-    dataset: Annotated[
-        Path, typer.Option("--dataset", help="JSONL: {question, answers: [...], id?, type?, lang?} per line.")
-    ],
-    modes: Annotated[str, typer.Option(help="Comma-separated modes to run: rag, crag.")] = "rag,crag",
-    judge: Annotated[str, typer.Option(help="llm: blind LLM judge scores 1-5; none: gold metrics only.")] = "none",
-    judge_config: Annotated[
-        Path | None,
-        typer.Option(
-            help="TOML config whose \\[llm] is the judge (default: the engine's LLM); its \\[correction] "
-            "deadline and token budgets bound each judged question."
-        ),
-    ] = None,
-    judge_mode: Annotated[
-        str,
-        typer.Option(
-            help="auto: digit probabilities when the model offers them (embedded llama.cpp), else JSON; "
-            "logprob; json (one call per question, best with a strong hosted judge)."
-        ),
-    ] = "auto",
-    output: Annotated[Path, typer.Option(help="Folder for results.jsonl and the report.")] = Path("eval-out"),
-    limit: Annotated[
-        int | None, typer.Option(help="At most N questions, balanced over language, type and expected action.")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for sampling, judge order and bootstrap.")] = 0,
+    dataset: DatasetOpt,
+    modes: ModesOpt = "rag,crag",
+    judge: JudgeOpt = "none",
+    judge_config: JudgeConfigOpt = None,
+    judge_mode: JudgeModeOpt = "auto",
+    output: OutputOpt = Path("eval-out"),
+    limit: LimitOpt = None,
+    seed: SeedOpt = 0,
     kb: KbOpt = None,
     config: ConfigOpt = None,
-    search: Annotated[str | None, typer.Option(help="External source: corpus, tavily, none.")] = None,
-    search_corpus: Annotated[Path | None, typer.Option(help="Folder or .jsonl for --search corpus.")] = None,
-    search_record: Annotated[Path | None, typer.Option(help="Save every search response to this cassette.")] = None,
-    search_replay: Annotated[Path | None, typer.Option(help="Answer searches from this cassette.")] = None,
-    evaluator: Annotated[str | None, typer.Option(help="Evaluator: heuristic, trained, llm, ensemble.")] = None,
+    search: SearchOpt = None,
+    search_corpus: SearchCorpusOpt = None,
+    search_record: SearchRecordOpt = None,
+    search_replay: SearchReplayOpt = None,
+    evaluator: EvaluatorOpt = None,
 ) -> None:
     """Compare RAG and CRAG on a dataset: gold-answer metrics, optional LLM judge, paired tests."""
-    from crag.eval.datasets import balanced_sample, load_dataset
     from crag.eval.judge import JudgeMode
     from crag.eval.report import write_report
     from crag.eval.runner import EvalOptions, run_eval
 
-    if judge not in ("llm", "none"):
-        raise InputError(f"unknown --judge {judge!r}; use llm or none")
-    if judge_mode not in ("auto", "json", "logprob"):
-        raise InputError(f"unknown --judge-mode {judge_mode!r}; use auto, json or logprob")
+    _check_judge(judge, judge_mode)
     options = EvalOptions(
         modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
         seed=seed,
@@ -86,9 +99,7 @@ def eval_command(
         search_record=search_record,
         search_replay=search_replay,
     )
-    everything = load_dataset(dataset)
-    keys = ["lang", "type"] + (["expected_action"] if any("expected_action" in i.extra for i in everything) else [])
-    items = balanced_sample(everything, limit, seed=seed, keys=keys)
+    everything, items = _questions(dataset, limit, seed)
 
     extra: dict[str, Any] = {"evaluator": {"backend": evaluator}} if evaluator else {}
     rag = engine(config, kb, **extra)
@@ -108,6 +119,24 @@ def eval_command(
             "run the same command again to retry them"
         )
         raise typer.Exit(1)
+
+
+def _check_judge(judge: str, judge_mode: str) -> None:
+    """Reject an unknown ``--judge`` or ``--judge-mode`` before anything loads."""
+    if judge not in ("llm", "none"):
+        raise InputError(f"unknown --judge {judge!r}; use llm or none")
+    if judge_mode not in ("auto", "json", "logprob"):
+        raise InputError(f"unknown --judge-mode {judge_mode!r}; use auto, json or logprob")
+
+
+def _questions(dataset: Path, limit: int | None, seed: int) -> tuple[list[EvalItem], list[EvalItem]]:
+    """The whole dataset, and the (at most ``limit``) questions to run, balanced over language,
+    type and, when the dataset names it, the expected action."""
+    from crag.eval.datasets import balanced_sample, load_dataset
+
+    everything = load_dataset(dataset)
+    keys = ["lang", "type"] + (["expected_action"] if any("expected_action" in i.extra for i in everything) else [])
+    return everything, balanced_sample(everything, limit, seed=seed, keys=keys)
 
 
 def _judge(rag: CRAG, judge_config: Path | None, mode: JudgeMode, seed: int) -> LLMJudge:
