@@ -27,7 +27,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -180,58 +180,68 @@ class OpenAIChatLLM:
             "stream_options": {"include_usage": True},  # ignored by servers that do not know it
         }
         self.warm_up()
-        assert self._client is not None
         url = f"{self.base_url}/chat/completions"
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(0.5 * (2 ** (attempt - 1)))
-            reply = _StreamReply(self.model)
-            try:
-                with httpx_sse.connect_sse(
-                    self._client, "POST", url, json=body, headers=self._headers(), timeout=self.timeout
-                ) as source:
-                    status = source.response.status_code
-                    if status in RETRY_STATUS:
-                        last = f"HTTP {status}"
-                        continue
-                    if status >= 400:
-                        source.response.read()
-                        raise self._status_error(status, source.response.text)
-                    if source.response.headers.get("content-type", "").startswith("application/json"):
-                        source.response.read()  # a server that does not stream answers in one piece
-                        try:
-                            whole = self._parse(source.response.json())
-                        except ValueError:
-                            raise LLMError(
-                                f"{BACKEND_ID}: {url} returned malformed JSON", backend_id=BACKEND_ID, step="stream"
-                            ) from None
-                        if whole.text:
-                            yield whole.text
-                        return whole
-                    for event in source.iter_sse():
-                        delta = reply.take(event.data, url)
-                        if delta:
-                            yield delta
-                        if reply.done:
-                            break
-            except (httpx.HTTPError, httpx_sse.SSEError) as exc:
-                if not reply.pieces:
-                    last = _transport_failure(exc, self.timeout)
-                    continue
-                raise LLMError(
-                    f"{BACKEND_ID}: the stream from {url} broke after {len(reply.pieces)} piece(s) "
-                    f"({_transport_failure(exc, self.timeout)}); the reply is incomplete",
-                    backend_id=BACKEND_ID,
-                    step="stream",
-                ) from None
-            return reply.completion(url)
+            outcome = yield from self._stream_once(body, url)
+            if isinstance(outcome, Completion):
+                return outcome
+            last = outcome
         raise LLMUnavailableError(
             f"{BACKEND_ID}: POST {url} failed after {self.retries + 1} attempt(s): {last}; check that the "
             f"server is running and reachable (llm.base_url = {self.base_url})",
             backend_id=BACKEND_ID,
             step="stream",
         )
+
+    def _stream_once(self, body: dict[str, Any], url: str) -> Generator[str, None, Completion | str]:
+        """One attempt at the stream: yield its deltas, return the :class:`Completion`, or return
+        why it may be retried (a failure before any text was handed on)."""
+        assert self._client is not None
+        reply = _StreamReply(self.model)
+        try:
+            with httpx_sse.connect_sse(
+                self._client, "POST", url, json=body, headers=self._headers(), timeout=self.timeout
+            ) as source:
+                status = source.response.status_code
+                if status in RETRY_STATUS:
+                    return f"HTTP {status}"
+                if status >= 400:
+                    source.response.read()
+                    raise self._status_error(status, source.response.text)
+                if source.response.headers.get("content-type", "").startswith("application/json"):
+                    return (yield from self._whole_reply(source.response, url))
+                for event in source.iter_sse():
+                    delta = reply.take(event.data, url)
+                    if delta:
+                        yield delta
+                    if reply.done:
+                        break
+        except (httpx.HTTPError, httpx_sse.SSEError) as exc:
+            if not reply.pieces:
+                return _transport_failure(exc, self.timeout)
+            raise LLMError(
+                f"{BACKEND_ID}: the stream from {url} broke after {len(reply.pieces)} piece(s) "
+                f"({_transport_failure(exc, self.timeout)}); the reply is incomplete",
+                backend_id=BACKEND_ID,
+                step="stream",
+            ) from None
+        return reply.completion(url)
+
+    def _whole_reply(self, response: httpx.Response, url: str) -> TokenStream:
+        """A server that does not stream answers in one piece: its text as one delta."""
+        response.read()
+        try:
+            whole = self._parse(response.json())
+        except ValueError:
+            raise LLMError(
+                f"{BACKEND_ID}: {url} returned malformed JSON", backend_id=BACKEND_ID, step="stream"
+            ) from None
+        if whole.text:
+            yield whole.text
+        return whole
 
     # -- internals ---------------------------------------------------------------------------
 
