@@ -167,42 +167,61 @@ def fetch_page(
     current = url
     for _hop in range(MAX_REDIRECTS + 1):
         target = check_url(current, allow_private=allow_private, resolve=resolve)
-        remaining = _remaining(deadline, url, timeout)
-        request = client.build_request(
-            "GET",
-            target,
-            headers={
-                "User-Agent": USER_AGENT,
-                "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9",
-                # Only what _decompress can undo while keeping the byte cap.
-                "Accept-Encoding": "gzip, deflate",
-            },
-            timeout=httpx.Timeout(remaining),
-        )
+        response = _send(client, target, _remaining(deadline, url, timeout), url=url, timeout=timeout)
         try:
-            response = client.send(request, stream=True, follow_redirects=False)
-        except httpx.TimeoutException:
-            raise _error(f"fetch: {_short(url)} timed out after {timeout:g}s") from None
-        except httpx.HTTPError as exc:
-            raise _error(f"fetch: cannot fetch {_short(url)} ({type(exc).__name__})") from None
-        try:
-            if response.is_redirect:
-                location = response.headers.get("location", "")
-                if not location:
-                    raise _error(f"fetch: {_short(current)} redirected without a Location")
-                current = str(target.join(location))
+            redirect = _redirect_target(response, target, current)
+            if redirect is not None:
+                current = redirect
                 continue
-            if response.status_code >= 400:
-                raise _error(f"fetch: HTTP {response.status_code} from {_short(current)}")
-            ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype and ctype not in TEXT_TYPES:
-                raise _error(f"fetch: {_short(current)} is {ctype}, not a web page; skipped")
+            ctype = _page_type(response, current)
             body = _read_capped(response, max_bytes, deadline, url, timeout)
         finally:
             response.close()
         text = decode(body, response.headers.get("content-type", ""))
         return text.strip() if ctype == "text/plain" else extract_text(text, url=current)
     raise _error(f"fetch: {_short(url)} redirected more than {MAX_REDIRECTS} times")
+
+
+def _send(client: httpx.Client, target: httpx.URL, left: float, *, url: str, timeout: float) -> httpx.Response:
+    """GET ``target`` within ``left`` seconds, redirects not followed (each hop is checked);
+    a transport failure is a ``SearchError`` naming the page asked for."""
+    request = client.build_request(
+        "GET",
+        target,
+        headers={
+            "User-Agent": USER_AGENT,
+            "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9",
+            # Only what _decompress can undo while keeping the byte cap.
+            "Accept-Encoding": "gzip, deflate",
+        },
+        timeout=httpx.Timeout(left),
+    )
+    try:
+        return client.send(request, stream=True, follow_redirects=False)
+    except httpx.TimeoutException:
+        raise _error(f"fetch: {_short(url)} timed out after {timeout:g}s") from None
+    except httpx.HTTPError as exc:
+        raise _error(f"fetch: cannot fetch {_short(url)} ({type(exc).__name__})") from None
+
+
+def _redirect_target(response: httpx.Response, target: httpx.URL, current: str) -> str | None:
+    """Where a redirect points (resolved against ``target``), or None when it is not one."""
+    if not response.is_redirect:
+        return None
+    location = response.headers.get("location", "")
+    if not location:
+        raise _error(f"fetch: {_short(current)} redirected without a Location")
+    return str(target.join(location))
+
+
+def _page_type(response: httpx.Response, current: str) -> str:
+    """The response's content type, once it is known to be a page of text (not an error)."""
+    if response.status_code >= 400:
+        raise _error(f"fetch: HTTP {response.status_code} from {_short(current)}")
+    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype and ctype not in TEXT_TYPES:
+        raise _error(f"fetch: {_short(current)} is {ctype}, not a web page; skipped")
+    return ctype
 
 
 def _remaining(deadline: float, url: str, timeout: float) -> float:
@@ -361,10 +380,9 @@ def enrich(
         return Enriched(out, degradations)
     end = time.monotonic() + deadline
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo))), thread_name_prefix="crag-fetch")
-    futures: dict[Future[str], int] = {}
     try:
-        for i in todo:
-            fut = pool.submit(
+        futures = {
+            pool.submit(
                 fetch_page,
                 out[i].url,
                 client=client,
@@ -372,28 +390,10 @@ def enrich(
                 timeout=deadline,
                 allow_private=allow_private,
                 resolve=resolve,
-            )
-            futures[fut] = i
-        pending = set(futures)
-        while pending:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
-            for fut in done:
-                i = futures[fut]
-                try:
-                    text = fut.result()
-                except SearchError as exc:
-                    degradations.append(f"{exc}; kept the search snippet")
-                    continue
-                except Exception as exc:  # a parser bug must not sink the answer
-                    degradations.append(
-                        f"fetch: {_short(out[i].url)} failed ({type(exc).__name__}); kept the search snippet"
-                    )
-                    continue
-                if len(text) > len(out[i].content):
-                    out[i] = replace(out[i], content=clip(text, max_chars))
+            ): i
+            for i in todo
+        }
+        pending = _gather(futures, out, end, max_chars, degradations)
         for fut in pending:
             fut.cancel()
             degradations.append(
@@ -403,6 +403,36 @@ def enrich(
         # Do not wait for stragglers: each is bounded by its own timeout and its result is dropped.
         pool.shutdown(wait=False, cancel_futures=True)
     return Enriched(out, degradations)
+
+
+def _gather(
+    futures: dict[Future[str], int], out: list[WebResult], end: float, max_chars: int, degradations: list[str]
+) -> set[Future[str]]:
+    """Use each page as it arrives until ``end``; return the fetches still running then."""
+    pending = set(futures)
+    while pending:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+        for fut in done:
+            _use_page(fut, futures[fut], out, max_chars, degradations)
+    return pending
+
+
+def _use_page(fut: Future[str], i: int, out: list[WebResult], max_chars: int, degradations: list[str]) -> None:
+    """Put a fetched page's text in place of result ``i``'s snippet when it says more;
+    a failed fetch keeps the snippet and is said in ``degradations``."""
+    try:
+        text = fut.result()
+    except SearchError as exc:
+        degradations.append(f"{exc}; kept the search snippet")
+        return
+    except Exception as exc:  # a parser bug must not sink the answer
+        degradations.append(f"fetch: {_short(out[i].url)} failed ({type(exc).__name__}); kept the search snippet")
+        return
+    if len(text) > len(out[i].content):
+        out[i] = replace(out[i], content=clip(text, max_chars))
 
 
 def _short(url: str) -> str:
