@@ -218,7 +218,7 @@ def _page_type(response: httpx.Response, current: str) -> str:
     """The response's content type, once it is known to be a page of text (not an error)."""
     if response.status_code >= 400:
         raise _error(f"fetch: HTTP {response.status_code} from {_short(current)}")
-    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    ctype: str = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype and ctype not in TEXT_TYPES:
         raise _error(f"fetch: {_short(current)} is {ctype}, not a web page; skipped")
     return ctype
