@@ -81,9 +81,22 @@ def create_app(
     origins = check_origins(cors_origins)
     auth = Authenticator(keys)  # checks every key fits a Bearer header, and registers it for redaction
     install_log_redaction()
-    # FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
-    # (crag.server.docs), as the service must work offline. Every JSON body leaves through
-    # RedactedJSONResponse (crag.redact, the one redaction point).
+    metrics = Metrics()
+    app = _new_app(collections, metrics)
+    limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
+    _add_middleware(app, Publisher(collections, collections.default), auth, limiter, max_body_bytes, origins)
+    _install_error_handlers(app, metrics)
+    _install_routes(app, collections, metrics)
+    return app
+
+
+def _new_app(collections: Collections, metrics: Metrics) -> FastAPI:
+    """The bare app, holding the collections and the metrics its routes share.
+
+    FastAPI's own /docs loads Swagger UI from a CDN; ours serves it from a package
+    (crag.server.docs), as the service must work offline. Every JSON body leaves through
+    RedactedJSONResponse (crag.redact, the one redaction point).
+    """
     app = FastAPI(
         title="crag",
         version=__version__,
@@ -91,13 +104,13 @@ def create_app(
         redoc_url=None,
         default_response_class=RedactedJSONResponse,
     )
-    metrics = Metrics()
     app.state.collections = collections
     app.state.metrics = metrics
+    return app
 
-    limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute else None
-    _add_middleware(app, Publisher(collections, collections.default), auth, limiter, max_body_bytes, origins)
-    _install_error_handlers(app, metrics)
+
+def _install_routes(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
+    """Every route, each module installing its own: the UI and docs, then the API."""
     ui.install(app)
     docs.install(app)
     feedback.install(app, collections)
@@ -110,6 +123,16 @@ def create_app(
             ("/v1/ingest", "post"): IngestRequest,
         },
     )
+    _install_probes(app, collections, metrics)
+    answers.install(app, collections, metrics)
+    replicas.install(app, collections)  # /readyz: the shared state database and Milvus answer
+    uploads.install(app, collections)
+    documents.install(app, collections)
+    traces.install(app, collections, metrics)
+
+
+def _install_probes(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
+    """``/healthz`` (is every knowledge base there) and ``/metrics`` (Prometheus)."""
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -119,14 +142,6 @@ def create_app(
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-    answers.install(app, collections, metrics)
-    replicas.install(app, collections)  # /readyz: the shared state database and Milvus answer
-    uploads.install(app, collections)
-    documents.install(app, collections)
-    traces.install(app, collections, metrics)
-
-    return app
 
 
 def _add_middleware(
