@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from crag.engine import CRAG
 from crag.errors import ApiError, CragError
 from crag.server.answers import answer_question
-from crag.server.collections import Collections, Run, collection_for
+from crag.server.collections import Collection, Collections, Run, collection_for
 from crag.server.metrics import Metrics
 from crag.trace.store import STATUSES
 
@@ -47,8 +47,7 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
             status=status,
         )
         if latency:
-            lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
-            rows = [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi][:limit]
+            rows = _within_latency(rows, min_latency_ms, max_latency_ms)[:limit]
         return {"traces": rows}
 
     @app.get("/v1/traces/{trace_id}")
@@ -64,21 +63,34 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     ) -> dict[str, Any]:
         col = collection_for(request, collections, collection)
         original: dict[str, Any] = await run_in_threadpool(col.engine.traces.get, trace_id)
-        request_info = original.get("request")
-        if not isinstance(request_info, dict):
-            request_info = {}
-        question = original.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
-        mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
-        search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
-        filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
-        run = Run(col, str(mode), search, filters)
+        run, question = _replay_request(col, original, trace_id)
         answer = await answer_question(
             run, metrics, question, receive=request.receive, replay_of=str(original.get("id"))
         )
         replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
         return {"original": _shown(original), "replay": _shown(replayed), "answer": answer.to_dict()}
+
+
+def _within_latency(
+    rows: list[dict[str, Any]], min_latency_ms: float | None, max_latency_ms: float | None
+) -> list[dict[str, Any]]:
+    """The traces whose latency is known and within the bounds (either may be open)."""
+    lo, hi = min_latency_ms or 0.0, max_latency_ms if max_latency_ms is not None else float("inf")
+    return [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi]
+
+
+def _replay_request(col: Collection, original: dict[str, Any], trace_id: str) -> tuple[Run, str]:
+    """The request a trace recorded, to ask again: its mode, search and filters, and its question."""
+    request_info = original.get("request")
+    if not isinstance(request_info, dict):
+        request_info = {}
+    question = original.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
+    mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
+    search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
+    filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
+    return Run(col, str(mode), search, filters), question
 
 
 def _shown(trace: dict[str, Any] | None) -> dict[str, Any] | None:
