@@ -160,7 +160,6 @@ def _turns(messages: Any) -> list[dict[str, str]]:
 @functools.cache
 def _runnable_class() -> type:
     runnables = require("langchain_core.runnables", EXTRA)
-    messages = require("langchain_core.messages", EXTRA)
 
     class CragRunnable(runnables.Runnable):  # type: ignore[misc, name-defined]  # base class from an optional package
         """Question → ``AIMessage``; ``stream`` yields ``AIMessageChunk``s that sum to it.
@@ -188,42 +187,56 @@ def _runnable_class() -> type:
             yield from self._transform_stream_with_config(iter([input]), self._chunks, config)
 
         def _chunks(self, inputs: Iterator[Any]) -> Iterator[AIMessageChunk]:
-            question, extra = _request(_last(inputs))
-            with self.engine.ask_stream(question, **self.options, **extra) as events:
-                text = AnswerText()
-                for event in events:
-                    yield from self._take(text, event, events.trace_id)
+            yield from _stream_chunks(self.engine, self.options, _last(inputs))
 
         async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
             async for chunk in self._atransform_stream_with_config(_once(input), self._achunks, config):
                 yield chunk
 
-        async def _achunks(self, inputs: AsyncIterator[Any]) -> AsyncIterator[AIMessageChunk]:
-            question, extra = _request([i async for i in inputs][-1])
-            events = await asyncio.to_thread(
-                functools.partial(self.engine.ask_stream, question, **self.options, **extra)
-            )
-            text = AnswerText()
-            try:
-                while True:
-                    kind, event = await asyncio.to_thread(_next_event, events)
-                    if kind == "end":
-                        return
-                    if event is not None:
-                        for chunk in self._take(text, event, events.trace_id):
-                            yield chunk
-            finally:
-                events.close()  # the caller stopped early: stop the model
-
-        @staticmethod
-        def _take(text: AnswerText, event: StepEvent[Any], trace_id: str) -> Iterator[AIMessageChunk]:
-            """The chunks for one event: its verified text, and the metadata with the answer."""
-            if piece := render(event, text).text:
-                yield messages.AIMessageChunk(content=piece, id=trace_id)
-            if isinstance(event, AnswerEvent):
-                yield messages.AIMessageChunk(content="", id=trace_id, **_metadata(event.value))
+        def _achunks(self, inputs: AsyncIterator[Any]) -> AsyncIterator[AIMessageChunk]:
+            # Returned, not iterated here: closing the stream then closes the generator that
+            # holds the engine's events, at once.
+            return _astream_chunks(self.engine, self.options, inputs)
 
     return CragRunnable
+
+
+def _stream_chunks(engine: CRAG, options: dict[str, Any], input: Any) -> Iterator[AIMessageChunk]:
+    """The answer to ``input`` as it streams, as message chunks."""
+    question, extra = _request(input)
+    with engine.ask_stream(question, **options, **extra) as events:
+        text = AnswerText()
+        for event in events:
+            yield from _event_chunks(text, event, events.trace_id)
+
+
+async def _astream_chunks(
+    engine: CRAG, options: dict[str, Any], inputs: AsyncIterator[Any]
+) -> AsyncIterator[AIMessageChunk]:
+    """:func:`_stream_chunks` for an event loop (the last input is the question): the engine's
+    stream is read on a worker thread."""
+    question, extra = _request([i async for i in inputs][-1])
+    events = await asyncio.to_thread(functools.partial(engine.ask_stream, question, **options, **extra))
+    text = AnswerText()
+    try:
+        while True:
+            kind, event = await asyncio.to_thread(_next_event, events)
+            if kind == "end":
+                return
+            if event is not None:
+                for chunk in _event_chunks(text, event, events.trace_id):
+                    yield chunk
+    finally:
+        events.close()  # the caller stopped early: stop the model
+
+
+def _event_chunks(text: AnswerText, event: StepEvent[Any], trace_id: str) -> Iterator[AIMessageChunk]:
+    """The chunks for one event: its verified text, and the metadata with the answer."""
+    messages = require("langchain_core.messages", EXTRA)
+    if piece := render(event, text).text:
+        yield messages.AIMessageChunk(content=piece, id=trace_id)
+    if isinstance(event, AnswerEvent):
+        yield messages.AIMessageChunk(content="", id=trace_id, **_metadata(event.value))
 
 
 @functools.cache
