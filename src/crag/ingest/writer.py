@@ -159,48 +159,87 @@ def plan_files(
     given = dict(meta) if meta is not None else None
     for f in files:
         key = str(Path(f).resolve())
-        try:
-            info = scan(Path(f))
-        except CragError as exc:  # no longer a regular file (swapped for a FIFO since it was listed)
-            report.files.append(FileResult(key, "skipped", reason=str(exc)))
+        info = _scan_or_skip(Path(f), key, report)
+        if info is None:
             continue
-        except OSError as exc:
-            report.files.append(FileResult(key, "skipped", reason=f"cannot read {printable_path(f)}: {exc.strerror}"))
-            continue
-        previous = manifest.file_sha(key)
-        named = (names or {}).get(key)
-        doc = manifest.document(key) if previous is not None else None
-        stored = manifest.stored_metadata(key) if previous is not None else {}
-        # An upload under a new file name (report.md sent again as report.pdf) is the next
-        # version of the document that holds its id: it keeps that document's metadata.
-        replaced = manifest.document_by_id(named.id) if named and doc is None else None
-        if replaced is not None and replaced.file != key:
-            doc, stored = replaced, dict(replaced.metadata)
-        effective = {} if clear else given if given is not None else stored
+        prior = _prior(manifest, key, (names or {}).get(key))
+        effective = {} if clear else given if given is not None else prior.stored
         content = info.sha256
         if effective:
             tagged = hashlib.sha256(f"{content}\0{fingerprint(effective)}".encode()).hexdigest()
             info = dataclasses.replace(info, sha256=tagged)
-        doc_id = doc.id if doc is not None else path_id(key)
-        if previous == info.sha256:
+        doc_id = prior.doc.id if prior.doc is not None else path_id(key)
+        if prior.sha == info.sha256:
             report.files.append(FileResult(key, "unchanged", len(manifest.chunk_ids(key)), document=doc_id))
             continue
-        record = DocumentRecord(
-            id=named.id if named else doc_id,
-            file=key,
-            name=named.name if named else doc.name if doc is not None else display(Path(f)),
-            metadata=dict(effective),
-            content=content,
-            version=doc.version + 1 if doc is not None else 1,
-        )
-        changed = doc is not None and effective != stored
-        same_file = doc is not None and doc.file == key and doc.content == content
-        reuse = stored if changed and same_file else None
-        job = FileJob(key, Path(f), info, previous, base, meta=effective, document=record, reuse=reuse)
-        job.metadata_changed, job.replaces = changed, replaced is not None
-        jobs.append(job)
+        jobs.append(_job(Path(f), key, info, prior, effective, content, base=base, display=display))
         base += info.size
     return jobs
+
+
+@dataclass
+class _Prior:
+    """What the manifest holds for a file about to be ingested, and the name it is given."""
+
+    sha: str | None  # the manifest's sha of the file (None when new)
+    doc: DocumentRecord | None  # the document this file is the next version of
+    stored: dict[str, str]  # that document's metadata
+    replaced: bool  # the document was held by another file
+    named: DocName | None
+
+
+def _scan_or_skip(path: Path, key: str, report: IngestReport) -> FileScan | None:
+    """The file's size and hash (streamed), or None with the file reported skipped."""
+    try:
+        return scan(path)
+    except CragError as exc:  # no longer a regular file (swapped for a FIFO since it was listed)
+        report.files.append(FileResult(key, "skipped", reason=str(exc)))
+    except OSError as exc:
+        report.files.append(FileResult(key, "skipped", reason=f"cannot read {printable_path(path)}: {exc.strerror}"))
+    return None
+
+
+def _prior(manifest: Manifest, key: str, named: DocName | None) -> _Prior:
+    """The file's version in the manifest and the document it continues."""
+    previous = manifest.file_sha(key)
+    doc = manifest.document(key) if previous is not None else None
+    stored = manifest.stored_metadata(key) if previous is not None else {}
+    # An upload under a new file name (report.md sent again as report.pdf) is the next
+    # version of the document that holds its id: it keeps that document's metadata.
+    replaced = manifest.document_by_id(named.id) if named and doc is None else None
+    if replaced is not None and replaced.file != key:
+        doc, stored = replaced, dict(replaced.metadata)
+    return _Prior(previous, doc, stored, replaced is not None, named)
+
+
+def _job(
+    path: Path,
+    key: str,
+    info: FileScan,
+    prior: _Prior,
+    effective: dict[str, str],
+    content: str,
+    *,
+    base: int,
+    display: Callable[[Path], str],
+) -> FileJob:
+    """The job that writes the file's new version: its documents row, and whether only its
+    metadata changed (then the stored vectors are reused)."""
+    doc, named = prior.doc, prior.named
+    record = DocumentRecord(
+        id=named.id if named else doc.id if doc is not None else path_id(key),
+        file=key,
+        name=named.name if named else doc.name if doc is not None else display(path),
+        metadata=dict(effective),
+        content=content,
+        version=doc.version + 1 if doc is not None else 1,
+    )
+    changed = doc is not None and effective != prior.stored
+    same_file = doc is not None and doc.file == key and doc.content == content
+    reuse = prior.stored if changed and same_file else None
+    job = FileJob(key, path, info, prior.sha, base, meta=effective, document=record, reuse=reuse)
+    job.metadata_changed, job.replaces = changed, prior.replaced
+    return job
 
 
 def _segments(
@@ -272,53 +311,80 @@ def write_files(
     limits: InputLimits = DEFAULT_LIMITS,
 ) -> None:
     """Embed and commit ``jobs`` segment by segment (see the module docstring)."""
-    total = sum(j.info.size for j in jobs)
-    reached = 0
-
-    def advance(offset: int, key: str) -> None:
-        nonlocal reached
-        if progress and offset > reached:  # never backwards: a window's files commit after it embeds
-            reached = offset
-            progress(offset, total, key)
-
+    advance = _Advance(progress, sum(j.info.size for j in jobs))
     if progress:
-        progress(0, total, "")
+        progress(0, advance.total, "")
     segments = _segments(jobs, size=size, overlap=overlap, batch=commit_chunks, report=report, limits=limits)
     for group in _windows(segments, PARALLEL_WINDOW if pool else 0):
-        # Chunks committed before (an interrupted run, an unchanged passage) keep their vectors.
-        known = manifest.known([c.id for s in group for _, c, _ in s.items])
-        new: dict[str, tuple[Chunk, int, str]] = {}
-        jobs_of: dict[str, FileJob] = {}
-        for s in group:
-            for _, c, offset in s.items:
-                if c.id not in known:
-                    new.setdefault(c.id, (c, offset, s.job.key))
-                    jobs_of.setdefault(c.id, s.job)
-        # Only the metadata changed: the same text's vector is stored under its old id.
-        reused = _reused([(c, jobs_of[c.id]) for c, _, _ in new.values()], vectors)
-        if reused:
-            part = [c for c, _, _ in new.values() if c.id in reused]
-            _upsert(vectors, part, np.stack([reused[c.id] for c in part]), text_in_store)
-        todo = [t for t in new.values() if t[0].id not in reused]
+        todo = _to_embed(group, manifest, vectors, text_in_store)
 
         def report_progress(done: int, _total: int, todo: list[tuple[Chunk, int, str]] = todo) -> None:
             if done:
                 advance(todo[done - 1][1], todo[done - 1][2])
 
-        if pool is not None:
-            vecs = pool.embed([c.text for c, _, _ in todo], report_progress)
-            for i in range(0, len(todo), EMBED_BATCH):
-                part = [c for c, _, _ in todo[i : i + EMBED_BATCH]]
-                _upsert(vectors, part, vecs[i : i + EMBED_BATCH], text_in_store)
-        else:
-            for i in range(0, len(todo), EMBED_BATCH):
-                part = [c for c, _, _ in todo[i : i + EMBED_BATCH]]
-                vec = embedder.embed([c.text for c in part], kind="passage")
-                _upsert(vectors, part, vec, text_in_store)
-                report_progress(i + len(part), len(todo))
+        _embed_and_store(todo, pool, embedder, vectors, text_in_store, report_progress)
         for s in group:
             _commit(s, manifest, vectors, report)
             advance(s.items[-1][2], s.job.key)
+
+
+@dataclass
+class _Advance:
+    """The run's progress in bytes, reported to ``progress``."""
+
+    progress: Progress | None
+    total: int
+    reached: int = 0
+
+    def __call__(self, offset: int, key: str) -> None:
+        if self.progress and offset > self.reached:  # never backwards: a window's files commit after it embeds
+            self.reached = offset
+            self.progress(offset, self.total, key)
+
+
+def _to_embed(
+    group: list[Segment], manifest: Manifest, vectors: VectorStore, text_in_store: bool
+) -> list[tuple[Chunk, int, str]]:
+    """The window's chunks that need an embedding: ``(chunk, run byte offset, file key)`` each.
+
+    Chunks committed before (an interrupted run, an unchanged passage) keep their vectors, and
+    a chunk whose only change is its metadata gets its old vector stored under its new id here.
+    """
+    known = manifest.known([c.id for s in group for _, c, _ in s.items])
+    new: dict[str, tuple[Chunk, int, str]] = {}
+    jobs_of: dict[str, FileJob] = {}
+    for s in group:
+        for _, c, offset in s.items:
+            if c.id not in known:
+                new.setdefault(c.id, (c, offset, s.job.key))
+                jobs_of.setdefault(c.id, s.job)
+    reused = _reused([(c, jobs_of[c.id]) for c, _, _ in new.values()], vectors)
+    if reused:
+        part = [c for c, _, _ in new.values() if c.id in reused]
+        _upsert(vectors, part, np.stack([reused[c.id] for c in part]), text_in_store)
+    return [t for t in new.values() if t[0].id not in reused]
+
+
+def _embed_and_store(
+    todo: list[tuple[Chunk, int, str]],
+    pool: EmbedPool | None,
+    embedder: Embedder,
+    vectors: VectorStore,
+    text_in_store: bool,
+    report_progress: Callable[[int, int], None],
+) -> None:
+    """Embed ``todo`` (on the pool's processes when there is one) and store the vectors in batches."""
+    if pool is not None:
+        vecs = pool.embed([c.text for c, _, _ in todo], report_progress)
+        for i in range(0, len(todo), EMBED_BATCH):
+            part = [c for c, _, _ in todo[i : i + EMBED_BATCH]]
+            _upsert(vectors, part, vecs[i : i + EMBED_BATCH], text_in_store)
+    else:
+        for i in range(0, len(todo), EMBED_BATCH):
+            part = [c for c, _, _ in todo[i : i + EMBED_BATCH]]
+            vec = embedder.embed([c.text for c in part], kind="passage")
+            _upsert(vectors, part, vec, text_in_store)
+            report_progress(i + len(part), len(todo))
 
 
 def _reused(chunks: Sequence[tuple[Chunk, FileJob]], vectors: VectorStore) -> dict[str, np.ndarray]:
