@@ -22,6 +22,7 @@ import json
 import re
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from crag.deadline import Deadline
@@ -270,26 +271,11 @@ def search_parallel(
     if not queries:
         return Found([], [])
     limit = Deadline(timeout) if timeout is not None else Deadline(None)
-    slots: list[list[WebResult] | None] = [None] * len(queries)
-    failures: list[str | None] = [None] * len(queries)
-    gate = threading.Semaphore(MAX_WORKERS)
+    runs = _Searches(search, k, [None] * len(queries), [None] * len(queries))
+    threads = [runs.start(i, q) for i, q in enumerate(queries)]
     # A query given up on is reported once, as timed out; whatever its thread does later
     # (fail on its own HTTP timeout, or finish) is ignored, as the answer is built by then.
     abandoned: set[int] = set()
-
-    def one(i: int, q: str) -> None:
-        with gate:
-            try:
-                slots[i] = search.search(q, k=k)
-            except CragError as exc:
-                failures[i] = f"search for {q!r} failed: {exc}"
-                slots[i] = []
-
-    threads = []
-    for i, q in enumerate(queries):
-        t = threading.Thread(target=one, args=(i, q), name=f"crag-search-{i}", daemon=True)
-        t.start()
-        threads.append(t)
     degradations: list[str] = []
     for i, t in enumerate(threads):
         wait = min(limit.remaining(), deadline.remaining() if deadline else float("inf"))
@@ -297,19 +283,48 @@ def search_parallel(
         if t.is_alive():
             abandoned.add(i)
             degradations.append(f"search for {queries[i]!r} timed out after {_elapsed(limit, deadline):g}s; skipped")
-        elif (failure := failures[i]) is not None:
+        elif (failure := runs.failures[i]) is not None:
             degradations.append(failure)
+    kept = [(q, runs.slots[i] or []) for i, q in enumerate(queries) if i not in abandoned]
+    return Found(_distinct(kept), degradations)
+
+
+@dataclass
+class _Searches:
+    """The queries' threads write here: each query's results, or why it failed."""
+
+    search: WebSearch
+    k: int
+    slots: list[list[WebResult] | None]
+    failures: list[str | None]
+    gate: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(MAX_WORKERS))
+
+    def start(self, i: int, q: str) -> threading.Thread:
+        """Run query ``i`` on its own daemon thread (at most ``MAX_WORKERS`` at a time)."""
+        t = threading.Thread(target=self._one, args=(i, q), name=f"crag-search-{i}", daemon=True)
+        t.start()
+        return t
+
+    def _one(self, i: int, q: str) -> None:
+        with self.gate:
+            try:
+                self.slots[i] = self.search.search(q, k=self.k)
+            except CragError as exc:
+                self.failures[i] = f"search for {q!r} failed: {exc}"
+                self.slots[i] = []
+
+
+def _distinct(found: list[tuple[str, list[WebResult]]]) -> list[tuple[str, WebResult]]:
+    """``(query, result)`` pairs in query order, each page (URL and opening) once."""
     seen: set[str] = set()
     out: list[tuple[str, WebResult]] = []
-    for i, q in enumerate(queries):
-        if i in abandoned:
-            continue
-        for r in slots[i] or []:
+    for q, results in found:
+        for r in results:
             key = r.url + "\x00" + r.content[:200]
             if key not in seen:
                 seen.add(key)
                 out.append((q, r))
-    return Found(out, degradations)
+    return out
 
 
 def _elapsed(limit: Deadline, deadline: Deadline | None) -> float:
