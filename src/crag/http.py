@@ -41,42 +41,48 @@ def request_json(
             time.sleep(backoff * (2 ** (attempt - 1)))
         try:
             resp = client.request(method, url, timeout=timeout, **kwargs)
-        except httpx.TimeoutException:
-            last = f"timed out after {timeout:g}s"
-            continue
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            last = f"connection dropped mid-response ({type(exc).__name__})"
-            continue
         except httpx.HTTPError as exc:
-            last = f"cannot connect ({type(exc).__name__})"
+            last = _transport_failure(exc, timeout)
             continue
         if resp.status_code in RETRY_STATUS:
             last = f"HTTP {resp.status_code}"
             continue
-        if resp.status_code in (401, 403):
-            raise error(
-                f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: check the API key",
-                backend_id=backend_id,
-                step=step,
-            )
-        if resp.status_code >= 400:
-            raise error(
-                f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: {clip(resp.text, 200)!r}",
-                backend_id=backend_id,
-                step=step,
-            )
-        try:
-            return resp.json()
-        except ValueError:
-            raise error(
-                f"{backend_id}: {_host(url)} returned malformed JSON", backend_id=backend_id, step=step
-            ) from None
+        return _json_body(resp, url, error=error, backend_id=backend_id, step=step)
     raise error(
         f"{backend_id}: {method} {_host(url)} failed after {retries + 1} attempt(s): {last}; "
         "check that the server is running and reachable",
         backend_id=backend_id,
         step=step,
     )
+
+
+def _transport_failure(exc: httpx.HTTPError, timeout: float) -> str:
+    """How a request that got no response failed (every such failure is retried)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {timeout:g}s"
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return f"connection dropped mid-response ({type(exc).__name__})"
+    return f"cannot connect ({type(exc).__name__})"
+
+
+def _json_body(resp: httpx.Response, url: str, *, error: type[BackendError], backend_id: str, step: str) -> Any:
+    """The decoded JSON of a final (not retried) response, or ``error`` saying why there is none."""
+    if resp.status_code in (401, 403):
+        raise error(
+            f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: check the API key",
+            backend_id=backend_id,
+            step=step,
+        )
+    if resp.status_code >= 400:
+        raise error(
+            f"{backend_id}: HTTP {resp.status_code} from {_host(url)}: {clip(resp.text, 200)!r}",
+            backend_id=backend_id,
+            step=step,
+        )
+    try:
+        return resp.json()
+    except ValueError:
+        raise error(f"{backend_id}: {_host(url)} returned malformed JSON", backend_id=backend_id, step=step) from None
 
 
 def is_local_url(url: str) -> bool:
