@@ -86,24 +86,17 @@ def greedy_lookup(
     import llama_cpp
 
     prompt = list(prompt)
-    vocab = llama._model.vocab
-    n_vocab = llama.n_vocab()
-    ctx = llama._ctx
+    decoder = _Decoder(llama, llama_cpp)
     # Reuse the KV cache for the prefix shared with the previous call, as Llama.generate does.
     common = min(common_prefix(llama, prompt), len(prompt) - 1)
     llama.n_tokens = common
     with COMPUTE:
         llama.eval(prompt[common:])  # logits of the last prompt position only
     history = list(prompt)
-
-    def argmax(i: int) -> int:
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, i), shape=(n_vocab,))
-        return int(np.argmax(logits))
-
-    token = argmax(-1)
+    token = decoder.argmax(-1)
     written = 0
     while True:
-        if llama_cpp.llama_vocab_is_eog(vocab, token):
+        if decoder.is_end(token):
             return
         yield token
         written += 1
@@ -112,25 +105,53 @@ def greedy_lookup(
             return
         room = min(draft_tokens, max_tokens - written, llama.n_ctx() - llama.n_tokens - 2)
         draft = lookup_draft(history, len(prompt), room) if room > 0 else []
-        batch = [token, *draft]
-        n_past = int(llama.n_tokens)
-        with COMPUTE:
-            llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
-            ctx.decode(llama._batch)
-            llama.input_ids[n_past : n_past + len(batch)] = batch
-            predicted = [argmax(i) for i in range(len(batch))]  # the greedy token after each position
+        n_past, predicted = decoder.decode([token, *draft])
         accepted = 0
         for guess, choice in zip(draft, predicted, strict=False):
-            if guess != choice or llama_cpp.llama_vocab_is_eog(vocab, guess):
+            if guess != choice or decoder.is_end(guess):
                 break
             yield guess
             written += 1
             accepted += 1
             history.append(guess)
             if written >= max_tokens:
-                llama.n_tokens = n_past + 1 + accepted
-                ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)
+                decoder.keep(n_past + 1 + accepted)
                 return
-        llama.n_tokens = n_past + 1 + accepted
-        ctx.kv_cache_seq_rm(-1, llama.n_tokens, -1)  # the rejected guesses leave the cache
+        decoder.keep(n_past + 1 + accepted)  # the rejected guesses leave the cache
         token = predicted[accepted]
+
+
+class _Decoder:
+    """The llama.cpp calls of a lookup decode: greedy picks, a batch decoded at once, the cache trimmed."""
+
+    def __init__(self, llama: Any, lib: Any) -> None:
+        self.llama, self.lib = llama, lib  # lib: the llama_cpp module
+        self.ctx = llama._ctx
+        self.vocab = llama._model.vocab
+        self.n_vocab = llama.n_vocab()
+
+    def argmax(self, i: int) -> int:
+        """The greedy token after batch position ``i`` (-1: the last)."""
+        logits = np.ctypeslib.as_array(self.lib.llama_get_logits_ith(self.ctx.ctx, i), shape=(self.n_vocab,))
+        return int(np.argmax(logits))
+
+    def is_end(self, token: int) -> bool:
+        """Whether ``token`` ends the generation."""
+        return bool(self.lib.llama_vocab_is_eog(self.vocab, token))
+
+    def decode(self, batch: list[int]) -> tuple[int, list[int]]:
+        """Decode ``batch`` after the cached tokens; return where it started and the greedy
+        token after each of its positions."""
+        llama = self.llama
+        n_past = int(llama.n_tokens)
+        with COMPUTE:
+            llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+            self.ctx.decode(llama._batch)
+            llama.input_ids[n_past : n_past + len(batch)] = batch
+            predicted = [self.argmax(i) for i in range(len(batch))]
+        return n_past, predicted
+
+    def keep(self, n: int) -> None:
+        """Keep the first ``n`` tokens in the cache; the rest leave it."""
+        self.llama.n_tokens = n
+        self.ctx.kv_cache_seq_rm(-1, n, -1)
