@@ -89,3 +89,25 @@ def test_coerce_takes_a_request_or_a_question_with_options_never_both() -> None:
     assert Request.coerce("Why?", {"mode": "rag"}) == req
     with pytest.raises(InputError, match="give options inside the Request"):
         Request.coerce(req, {"mode": "crag"})
+
+
+def test_an_answer_s_trace_rebuilds_the_request_it_was_asked_with(tmp_path: Path) -> None:
+    from crag.engine import CRAG
+    from crag.testing.fakes import HashEmbedder, ScriptedLLM
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tianjin.md").write_text("---\nlang: zh\n---\n天津犹太会堂于1937年开始筹建，1940年建成。", "utf-8")
+    rag = CRAG.from_config(
+        kb={"path": str(tmp_path / "kb")}, search={"provider": "none"}, evaluator={"backend": "heuristic"}
+    )
+    rag._embedder = HashEmbedder()  # control flow only: no model loads
+    rag._llm = ScriptedLLM(["天津犹太会堂建成于1940年[1]。"])
+    rag.ingest([docs])
+    asked = Request.of("  它是什么时候建成的？", history=HISTORY, mode="rag", filters={"lang": "zh"}, no_cache=True)
+    answer = rag.ask(asked)
+    trace = rag.traces.get(answer.trace_id)
+    assert Request.from_trace(trace) == asked
+    # The keyword form builds the same value, and records it the same way.
+    again = rag.ask("  它是什么时候建成的？", history=HISTORY, mode="rag", filters={"lang": "zh"}, no_cache=True)
+    assert Request.from_trace(rag.traces.get(again.trace_id)) == asked
