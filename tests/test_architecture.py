@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("knowledge", ("crag.kb",)),
     ("steps", ("crag.grade", "crag.correct", "crag.generate", "crag.decide")),
     ("pipeline", ("crag.pipeline",)),
-    ("engine", ("crag.engine",)),
+    ("engine", ("crag.engine", "crag.request")),
     ("interfaces", ("crag", "crag.cli", "crag.server", "crag.eval", "crag.integrations")),
     ("testing", ("crag.testing",)),
 ]

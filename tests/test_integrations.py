@@ -265,17 +265,18 @@ def test_langchain_runnable_takes_a_conversation(engine: CRAG) -> None:
     pytest.importorskip("langchain_core", reason="needs crag[langchain]")
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from crag.integrations.langchain import _request
+    from crag.integrations.langchain import _options, _request
 
     turns = [
         HumanMessage("天津犹太会堂在哪里？"),
         AIMessage("在天津市和平区[1]。"),
         HumanMessage("它是什么时候建成的？"),
     ]
-    question, extra = _request(turns)
-    assert question == "它是什么时候建成的？" and [t["role"] for t in extra["history"]] == ["user", "assistant"]
-    assert (
-        _request({"question": "Q?", "history": [{"role": "user", "content": "A?"}]})[1]["history"][0]["content"] == "A?"
-    )
+    options = _options("crag", None, {"lang": "zh"})
+    asked = _request(turns, options)
+    assert asked.question == "它是什么时候建成的？" and [t["role"] for t in asked.history] == ["user", "assistant"]
+    assert asked.filters == {"lang": "zh"} and asked.via == "langchain"
+    asked = _request({"question": "Q?", "history": [{"role": "user", "content": "A?"}]}, options)
+    assert asked.history[0]["content"] == "A?"
     with pytest.raises(TypeError):
-        _request([AIMessage("no question here")])
+        _request([AIMessage("no question here")], options)

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
@@ -28,20 +28,23 @@ from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError, RequestCancelled
 from crag.ingest.limits import InputLimits
 from crag.kb import DocName, IngestReport, KnowledgeBase, Progress, index_corpus
-from crag.metadata import check_metadata, parse_filters
+from crag.metadata import check_metadata
 from crag.paths import is_disk_full
 from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
 from crag.pipeline.answer_cache import answer_cache_for
-from crag.pipeline.inputs import check_history, check_question
 from crag.pipeline.live import AnswerStream
 from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register, register_env, url_secrets
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
+from crag.request import Request, RequestOptions
 from crag.state import TRACES, state_for
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer
 from crag.trace.store import TraceStore
 from crag.types import Answer
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11
 
 log = logging.getLogger("crag")
 
@@ -268,162 +271,102 @@ class CRAG:
         """Remove files (or everything under folders) from the knowledge base."""
         return self.knowledge_base().remove(paths)
 
-    def ask(
-        self,
-        question: str,
-        *,
-        history: Sequence[Mapping[str, Any]] | None = None,
-        mode: str = "crag",
-        search: str | None = None,
-        search_corpus: str | Path | None = None,
-        search_record: str | Path | None = None,
-        search_replay: str | Path | None = None,
-        request: dict[str, Any] | None = None,
-        filters: dict[str, Any] | None = None,
-        no_cache: bool = False,
-    ) -> Answer:
-        """Answer a question. ``mode='rag'`` runs the plain baseline with the same parts.
+    def ask(self, request: str | Request, /, **options: Unpack[RequestOptions]) -> Answer:
+        """Answer a question: a :class:`~crag.request.Request`, or its text and the request's
+        options as keywords (``Request.of``'s). ``mode='rag'`` runs the plain baseline with the same parts.
 
         ``history`` is the conversation before it, as OpenAI-style messages
         (``{"role": "user" | "assistant", "content": ...}``): the question is condensed into
         a standalone one first ("Who designed it?" → "Who designed the Bell Rock
         Lighthouse?"), and that is what is retrieved and answered (one LLM call at most).
-        ``request`` is saved in the trace as how the question was asked (the server's
-        ``{"via": "http", ...}``), so a replay can ask it the same way. ``filters`` scope
-        retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
+        ``filters`` scope retrieval to documents whose metadata match, e.g. ``{"lang": "zh"}`` or
         ``{"team": ["产品", "support"]}`` (:mod:`crag.metadata`). ``no_cache`` answers anew, neither reading
-        nor writing the answer cache (``correction.answer_cache_ttl``).
+        nor writing the answer cache (``correction.answer_cache_ttl``). The trace records the
+        request (``request``), so a replay asks it the same way (``Request.from_trace``).
 
         >>> rag.ask("它哪一年全线通车？", history=[{"role": "user", "content": "京张铁路是什么时候开工的？"},
         ...                                   {"role": "assistant", "content": "1905年。"}])  # doctest: +SKIP
+        >>> rag.ask(Request.of("What is CRAG?", mode="rag"))  # doctest: +SKIP
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history,
-                            no_cache)  # fmt: skip
-        return self._run(run, Tracer(), request, None)
+        req = Request.coerce(request, options)
+        return self._run(self._prepare(req), Tracer(), req, None)
 
-    def ask_stream(
-        self,
-        question: str,
-        *,
-        history: Sequence[Mapping[str, Any]] | None = None,
-        mode: str = "crag",
-        search: str | None = None,
-        search_corpus: str | Path | None = None,
-        search_record: str | Path | None = None,
-        search_replay: str | Path | None = None,
-        request: dict[str, Any] | None = None,
-        filters: dict[str, Any] | None = None,
-        no_cache: bool = False,
-    ) -> AnswerStream:
+    def ask_stream(self, request: str | Request, /, **options: Unpack[RequestOptions]) -> AnswerStream:
         """Answer a question as it happens: iterate the events (:class:`~crag.pipeline.live.AnswerStream`).
 
-        ``history`` as for :meth:`ask` (a ``condense`` event comes first when it is given).
+        The request as for :meth:`ask` (a ``condense`` event comes first when it has a history).
         Step events (:mod:`crag.pipeline.events`) carry their values and a JSON summary
         (``data``), then ``token`` events as the model writes, then ``answer`` (its ``value``
         is the :class:`Answer`). Bad input and a missing knowledge base raise here, before
         anything runs; a failure of the run is raised from ``next()``. Closing the stream (or
         leaving its ``with``) stops the model between two tokens; the trace is recorded once
-        either way. ``filters``, ``no_cache`` as in :meth:`ask` (an answer from the cache comes
-        as a ``cache`` event, one ``token``, ``answer``).
+        either way. An answer from the cache comes as a ``cache`` event, one ``token``, ``answer``.
 
         >>> with rag.ask_stream("What is CRAG?") as events:      # doctest: +SKIP
         ...     for e in events:
         ...         if isinstance(e, TokenEvent):  # from crag.pipeline.events
         ...             print(e.value, end="", flush=True)
         """
-        run = self._prepare(question, mode, search, search_corpus, search_record, search_replay, filters, history,
-                            no_cache)  # fmt: skip
+        req = Request.coerce(request, options)
+        run = self._prepare(req)
         tracer = Tracer()
-        return AnswerStream(lambda on_step: self._run(run, tracer, request, on_step), trace_id=tracer.id)
+        return AnswerStream(lambda on_step: self._run(run, tracer, req, on_step), trace_id=tracer.id)
 
-    def retrieve_context(
-        self,
-        question: str,
-        *,
-        search: str | None = None,
-        search_corpus: str | Path | None = None,
-        search_record: str | Path | None = None,
-        search_replay: str | Path | None = None,
-        request: dict[str, Any] | None = None,
-        filters: dict[str, Any] | None = None,
-    ) -> CorrectedContext:
+    def retrieve_context(self, request: str | Request, /, **options: Unpack[RequestOptions]) -> CorrectedContext:
         """Retrieve, grade and correct without generating: the decision and the corrected context.
 
         The steps of :meth:`ask` up to generation (:func:`crag.pipeline.run_crag_context`),
         for a caller that writes the answer itself (the LangChain and LlamaIndex retrievers).
-        The trace is saved, with the status ``retrieved``. ``filters`` as in :meth:`ask`.
+        The trace is saved, with the status ``retrieved``. The request as for :meth:`ask`,
+        in ``crag`` mode and without a history (nothing condenses it).
 
         >>> got = rag.retrieve_context("天津犹太会堂是什么时候建成的？")      # doctest: +SKIP
         >>> got.action.value, [(s.score, s.text[:12]) for s in got.strips]    # doctest: +SKIP
         ('correct', [(0.93, '天津犹太会堂建成于1940')])
         """
-        question = check_question(question)
-        deps = self._deps("crag", search, search_corpus, search_record, search_replay, filters)
-        run = functools.partial(run_crag_context, question, deps, self.settings)
-        return self._run(lambda tracer, on_step: run(tracer), Tracer(), request, None)
+        req = Request.coerce(request, options)
+        if req.mode != "crag" or req.history:
+            raise InputError("retrieve_context runs the crag steps on one question: give no history and mode 'crag'")
+        run = functools.partial(run_crag_context, req.question, self._deps(req), self.settings)
+        return self._run(lambda tracer, on_step: run(tracer), Tracer(), req, None)
 
-    def _deps(
-        self,
-        mode: str,
-        search: str | None,
-        search_corpus: str | Path | None,
-        search_record: str | Path | None,
-        search_replay: str | Path | None,
-        filters: dict[str, Any] | None,
-        cache: bool = False,
-    ) -> Deps:
-        """The components a question runs through; a missing knowledge base raises here.
+    def _deps(self, request: Request, cache: bool = False) -> Deps:
+        """The components a request runs through; a missing knowledge base raises here.
         ``cache``: with the answer cache, unless searches are recorded or replayed."""
-        if mode not in ("crag", "rag"):
-            raise InputError(f"unknown mode {mode!r}; use 'crag' or 'rag'")
-        parse_filters(filters, what="filter")  # its size and shape, before anything opens
         kb = self.knowledge_base()
         kb.require_chunks()
-        scope = kb.scope(filters) if filters else {}  # known keys, and some document matching
+        scope = kb.scope(request.filters) if request.filters else {}  # known keys, and some document matching
+        r = request
+        search = self.search_provider(r.search, r.search_corpus, record=r.search_record, replay=r.search_replay)
         deps = Deps(
             kb=kb,
             evaluator=self.evaluator,
             llm=self.llm,
-            search=self.search_provider(search, search_corpus, record=search_record, replay=search_replay)
-            if mode == "crag"
-            else None,
+            search=search if r.mode == "crag" else None,
             http=self.http_client(),
             filters=scope,
         )
-        if cache and not (search_record or search_replay):
-            deps.answers = answer_cache_for(self.settings, kb, deps.llm, deps.evaluator, deps.search, search_corpus)
+        if cache and not (r.search_record or r.search_replay):
+            deps.answers = answer_cache_for(self.settings, kb, deps.llm, deps.evaluator, deps.search, r.search_corpus)
         return deps
 
-    def _prepare(
-        self,
-        question: str,
-        mode: str,
-        search: str | None,
-        search_corpus: str | Path | None,
-        search_record: str | Path | None,
-        search_replay: str | Path | None,
-        filters: dict[str, Any] | None = None,
-        history: Sequence[Mapping[str, Any]] | None = None,
-        no_cache: bool = False,
-    ) -> Callable[[Tracer, OnStep | None], Answer]:
-        """Check the question and build the request's components; the run, ready to start."""
-        question = check_question(question)
-        turns = check_history(history)
-        deps = self._deps(mode, search, search_corpus, search_record, search_replay, filters, not no_cache)
-        pipeline = run_crag if mode == "crag" else run_rag
+    def _prepare(self, request: Request) -> Callable[[Tracer, OnStep | None], Answer]:
+        """The request's components, built; the run, ready to start."""
+        deps = self._deps(request, not request.no_cache)
+        pipeline = run_crag if request.mode == "crag" else run_rag
+        question, turns = request.question, list(request.history)
         return lambda tracer, on_step: pipeline(question, deps, self.settings, tracer, history=turns, on_step=on_step)
 
     def _run(
         self,
         run: Callable[[Tracer, OnStep | None], R],
         tracer: Tracer,
-        request: dict[str, Any] | None,
+        request: Request,
         on_step: OnStep | None,
     ) -> R:
         """Run with ``tracer`` (the request's recorder: the pipeline writes, nothing reads it
         back) and save the trace once, whether the run answered, failed or was cancelled."""
-        if request:
-            tracer.record("request", request)
+        tracer.record("request", request.to_dict())  # how it was asked: a replay rebuilds it
         try:
             answer = run(tracer, on_step)
         except BaseException as exc:

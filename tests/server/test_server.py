@@ -7,6 +7,7 @@ registered through the real registries, because the HTTP layer is about control 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -22,6 +23,7 @@ from crag.engine import CRAG
 from crag.errors import ConfigError, LLMUnavailableError
 from crag.protocols import Completion
 from crag.registry import LLMS, SEARCHES
+from crag.request import Request
 from crag.server.app import create_app, serve
 from crag.server.auth import Authenticator, RateLimiter, is_loopback
 from crag.server.ui import STATIC_DIR
@@ -336,12 +338,8 @@ def test_ask_stream_events(client: TestClient) -> None:
     generate = next(d for n, d in events if n == "generate")
     assert generate["citations"] == done["citations"] and generate["usage"]["completion_tokens"] == 7
     trace = client.get(f"/v1/traces/{done['trace_id']}").json()
-    assert trace["action"] == done["action"] and trace["request"] == {
-        "via": "http",
-        "mode": "crag",
-        "search": None,
-        "collection": "crag",
-    }
+    assert trace["action"] == done["action"]
+    assert trace["request"] == Request.of("What is CRAG?", via="http", collection="crag").to_dict()
     assert [d["id"] for d in next(d for n, d in events if n == "retrieve")["documents"]] == [
         r["id"] for r in trace["retrieved"]
     ]
@@ -523,13 +521,11 @@ def test_replay_runs_same_question_same_way(client: TestClient) -> None:
     assert body["replay"]["id"] == body["answer"]["trace_id"] != first["trace_id"]
     assert body["replay"]["question"] == body["original"]["question"]
     assert body["answer"]["mode"] == "rag"
-    assert body["replay"]["request"] == {
-        "via": "http",
-        "mode": "rag",
-        "search": "none",
-        "collection": "crag",
-        "replay_of": first["trace_id"],
-    }
+    asked = Request.from_trace(body["original"])
+    assert asked == Request.of(body["original"]["question"], mode="rag", search="none", collection="crag", via="http")
+    # The replay asks the same request again, answered anew, and says which trace it replays.
+    replay = dataclasses.replace(asked, no_cache=True, replay_of=first["trace_id"])
+    assert Request.from_trace(body["replay"]) == replay
 
 
 def test_metrics_exposition(client: TestClient) -> None:

@@ -26,6 +26,7 @@ from crag.text import terminal_safe
 if TYPE_CHECKING:
     from crag.engine import CRAG
     from crag.pipeline.live import AnswerStream
+    from crag.request import Request
     from crag.trace.store import TraceStore
 
 __all__ = [
@@ -231,7 +232,7 @@ def collection_path(config: Path | None, kb: Path) -> Path:
 
 
 @contextmanager
-def answer_stream(rag: CRAG, question: str, **kw: Any) -> Iterator[AnswerStream]:
+def answer_stream(rag: CRAG, request: Request) -> Iterator[AnswerStream]:
     """``rag.ask_stream``, whose run has ended when the ``with`` is left, early or not.
 
     Leaving early (Ctrl-C, a closed pipe, an error) stops the model between two tokens;
@@ -239,7 +240,7 @@ def answer_stream(rag: CRAG, question: str, **kw: Any) -> Iterator[AnswerStream]
     free the model at exit) while the worker thread is still inside llama.cpp, which
     crashed it with a segmentation fault.
     """
-    events = rag.ask_stream(question, **kw)
+    events = rag.ask_stream(request)
     try:
         yield events
     finally:

@@ -72,28 +72,32 @@ def ask(
         question = read_stdin("the question")
     if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
         raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
+    from crag.request import Request  # the pipeline's checks load with the engine, not with the CLI
+
     filters = parse_pairs(filter_ or [], option="--filter")
+    req = Request.of(
+        question,
+        mode=mode,
+        search=search,
+        search_corpus=search_corpus,
+        search_record=search_record,
+        search_replay=search_replay,
+        filters=filters,
+        no_cache=no_cache,
+        via="cli",
+    )
     extra: dict[str, Any] = {}
     if evaluator:
         extra["evaluator"] = {"backend": evaluator}
     rag = engine(config, kb, **extra)
-    kw: dict[str, Any] = {
-        "mode": mode,
-        "search": search,
-        "search_corpus": search_corpus,
-        "search_record": search_record,
-        "search_replay": search_replay,
-        "filters": filters,
-        "no_cache": no_cache,
-    }
     assemble_model(rag)  # the first run's ~40 s, with a progress bar on a terminal
-    if mode == "crag" and not (search_record or search_replay):
-        warm_search(rag, search, search_corpus)
+    if req.mode == "crag" and not (req.search_record or req.search_replay):
+        warm_search(rag, req.search, req.search_corpus)
     if as_json:
-        answer = rag.ask(question, **kw)
+        answer = rag.ask(req)
         stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
         return
-    with answer_stream(rag, question, **kw) as events:  # leaving early (Ctrl-C) stops the model
+    with answer_stream(rag, req) as events:  # leaving early (Ctrl-C) stops the model
         answer = show_stream(events)
     print_sources(answer)
 

@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -84,9 +84,9 @@ def _load_model(rag: CRAG) -> None:
 class Session:
     """The conversation: its history, the last answer, and the commands that read them."""
 
-    def __init__(self, rag: CRAG, **ask_options: Any) -> None:
+    def __init__(self, rag: CRAG, *, search: str | None = None, search_corpus: Path | None = None) -> None:
         self.rag = rag
-        self.options = ask_options
+        self.search, self.search_corpus = search, search_corpus
         self.history: list[dict[str, str]] = []
         self.last: Answer | None = None
         self.interactive = sys.stdin.isatty()
@@ -106,7 +106,12 @@ class Session:
                 err.print(f"[bold red]error:[/] {escape(redact_text(str(exc)))}")
 
     def ask(self, question: str) -> None:
-        with answer_stream(self.rag, question, history=self.history, **self.options) as events:
+        from crag.request import Request  # loaded with the engine, not with the CLI
+
+        asked = Request.of(
+            question, history=self.history, search=self.search, search_corpus=self.search_corpus, via="cli"
+        )
+        with answer_stream(self.rag, asked) as events:
             answer = show_stream(events)
         for note in answer.degradations:
             err.print(f"[yellow]degraded:[/] {escape(redact_text(note))}")

@@ -36,6 +36,7 @@ from crag.eval.judge import LLMJudge
 from crag.eval.metrics import cited_gold, score_answer
 from crag.eval.run import MODES, REPORT_FILES, RESULTS, RUN_META, STATUS, EvalRun
 from crag.redact import redact
+from crag.request import Request
 from crag.types import Answer, Query
 
 __all__ = ["EvalOptions", "run_eval"]
@@ -49,17 +50,7 @@ Progress = Callable[[int, int, str], None]
 class Engine(Protocol):
     """What the runner needs of an engine: :meth:`crag.CRAG.ask`."""
 
-    def ask(
-        self,
-        question: str,
-        *,
-        mode: str = "crag",
-        search: str | None = None,
-        search_corpus: str | Path | None = None,
-        search_record: str | Path | None = None,
-        search_replay: str | Path | None = None,
-        no_cache: bool = False,
-    ) -> Answer: ...
+    def ask(self, request: Request, /) -> Answer: ...
 
 
 @dataclass
@@ -72,6 +63,19 @@ class EvalOptions:
     search_corpus: str | Path | None = None
     search_record: str | Path | None = None
     search_replay: str | Path | None = None
+
+    def request(self, question: str, mode: str) -> Request:
+        """The request for one question in one mode (an ``InputError`` for a bad question)."""
+        return Request.of(
+            question,
+            mode=mode,
+            search=self.search,
+            search_corpus=self.search_corpus,
+            search_record=self.search_record,
+            search_replay=self.search_replay,
+            no_cache=True,  # an evaluation measures the pipeline, not what an earlier run left
+            via="eval",
+        )
 
     def __post_init__(self) -> None:
         bad = [m for m in self.modes if m not in MODES]
@@ -150,15 +154,7 @@ def run_eval(
 def _answer_record(engine: Engine, it: EvalItem, mode: str, options: EvalOptions) -> dict[str, Any]:
     base: dict[str, Any] = {"kind": "answer", "id": it.id, "mode": mode, "question": it.question}
     try:
-        answer = engine.ask(
-            it.question,
-            mode=mode,
-            search=options.search,
-            search_corpus=options.search_corpus,
-            search_record=options.search_record,
-            search_replay=options.search_replay,
-            no_cache=True,  # an evaluation measures the pipeline, not what an earlier run left
-        )
+        answer = engine.ask(options.request(it.question, mode))
     except FATAL:
         raise
     except CragError as exc:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from crag.integrations import answer_metadata, require, strip_records
 from crag.pipeline.events import AnswerEvent, render
 from crag.pipeline.reducer import AnswerText
+from crag.request import Request, RequestOptions
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document
@@ -123,27 +124,33 @@ def crag_answer_runnable(
     return runnable
 
 
-def _options(mode: str, search: str | None, filters: dict[str, Any] | None) -> dict[str, Any]:
-    """How the runnables ask: :meth:`CRAG.ask`'s keyword arguments."""
-    return {"mode": mode, "search": search, "filters": filters}
+def _options(mode: str, search: str | None, filters: dict[str, Any] | None) -> RequestOptions:
+    """How the runnables ask: the options of every :class:`~crag.request.Request` they build."""
+    return {"mode": mode, "search": search, "filters": filters, "via": "langchain"}
 
 
 _ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system"}
 
 
-def _request(value: Any) -> tuple[str, dict[str, Any]]:
-    """The question and the options it brings: a string, ``{"question", "history"?}``, or a
-    conversation (LangChain messages or ``{"role", "content"}`` dicts), whose last user message is
-    the question and whose earlier turns are the history the engine condenses it with."""
+def _request(value: Any, options: RequestOptions) -> Request:
+    """The request an input asks: a string, ``{"question", "history"?}``, or a conversation
+    (LangChain messages or ``{"role", "content"}`` dicts), whose last user message is the
+    question and whose earlier turns are the history the engine condenses it with."""
+    question, history = _question(value)
+    asked: RequestOptions = {**options, "history": history}
+    return Request.of(question, **asked)
+
+
+def _question(value: Any) -> tuple[str, list[dict[str, str]] | None]:
     if isinstance(value, str):
-        return value, {}
+        return value, None
     if isinstance(value, Mapping) and isinstance(value.get("question"), str):
         history = value.get("history")
-        return value["question"], ({"history": _turns(history)} if history else {})
+        return value["question"], (_turns(history) if history else None)
     if isinstance(value, (list, tuple)) and value:
         turns = _turns(value)
         if turns and turns[-1]["role"] == "user":
-            return turns[-1]["content"], ({"history": turns[:-1]} if len(turns) > 1 else {})
+            return turns[-1]["content"], turns[:-1]
     raise TypeError("a crag runnable takes a question string, {'question': str, 'history'?: [...]} or chat messages")
 
 
@@ -171,7 +178,7 @@ def _runnable_class() -> type:
 
         name = "crag"
 
-        def __init__(self, engine: CRAG, options: dict[str, Any]) -> None:
+        def __init__(self, engine: CRAG, options: RequestOptions) -> None:
             self.engine = engine
             self.options = options
 
@@ -180,8 +187,7 @@ def _runnable_class() -> type:
             return result
 
         def _invoke(self, input: Any) -> AIMessage:
-            question, extra = _request(input)
-            return to_message(self.engine.ask(question, **self.options, **extra))
+            return to_message(self.engine.ask(_request(input, self.options)))
 
         def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[AIMessageChunk]:
             yield from self._transform_stream_with_config(iter([input]), self._chunks, config)
@@ -201,22 +207,21 @@ def _runnable_class() -> type:
     return CragRunnable
 
 
-def _stream_chunks(engine: CRAG, options: dict[str, Any], input: Any) -> Iterator[AIMessageChunk]:
+def _stream_chunks(engine: CRAG, options: RequestOptions, input: Any) -> Iterator[AIMessageChunk]:
     """The answer to ``input`` as it streams, as message chunks."""
-    question, extra = _request(input)
-    with engine.ask_stream(question, **options, **extra) as events:
+    with engine.ask_stream(_request(input, options)) as events:
         text = AnswerText()
         for event in events:
             yield from _event_chunks(text, event, events.trace_id)
 
 
 async def _astream_chunks(
-    engine: CRAG, options: dict[str, Any], inputs: AsyncIterator[Any]
+    engine: CRAG, options: RequestOptions, inputs: AsyncIterator[Any]
 ) -> AsyncIterator[AIMessageChunk]:
     """:func:`_stream_chunks` for an event loop (the last input is the question): the engine's
     stream is read on a worker thread."""
-    question, extra = _request([i async for i in inputs][-1])
-    events = await asyncio.to_thread(functools.partial(engine.ask_stream, question, **options, **extra))
+    asked = _request([i async for i in inputs][-1], options)
+    events = await asyncio.to_thread(engine.ask_stream, asked)
     text = AnswerText()
     try:
         while True:
@@ -248,7 +253,7 @@ def _answer_runnable_class() -> type:
 
         name = "crag_answer"
 
-        def __init__(self, engine: CRAG, options: dict[str, Any]) -> None:
+        def __init__(self, engine: CRAG, options: RequestOptions) -> None:
             self.engine = engine
             self.options = options
 
@@ -257,8 +262,7 @@ def _answer_runnable_class() -> type:
             return result
 
         def _invoke(self, input: Any) -> dict[str, Any]:
-            question, extra = _request(input)
-            result: dict[str, Any] = self.engine.ask(question, **self.options, **extra).to_dict()
+            result: dict[str, Any] = self.engine.ask(_request(input, self.options)).to_dict()
             return result
 
     return CragAnswerRunnable
@@ -306,7 +310,8 @@ def _retriever_class() -> type:
         filters: dict[str, Any] | None = None
 
         def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-            return to_documents(self.engine.retrieve_context(query, search=self.search, filters=self.filters))
+            asked = Request.of(query, search=self.search, filters=self.filters, via="langchain")
+            return to_documents(self.engine.retrieve_context(asked))
 
     return CragRetriever
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from crag.integrations import answer_metadata, require, strip_records
 from crag.pipeline.events import AnswerEvent, render
 from crag.pipeline.reducer import AnswerText
+from crag.request import Request
 
 if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
@@ -85,7 +86,8 @@ def _retriever_class() -> type:
             super().__init__(**kw)
 
         def _retrieve(self, query_bundle: Any) -> list[NodeWithScore]:
-            got = self._engine.retrieve_context(query_bundle.query_str, search=self._search, filters=self._filters)
+            asked = Request.of(query_bundle.query_str, search=self._search, filters=self._filters, via="llamaindex")
+            got = self._engine.retrieve_context(asked)
             self.last_context = got
             return to_nodes(got)
 
@@ -114,13 +116,13 @@ def _query_engine_class() -> type:
         streaming: bool = False
 
         def custom_query(self, query_str: str) -> Any:
-            options = {"mode": self.mode, "search": self.search, "filters": self.filters}
+            asked = Request.of(query_str, mode=self.mode, search=self.search, filters=self.filters, via="llamaindex")
             if self.streaming:
-                events = self.engine.ask_stream(query_str, **options)
+                events = self.engine.ask_stream(asked)
                 response = response_schema.StreamingResponse(response_gen=iter(()))
                 response.response_gen = _verified_text(events, response)
                 return response
-            answer = self.engine.ask(query_str, **options)
+            answer = self.engine.ask(asked)
             text = render(AnswerEvent(answer), AnswerText()).text  # the text a stream would have shown
             return response_schema.Response(
                 response=text, source_nodes=to_nodes(answer), metadata=answer_metadata(answer)

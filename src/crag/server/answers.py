@@ -11,6 +11,8 @@ request gets it. The trace says ``cancelled``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -19,8 +21,10 @@ from starlette.types import Receive
 from crag.errors import ApiError, CragError
 from crag.pipeline.events import StartedEvent
 from crag.pipeline.live import AnswerStream
+from crag.request import Request as CragRequest
+from crag.request import RequestOptions
 from crag.server.body import parse_body
-from crag.server.collections import Collections, Run, chat_model, collection_for
+from crag.server.collections import Collection, Collections, chat_model, collection_for
 from crag.server.hangup import stop_on_hangup
 from crag.server.live import KEEPALIVE_SECONDS, ask_events, chat_events, final_answer, first_events, live_events
 from crag.server.metrics import Metrics
@@ -29,7 +33,10 @@ from crag.server.schemas import AskRequest, ChatRequest, RedactedJSONResponse
 from crag.server.stream import SSEResponse, chat_completion
 from crag.types import Answer
 
-__all__ = ["answer_question", "install"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["answer_question", "install", "request_of"]
 
 
 def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
@@ -39,12 +46,22 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     async def ask(request: Request) -> Response:
         req = await parse_body(request, AskRequest)
         col = collection_for(request, collections, req.collection)
-        run = Run(col, req.mode, req.search, req.filters, [m.model_dump() for m in req.history or []], req.no_cache)
+        history = [m.model_dump() for m in req.history or []]
+        ask = request_of(
+            metrics,
+            col,
+            req.question,
+            history=history,
+            mode=req.mode,
+            search=req.search,
+            filters=req.filters,
+            no_cache=req.no_cache,
+        )
         if req.stream:
-            stream = await _start_stream(run, metrics, req.question)
-            events = ask_events(stream, metrics, req.question, req.mode, KEEPALIVE_SECONDS)
+            stream = await _start_stream(col, ask, metrics)
+            events = ask_events(stream, metrics, ask.question, ask.mode, KEEPALIVE_SECONDS)
             return SSEResponse(events, headers={"X-Trace-Id": stream.trace_id})
-        answer = await answer_question(run, metrics, req.question, receive=request.receive)
+        answer = await answer_question(col, ask, metrics, receive=request.receive)
         return RedactedJSONResponse(answer.to_dict(), headers={"X-Trace-Id": answer.trace_id})
 
     @app.post("/v1/chat/completions", response_model=None)
@@ -53,13 +70,13 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         _check_chat(req)
         question, history = req.conversation()  # the last user message, and the turns before it
         col, mode = chat_model(collections, req.model, request)
-        run = Run(col, mode, None, req.filters, history, req.no_cache)
+        ask = request_of(metrics, col, question, history=history, mode=mode, filters=req.filters, no_cache=req.no_cache)
         if req.stream:
             # Tokens go out as the model writes them. The response starts at the first one,
             # so an error before it (503 model unavailable, 409 no knowledge base) still
             # reaches OpenAI clients as an HTTP status instead of a broken stream. Until
             # then nothing else notices a client that hangs up: the run is closed here.
-            stream = await _start_stream(run, metrics, question)
+            stream = await _start_stream(col, ask, metrics)
             events = live_events(stream, KEEPALIVE_SECONDS)
             try:
                 async with stop_on_hangup(request.receive, stream.close):
@@ -70,10 +87,10 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
                     metrics.failed(exc)
                 raise
             include_usage = bool((req.stream_options or {}).get("include_usage"))
-            started = StartedEvent(question, mode, stream.trace_id)
+            started = StartedEvent(ask.question, ask.mode, stream.trace_id)
             body = chat_events(first, events, metrics, req.model, started, include_usage)
             return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
-        answer = await answer_question(run, metrics, question, receive=request.receive)
+        answer = await answer_question(col, ask, metrics, receive=request.receive)
         return RedactedJSONResponse(
             chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
         )
@@ -105,15 +122,25 @@ def _check_chat(req: ChatRequest) -> None:
 
 
 # -- running questions ------------------------------------------------------------------
+def request_of(metrics: Metrics, col: Collection, question: str, **options: Unpack[RequestOptions]) -> CragRequest:
+    """The request an HTTP client sent (``via`` http, in ``col``); bad input counts as a failure."""
+    try:
+        asked: RequestOptions = {**options, "via": "http", "collection": col.name}
+        return CragRequest.of(question, **asked)
+    except CragError as exc:
+        metrics.failed(exc)
+        raise
+
+
 async def answer_question(
-    run: Run, metrics: Metrics, question: str, *, receive: Receive | None = None, replay_of: str | None = None
+    col: Collection, ask: CragRequest, metrics: Metrics, *, receive: Receive | None = None
 ) -> Answer:
-    """Answer ``question`` whole; with the request's ``receive``, a client that hangs up stops the run.
+    """Answer ``ask`` whole; with the request's ``receive``, a client that hangs up stops the run.
 
     The run is the same streamed run the SSE routes read (the answer is the same, character for
     character), because only a streamed run can be stopped between two pieces of the model.
     """
-    stream = await _start_stream(run, metrics, question, replay_of=replay_of)
+    stream = await _start_stream(col, ask, metrics)
     events = live_events(stream)
     try:
         if receive is None:
@@ -130,22 +157,14 @@ async def answer_question(
     return answer
 
 
-async def _start_stream(run: Run, metrics: Metrics, question: str, *, replay_of: str | None = None) -> AnswerStream:
-    """Start a run; bad input and a missing knowledge base fail here, as HTTP errors."""
-    engine = run.collection.engine
-    check_search_choice(engine.settings, run.search)  # 403 before anything is built or called
+async def _start_stream(col: Collection, ask: CragRequest, metrics: Metrics) -> AnswerStream:
+    """Start a run; a refused search and a missing knowledge base fail here, as HTTP errors."""
+    engine = col.engine
+    check_search_choice(engine.settings, ask.search)  # 403 before anything is built or called
 
     def start() -> AnswerStream:
         engine.check_state()  # a shared state database that is down: 503 now, not an unrecorded answer
-        return engine.ask_stream(
-            question,
-            mode=run.mode,
-            search=run.search,
-            request=run.request_info(replay_of),
-            filters=run.filters,
-            history=run.history,
-            no_cache=run.no_cache or replay_of is not None,  # a replay runs the pipeline again, by definition
-        )
+        return engine.ask_stream(ask)
 
     try:
         return await run_in_threadpool(start)

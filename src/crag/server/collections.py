@@ -34,7 +34,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError
 from crag.server.auth import ApiKey
 
-__all__ = ["Collection", "Collections", "Run", "authorize", "chat_model", "collection_for", "install"]
+__all__ = ["Collection", "Collections", "authorize", "chat_model", "collection_for", "install"]
 
 
 @dataclass
@@ -137,28 +137,6 @@ class Collections:
 
 def _may(key: ApiKey | None, name: str) -> bool:
     return key is None or key.may(name)
-
-
-@dataclass(frozen=True)
-class Run:
-    """How a request asks: the collection, the mode, a search provider name and metadata filters."""
-
-    collection: Collection
-    mode: str
-    search: str | None = None
-    filters: dict[str, Any] | None = None
-    history: list[dict[str, str]] | None = None  # the conversation before the question (condensed with it)
-    no_cache: bool = False  # answer anew even when the answer cache holds a valid answer
-
-    def request_info(self, replay_of: str | None = None) -> dict[str, Any]:
-        """How the question was asked, saved in its trace so a replay runs it the same way."""
-        info: dict[str, Any] = {"via": "http", "mode": self.mode, "search": self.search}
-        info["collection"] = self.collection.name
-        if self.no_cache:
-            info["no_cache"] = True
-        if replay_of:
-            info["replay_of"] = replay_of
-        return info
 
 
 def chat_model(collections: Collections, model: str, request: Request | None = None) -> tuple[Collection, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
@@ -9,8 +10,9 @@ from starlette.concurrency import run_in_threadpool
 
 from crag.engine import CRAG
 from crag.errors import ApiError, CragError
+from crag.request import Request as CragRequest
 from crag.server.answers import answer_question
-from crag.server.collections import Collection, Collections, Run, collection_for
+from crag.server.collections import Collection, Collections, collection_for
 from crag.server.metrics import Metrics
 from crag.trace.store import STATUSES
 
@@ -63,10 +65,8 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
     ) -> dict[str, Any]:
         col = collection_for(request, collections, collection)
         original: dict[str, Any] = await run_in_threadpool(col.engine.traces.get, trace_id)
-        run, question = _replay_request(col, original, trace_id)
-        answer = await answer_question(
-            run, metrics, question, receive=request.receive, replay_of=str(original.get("id"))
-        )
+        ask = _replay_request(col, original, trace_id)
+        answer = await answer_question(col, ask, metrics, receive=request.receive)
         replayed = await run_in_threadpool(_trace_or_none, col.engine, answer.trace_id)
         return {"original": _shown(original), "replay": _shown(replayed), "answer": answer.to_dict()}
 
@@ -79,18 +79,25 @@ def _within_latency(
     return [r for r in rows if r.get("latency_ms") is not None and lo <= r["latency_ms"] <= hi]
 
 
-def _replay_request(col: Collection, original: dict[str, Any], trace_id: str) -> tuple[Run, str]:
-    """The request a trace recorded, to ask again: its mode, search and filters, and its question."""
-    request_info = original.get("request")
-    if not isinstance(request_info, dict):
-        request_info = {}
+def _replay_request(col: Collection, original: dict[str, Any], trace_id: str) -> CragRequest:
+    """The request a trace recorded, to ask again the same way, answered anew (no cache).
+
+    The server takes no file paths from its clients, so a trace's corpus and cassette paths
+    (a request of the CLI or Python) are not followed: the search is the provider by name."""
     question = original.get("question")
     if not isinstance(question, str) or not question.strip():
         raise ApiError(409, "invalid_trace", f"trace {trace_id} has no question to replay")
-    mode = original.get("mode") if original.get("mode") in ("crag", "rag") else "crag"
-    search = request_info.get("search") if isinstance(request_info.get("search"), str) else None
-    filters = original.get("filters") if isinstance(original.get("filters"), dict) else None
-    return Run(col, str(mode), search, filters), question
+    asked = CragRequest.from_trace(original)
+    return dataclasses.replace(
+        asked,
+        search_corpus=None,
+        search_record=None,
+        search_replay=None,
+        collection=col.name,
+        no_cache=True,  # a replay runs the pipeline again, by definition
+        via="http",
+        replay_of=str(original.get("id")),
+    )
 
 
 def _shown(trace: dict[str, Any] | None) -> dict[str, Any] | None:
