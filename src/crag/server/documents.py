@@ -28,6 +28,7 @@ from crag.store.documents import DocumentRecord
 __all__ = ["install"]
 
 MAX_PAGE = 500
+MAX_OFFSET = 2**62  # SQLite's integers are 64-bit: a larger offset is a 422, not a 500
 
 
 def install(app: FastAPI, collections: Collections) -> None:
@@ -44,7 +45,7 @@ def install(app: FastAPI, collections: Collections) -> None:
     async def list_documents(
         request: Request,
         collection: str | None = Query(None, max_length=64),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
     ) -> dict[str, Any]:
         """A page of the collection's documents, by name."""
@@ -64,7 +65,7 @@ def install(app: FastAPI, collections: Collections) -> None:
         doc_id: str,
         collection: str | None = Query(None, max_length=64),
         chunk: str | None = Query(None, max_length=64),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
         limit: int = Query(20, ge=1, le=MAX_PAGE),
     ) -> dict[str, Any]:
         """One document and its passages: the one ``chunk`` names, or ``limit`` from ``offset``."""
