@@ -53,7 +53,8 @@ EN_STOP = frozenset(
 ZH_STOP = frozenset(
     """的 了 是 在 和 与 及 或 也 都 就 而 被 把 对 于 从 以 之 其 这 那 这个 那个 哪 哪个 哪些 哪里 什么 谁
     多少 几 怎么 怎样 如何 为什么 为何 吗 呢 吧 啊 有 没有 个 一个 些 一些 等 中 上 下 里 为 所 着 过 给 让
-    请 问 是否 还是 能 会 可以 可能 之一 什么样 哪一 哪年 何时 何 多 称 被称为 叫 叫做""".split()
+    请 问 是否 还是 能 会 可以 可能 之一 什么样 哪一 哪年 何时 何 多 称 被称为 叫 叫做
+    哪一年 哪所 哪家 哪位 哪儿 哪天 什么时候 时候 几年 几天 几个 几月 多久 多长 多大""".split()
 )
 
 
@@ -180,6 +181,15 @@ def _jieba() -> Any:
     return jieba
 
 
+def _sub_words(word: str) -> list[str]:
+    """The dictionary's two- and three-character words inside ``word``, as jieba's search
+    mode emits them before the word itself (通信卫星 → 通信, 卫星)."""
+    freq = _jieba().dt.FREQ
+    grams = [word[i : i + 2] for i in range(len(word) - 1)] if len(word) > 2 else []
+    grams += [word[i : i + 3] for i in range(len(word) - 2)] if len(word) > 3 else []
+    return [g for g in grams if freq.get(g)]
+
+
 def zh_cut(text: str, *, hmm: bool = True) -> list[str]:
     """``text`` cut into Chinese words by the shared, quietly initialised jieba dictionary.
 
@@ -215,10 +225,12 @@ def tokenize(text: str, *, keep_stopwords: bool = False, search_mode: bool = Tru
     for m in _TOKEN.finditer(text.translate(_FULLWIDTH)):
         tok = m.group(0)
         if _CJK.match(tok):
-            cut = _jieba().cut_for_search if search_mode else _jieba().cut
-            for w in cut(tok):
-                if keep_stopwords or w not in ZH_STOP:
-                    out.append(w)
+            for w in _jieba().cut(tok):
+                if not keep_stopwords and w in ZH_STOP:
+                    continue  # with its sub-words: 哪一年 is no 一年
+                if search_mode:
+                    out.extend(g for g in _sub_words(w) if keep_stopwords or g not in ZH_STOP)
+                out.append(w)
         else:
             low = tok.lower()
             if keep_stopwords or low not in EN_STOP:

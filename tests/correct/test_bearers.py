@@ -125,10 +125,11 @@ def test_a_chinese_question_that_names_one_bearer() -> None:
 
 
 def test_the_one_defined_bearer_is_a_namesake_when_the_qualifier_fits_another_strip() -> None:
-    # the CFO is named on a leadership page (no defining sentence); the only 陈静 defined is an
-    # engineer: her strips are about another 陈静 (her university is not the CFO's)
+    # the CFO is named on a leadership page (its heading says the post, no sentence does); the
+    # only 陈静 defined is an engineer: her strips are about another 陈静 (her university is not
+    # the CFO's)
     zh = [
-        strip("陈静于 2017 年加入青岚科技，现任首席财务官，负责财务和内部审计。", "青岚科技管理团队"),
+        strip("陈静于 2017 年加入青岚科技，负责财务和内部审计。", "青岚科技管理团队：首席财务官"),
         strip("陈静（1995 年出生）是青岚科技的高级测试工程师。她 2019 年从南京理工大学毕业。", "人物"),
     ]
     assert set(namesakes_of(Query.of("青岚科技首席财务官陈静毕业于哪所大学？"), zh)) == {1}
@@ -285,3 +286,72 @@ def test_a_terminator_inside_life_years_does_not_hide_the_bearer() -> None:
     ]
     found = bearers_of("王刚是做什么的？", zh_pages)
     assert found.several and [b.life for b in found.bearers] == ["1948年出生", "1960年出生"]
+
+
+# A company page introduces its people by the post they hold, not with "X is a …".
+CHEN_JING = [
+    strip(
+        "陈静（1995 年出生）是青岚科技苏州总部的高级测试工程师，负责空气净化器的噪音和能效测试。"
+        "她 2019 年从南京理工大学毕业后加入公司。",
+        "陈静（测试工程师）",
+        "people/陈静.md",
+        0.85,
+    ),
+    strip(
+        "陈静于 2017 年加入青岚科技，现任首席财务官，负责财务、投资者关系和内部审计。她是中国注册会计师。",
+        "青岚科技管理团队（2023 年 12 月更新）",
+        "管理团队.md",
+        0.72,
+    ),
+]
+WANG_LEI = [
+    strip("Wang Lei (born 1984) is a hardware engineer at Kestrel Labs.", "Wang Lei (engineer)", "people/wang.md", 0.8),
+    strip(
+        "Wang Lei joined Kestrel Labs in 2016 and is now the sales director for southern China. She lives in Shenzhen.",
+        "Kestrel Labs sales team",
+        "sales.md",
+        0.7,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "name", "post"),
+    [
+        ("陈静于 2017 年加入青岚科技，现任首席财务官，负责财务。", "陈静", "首席财务官"),
+        ("赵启明 2012 年创办公司，担任董事长兼总经理。", "赵启明", "董事长兼总经理"),
+        ("Wang Lei joined Kestrel Labs in 2016 and is now the sales director.", "Wang Lei", "the sales director"),
+        (
+            "Marcus Hale, a co-founder, serves as the chief technology officer.",
+            "Marcus Hale",
+            "the chief technology officer",
+        ),
+    ],
+)
+def test_a_post_held_defines_the_person(sentence: str, name: str, post: str) -> None:
+    found = define(sentence, Name.of(name))  # type: ignore[arg-type]
+    assert found is not None and found.description == post
+
+
+def test_a_post_of_another_name_or_no_post_defines_nobody() -> None:
+    assert define("王磊于 2016 年加入公司，现任销售总监。", Name.of("陈静")) is None  # type: ignore[arg-type]
+    assert define("陈静于 2017 年加入青岚科技，负责内部审计。", Name.of("陈静")) is None  # type: ignore[arg-type]
+    assert define("Lin Qiao is now in Berlin.", Name.of("Lin Qiao")) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("people", "question"), [(CHEN_JING, "陈静是谁？"), (WANG_LEI, "Who is Wang Lei?")])
+def test_a_person_named_by_post_is_a_bearer_of_their_own(people: list[Strip], question: str) -> None:
+    found = find_bearers(Query.of(question), people)
+    assert found.several
+    assert [b.cites for b in found.bearers] == [[1], [2]]
+
+
+def test_the_post_asked_singles_out_its_holder_beside_a_shared_company() -> None:
+    # Both 陈静 work at 青岚科技: the company words tie, 首席财务官 decides.
+    cfo = find_bearers(Query.of("青岚科技首席财务官陈静毕业于哪所大学？"), CHEN_JING)
+    assert cfo.chosen is not None and cfo.chosen.cites == [2]
+    assert namesakes_of(Query.of("青岚科技首席财务官陈静毕业于哪所大学？"), CHEN_JING) == {
+        0: "about another 陈静, not the 青岚科技首席财务官 the question names"
+    }
+    engineer = find_bearers(Query.of("青岚科技测试工程师陈静毕业于哪所大学？"), CHEN_JING)
+    assert engineer.chosen is not None and engineer.chosen.cites == [1]

@@ -196,3 +196,42 @@ def test_bundled_model_ranks_relevant_first(
     assert s["good"] >= real_evaluator.model.threshold
     good = next(g for g in out.grades if g.id == "good")
     assert good.reason.startswith("relevant") and "cosine" in good.signals
+
+
+# The answer written with a synonym of the question's relation word (创办 for 成立, "established"
+# for "founded"), beside a page of the same entity that lacks the relation: the answer must grade
+# above the near miss and pass refinement's keep (0.4).
+SYNONYM_PAIRS = [
+    (
+        "星河电子成立于哪一年？",
+        "星河电子董事会：周凯是星河电子创始人。他于 2009 年在深圳创办星河电子。",
+        "星河电子董事会：林悦于 2015 年加入星河电子，现任首席运营官。",
+    ),
+    (
+        "海川物流的总部位于哪里？",
+        "海川物流简介：海川物流总公司坐落于宁波北仑区。",
+        "海川物流简介：海川物流有 1200 名员工。",
+    ),
+    (
+        "When was Northwind Bikes founded?",
+        "Northwind Bikes: the company was established in 2011 in Leeds by two brothers.",
+        "Northwind Bikes: the company employs 85 people in Leeds.",
+    ),
+    (
+        "How much does the Aster X2 cost?",
+        "Aster X2 catalogue: the Aster X2 is priced at 349 euros.",
+        "Aster X2 catalogue: the Aster X2 weighs 1.2 kg.",
+    ),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("query", "answer", "near_miss"), SYNONYM_PAIRS, ids=["zh-founded", "zh-hq", "en-founded", "en-price"]
+)
+def test_a_synonym_of_the_relation_word_counts_as_the_word(
+    real_evaluator: TrainedEvaluator, query: str, answer: str, near_miss: str
+) -> None:
+    out = real_evaluator.grade(Query.of(query), [Passage("answer", answer), Passage("miss", near_miss)])
+    s = {g.id: g.score for g in out.grades}
+    assert s["answer"] >= 0.4 > s["miss"], out.grades

@@ -283,6 +283,17 @@ def _choose(asked: str, people: Sequence[Bearer]) -> Bearer | None:
     wanted = words(asked)
     if not wanted:
         return None
-    overlap = [len(wanted & (words(b.disambiguator) | words(b.description))) for b in people]
-    best = max(overlap)
+    pick = _most(wanted, [words(b.disambiguator) | words(b.description) for b in people], people)
+    if pick is None:
+        # A tie on words the sources of every bearer share ("青岚科技首席财务官陈静": both 陈静 work
+        # at 青岚科技) is decided by the other words, read in each defining sentence as well.
+        known = [words(b.disambiguator) | words(b.description) | words(b.quote) for b in people]
+        pick = _most(wanted - frozenset.intersection(*known), known, people)
+    return pick
+
+
+def _most(wanted: frozenset[str], known: Sequence[frozenset[str]], people: Sequence[Bearer]) -> Bearer | None:
+    """The one bearer whose words share most with ``wanted`` (None on a tie or no overlap)."""
+    overlap = [len(wanted & k) for k in known]
+    best = max(overlap, default=0)
     return people[overlap.index(best)] if best and overlap.count(best) == 1 else None

@@ -67,6 +67,12 @@ _ZH_DEF = re.compile(
     r"^(?P<subj>[\u4e00-\u9fff·・A-Za-z\s]{2,20}?)\s*(?:[（(](?P<paren>[^（）()]{0,160})[）)])?\s*"
     r"(?:[，,]\s*|是(?:一[位名个])?)(?P<desc>[^。；;]{2,200})"
 )
+# "…，现任首席财务官" / "… and is now the CFO": the post a person holds, said after the name.
+_ZH_ROLE = re.compile(r"[^。；;]{0,40}?(?:现任|现为|担任|出任)(?P<desc>[^，,。；;、]{2,30})")
+_EN_ROLE = re.compile(
+    r"[^.;]{0,80}?\b(?:is\s+now|now\s+serves\s+as|serves\s+as|is\s+currently|currently\s+serves\s+as)\s+"
+    r"(?P<desc>(?:a|an|the)\s+[^;.]{2,120})"
+)
 # Where an English description stops being about who the person is.
 _EN_CUT = re.compile(
     r";|,?\s(?:who|which|that|whose|where|best|known|born|from\s+\d|and\s+(?:is|was|has|had))\b|\s\(|,\s(?:he|she|and\s+the)\b"
@@ -295,6 +301,9 @@ def define(text: str, name: Name) -> Definition | None:
     for sentence in split_sentences(html.unescape(text))[:3]:
         m = (_ZH_DEF if name.cjk else _EN_DEF).match(sentence.strip())
         if m is None or not same_name(name, m.group("subj")):
+            role = _role(sentence.strip(), name)
+            if role is not None:
+                return role
             continue
         desc = zh_description(m.group("desc")) if name.cjk else en_description(m.group("desc"))
         paren = m.group("paren") or ""
@@ -302,6 +311,30 @@ def define(text: str, name: Name) -> Definition | None:
         if desc or years:
             return Definition(years, desc, life_years(paren, years, zh=name.cjk), sentence.strip())
     return None
+
+
+def _role(sentence: str, name: Name) -> Definition | None:
+    """A sentence that opens with ``name`` and says the post the person holds: "陈静于 2017 年加入
+    青岚科技，现任首席财务官" or "Wang Lei joined in 2016 and now serves as the sales director".
+    A company page introduces its people this way, not with "X is a …".
+
+    >>> _role("陈静于 2017 年加入青岚科技，现任首席财务官，负责财务。", Name.of("陈静")).description
+    '首席财务官'
+    >>> _role("Wang Lei joined Kestrel Labs in 2016 and is now the sales director for southern China.", Name.of("Wang Lei")).description
+    'the sales director for southern China'
+    """
+    if name.cjk:
+        if not sentence.startswith(name.text):
+            return None
+        m = _ZH_ROLE.match(sentence, len(name.text))
+        desc = zh_description(m.group("desc")) if m else ""
+    else:
+        head = re.match(r"[^,;:.()]{2,80}?(?=\s*[,(]|\s+(?:is|was|has|had|joined|serves|now|currently)\b)", sentence)
+        if head is None or not same_name(name, head.group(0)):
+            return None
+        m = _EN_ROLE.match(sentence, head.end())
+        desc = en_description(m.group("desc")) if m else ""
+    return Definition((), desc, "", sentence) if desc else None
 
 
 def subject(text: str) -> Name | None:

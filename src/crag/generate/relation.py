@@ -47,6 +47,7 @@ from crag.errors import CragError
 from crag.generate.grounding import UNITS, SourceTerms, is_closed, new_terms, symbol_units
 from crag.grade.signals import question_focus
 from crag.protocols import LLM, YesNoLLM, offers
+from crag.synonyms import synonyms
 from crag.text import detect_language, split_sentences
 from crag.types import Strip
 
@@ -111,13 +112,6 @@ _IRREGULAR: dict[str, tuple[str, ...]] = {
 # Words company documents write for one relation, in the same language: a question's "成立" is the
 # handbook's 创办 ("创办青岚科技"), a question's "founded" a page's "established". Only exact
 # equivalents: a near miss must still lack its relation (a CEO is no chairman).
-_SYNONYMS: dict[str, tuple[str, ...]] = {
-    form: tuple(f for f in group.split("/") if f != form)
-    for group in """成立/创办/创立/创建/建立 位于/坐落/地处 员工/雇员/职工 总部/总公司 售价/价格/定价
-    founded/established headquarters/headquartered employees/staff/workforce/headcount
-    price/priced/costs/cost""".split()
-    for form in group.split("/")
-}
 _ZH_PARTICLES = "于了的是在和与及着过为被把对从以之"
 _NEGATION = re.compile(
     r"\b(?:not|no|never|none|without|nor|neither|excluded?|excluding|except)\b|n[’']t\b"
@@ -353,7 +347,7 @@ def _holds(terms: SourceTerms, term: str) -> bool:
     ("往来于" is held by "往来彩虹与机场之间")."""
     if terms.has(term) or (term.isascii() and term.isalpha() and (terms.has(term + "s") or terms.has(term + "es"))):
         return True  # "car" in "cars": the light stemmer leaves short words as they are
-    if any(terms.has(form) for form in _IRREGULAR.get(term, ()) + _SYNONYMS.get(term, ())):
+    if any(terms.has(form) for form in _IRREGULAR.get(term, ()) + synonyms(term)):
         return True  # "win" in "won" (no stemmer joins an irregular verb's forms), 成立 in 创办
     if term.isascii() and len(term) > 2 and _has_unit(terms, term.removesuffix("s")):
         return True  # "degrees Celsius" in "565 °C", "kilograms" in "公斤"

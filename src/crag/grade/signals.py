@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+from crag.synonyms import align
 from crag.text import tokenize
 
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]")
@@ -19,6 +20,7 @@ def coverage(query: str, passage: str) -> float:
     q = [t for t in dict.fromkeys(tokenize(query)) if len(t) > 1 or t.isdigit()]
     if not q:
         return 0.0
+    passage = align(q, passage)  # 创办 holds 成立, "established" holds "founded"
     p_tokens = set(tokenize(passage))
     low = passage.lower()
     hit = total = 0.0

@@ -36,6 +36,7 @@ from crag.grade.heuristic import set_confidence
 from crag.grade.signals import focus_coverage, question_focus
 from crag.protocols import Embedder, EmbedKind
 from crag.registry import BackendDeps, Registries
+from crag.synonyms import align
 from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage, Query
 
@@ -155,7 +156,8 @@ class QueryInfo:
 
 def lexical_features(qi: QueryInfo, passage: str) -> list[float]:
     """The non-vector features, in ``LEX_NAMES`` order after cosine."""
-    p = passage[:TEXT_CAP]
+    # a synonym of a question word counts as that word (创办 for 成立, "established" for "founded")
+    p = align(qi.terms, passage[:TEXT_CAP])
     low = p.lower()
     flat = _NON_WORD.sub("", low)
     pt = set(tokenize(p))
