@@ -320,7 +320,8 @@ def _role(sentence: str, name: Name) -> Definition | None:
 
     >>> _role("陈静于 2017 年加入青岚科技，现任首席财务官，负责财务。", Name.of("陈静")).description
     '首席财务官'
-    >>> _role("Wang Lei joined Kestrel Labs in 2016 and is now the sales director for southern China.", Name.of("Wang Lei")).description
+    >>> en = "Wang Lei joined Kestrel Labs in 2016 and is now the sales director for southern China."
+    >>> _role(en, Name.of("Wang Lei")).description
     'the sales director for southern China'
     """
     if name.cjk:
