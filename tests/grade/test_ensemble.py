@@ -9,6 +9,7 @@ import pytest
 from crag.config import CragSettings
 from crag.decide import decide
 from crag.errors import ConfigError, CragError, LLMError
+from crag.grade.classify import query_for
 from crag.grade.ensemble import EnsembleEvaluator
 from crag.grade.heuristic import HeuristicEvaluator, set_confidence
 from crag.protocols import Evaluator
@@ -29,10 +30,13 @@ class BrokenEvaluator:
         raise LLMError("model crashed", backend_id="x", step="grade")
 
 
-def ens(
-    *members: Evaluator, rule: str = "paper", agree: bool = True, weights: list[float] | None = None
-) -> EnsembleEvaluator:
-    return EnsembleEvaluator(members, weights, agree=agree, thresholds=lambda q: (UPPER, LOWER), rule=rule)
+def ens(*members: Evaluator, agree: bool = True, weights: list[float] | None = None) -> EnsembleEvaluator:
+    return EnsembleEvaluator(members, weights, agree=agree)
+
+
+def asked(rule: str = "paper", upper: float = UPPER, lower: float = LOWER) -> Query:
+    """A question whose thresholds and rule were decided for the request (the ensemble reads them)."""
+    return Query("q", "en", upper=upper, lower=lower, rule=rule)
 
 
 def action(ev: Evaluation, rule: str = "paper") -> Action:
@@ -52,9 +56,7 @@ def test_weighted_mean_and_reasons() -> None:
 
 @pytest.mark.parametrize("rule", ["paper", "set"])
 def test_incorrect_only_when_all_members_agree(rule: str) -> None:
-    low = ens(FixedEvaluator("x", [0.1, 0.05]), FixedEvaluator("y", [0.2, 0.1]), rule=rule).grade(
-        Query.of("q"), PASSAGES
-    )
+    low = ens(FixedEvaluator("x", [0.1, 0.05]), FixedEvaluator("y", [0.2, 0.1])).grade(asked(rule), PASSAGES)
     assert action(low, rule) is Action.INCORRECT
     assert "all members agree" in low.reason
 
@@ -68,9 +70,9 @@ def test_disagreement_lifts_to_ambiguous(rule: str) -> None:
         FixedEvaluator("y", [0.1, 0.0]),
         FixedEvaluator("z", [0.1, 0.0]),
     ]
-    plain = ens(*members, rule=rule, agree=False).grade(Query.of("q"), PASSAGES)
+    plain = ens(*members, agree=False).grade(asked(rule), PASSAGES)
     assert action(plain, rule) is Action.INCORRECT
-    lifted = ens(*members, rule=rule).grade(Query.of("q"), PASSAGES)
+    lifted = ens(*members).grade(asked(rule), PASSAGES)
     assert action(lifted, rule) is Action.AMBIGUOUS
     assert lifted.grades[0].score == pytest.approx(LOWER + 0.01)
     assert lifted.grades[1].score == plain.grades[1].score  # only the best passage is lifted
@@ -80,10 +82,8 @@ def test_disagreement_lifts_to_ambiguous(rule: str) -> None:
 
 
 def test_lift_stays_below_upper_with_narrow_thresholds() -> None:
-    e = EnsembleEvaluator(
-        [FixedEvaluator("x", [0.52, 0.0]), FixedEvaluator("y", [0.0, 0.0])], thresholds=lambda q: (0.51, 0.5)
-    )
-    ev = e.grade(Query.of("q"), PASSAGES)
+    e = EnsembleEvaluator([FixedEvaluator("x", [0.52, 0.0]), FixedEvaluator("y", [0.0, 0.0])])
+    ev = e.grade(asked(upper=0.51, lower=0.5), PASSAGES)
     assert 0.5 < ev.grades[0].score < 0.51
     assert decide(ev.grades, confidence=ev.confidence, upper=0.51, lower=0.5) is Action.AMBIGUOUS
 
@@ -128,9 +128,10 @@ def test_registry_builds_members_from_settings() -> None:
     ev = EVALUATORS.create("ensemble", s, BackendDeps(embedder=None, llm_factory=lambda: ScriptedLLM(["0.9", "0.0"])))
     assert isinstance(ev, EnsembleEvaluator)
     assert [m.name for m in ev.members] == ["heuristic", "llm"] and ev.weights == [1.0, 2.0]
-    assert ev.rule == "set" and ev.thresholds("How tall is it?") == (0.65, 0.35)  # factoid: stricter upper
+    query = query_for("How tall is the tower?", s)  # what the ensemble's agreement rule decides with
+    assert (query.rule, query.upper, query.lower) == ("set", 0.65, 0.35)  # factoid: stricter upper
     passages = [Passage("a", "The tower is 330 metres tall.", dense=0.9), Passage("b", "Bananas.", dense=0.7)]
-    out = ev.grade(Query.of("How tall is the tower?"), passages)
+    out = ev.grade(query, passages)
     assert out.grades[0].signals["llm"] == 0.9 and "heuristic" in out.grades[0].signals
     with pytest.raises(ConfigError, match="ensemble_weights"):
         EVALUATORS.create("ensemble", CragSettings(evaluator={"ensemble": ["heuristic"], "ensemble_weights": {"x": 1}}))

@@ -22,9 +22,10 @@ from rich.table import Table
 from crag.atomic import write_atomic
 from crag.cli._common import ConfigOpt, KbOpt, engine, err, friendly, out
 from crag.errors import ConfigError, InputError
+from crag.grade.classify import query_for
 from crag.grade.pairs import read_jsonl_objects, read_pairs, score_pairs
 from crag.protocols import Evaluator
-from crag.types import Passage, Query
+from crag.types import Passage
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
@@ -66,7 +67,7 @@ def grade(
     rows = read_pairs(input)
     rag = _make(config, kb, evaluator)
     ev = _guarded(rag)
-    scored = score_pairs(ev, rows)
+    scored = score_pairs(ev, rows, settings=rag.settings)
     lines = (
         json.dumps({**r, "score": round(s, 4), "reason": why} | _degraded(ev, r), ensure_ascii=False) + "\n"
         for r, (s, why) in zip(rows, scored, strict=True)
@@ -104,7 +105,7 @@ def calibrate(
     rows = read_pairs(labels, need_label=True)
     rag = _make(config, kb, evaluator)
     ev = _guarded(rag)
-    scores = [s for s, _ in score_pairs(ev, rows)]
+    scores = [s for s, _ in score_pairs(ev, rows, settings=rag.settings)]
     _warn_degraded(ev, len({r["query"] for r in rows}))
     y = [int(r["label"]) for r in rows]
     try:
@@ -179,7 +180,7 @@ def label(
         for n, q in enumerate(qs, 1):
             status.update(f"labelling {n}/{len(qs)}: {q[:40]}")
             hits = kbase.search(q, k=k)
-            ev = judge.grade(Query.of(q), [Passage(h.chunk.id, h.chunk.text) for h in hits])
+            ev = judge.grade(query_for(q, rag.settings), [Passage(h.chunk.id, h.chunk.text) for h in hits])
             for h, g in zip(hits, ev.grades, strict=True):
                 rows.append(
                     {

@@ -31,6 +31,7 @@ from crag.errors import ConfigError, CragError
 if TYPE_CHECKING:
     from crag.config import CragSettings
     from crag.protocols import LLM
+    from crag.types import Query
 
 QUERY_TYPES: tuple[str, ...] = ("factoid", "definition", "comparison", "reasoning", "open-ended")
 
@@ -156,6 +157,28 @@ class QueryThresholds(NamedTuple):
     query_type: str
     upper: float
     lower: float
+
+
+def query_for(
+    question: str, settings: CragSettings, *, mode: str = "crag", filters: dict[str, tuple[str, ...]] | None = None
+) -> Query:
+    """The question as every step reads it: its language detected, and in CRAG mode its type
+    and thresholds chosen, here and only here (the pipeline's ``make_query``, ``crag grade``).
+
+    >>> from crag.config import CragSettings
+    >>> q = query_for("珠穆朗玛峰有多高？", CragSettings(evaluator={"upper": 0.6, "lower": 0.35, "classify": True}))
+    >>> q.language, q.query_type, q.upper, q.lower
+    ('zh', 'factoid', 0.65, 0.35)
+    """
+    from crag.text import detect_language
+    from crag.types import Query
+
+    ev = settings.evaluator
+    scope = dict(filters or {})
+    if mode != "crag":
+        return Query(question, detect_language(question), "", ev.upper, ev.lower, ev.rule, mode, scope)
+    th = query_thresholds(question, settings)
+    return Query(question, detect_language(question), th.query_type, th.upper, th.lower, ev.rule, mode, scope)
 
 
 def query_thresholds(question: str, settings: CragSettings, llm: LLM | None = None) -> QueryThresholds:

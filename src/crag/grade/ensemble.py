@@ -16,33 +16,30 @@ says that the rule fired.
 
 ### Usage example
 >>> from crag.grade.ensemble import EnsembleEvaluator
->>> ens = EnsembleEvaluator([trained, heuristic], thresholds=lambda q: (0.6, 0.35))  # doctest: +SKIP
+>>> ens = EnsembleEvaluator([trained, heuristic])                                     # doctest: +SKIP
 >>> ens.grade(Query.of("Who wrote Hamlet?"), passages).reason                        # doctest: +SKIP
 'trained 0.91 / heuristic 0.74 → 0.83; ...'
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from crag.config import CragSettings
 from crag.decide import decide
 from crag.errors import ConfigError, CragError
-from crag.grade.classify import query_thresholds
 from crag.grade.heuristic import set_confidence
 from crag.protocols import LLM, Evaluator, LLMEvaluator
 from crag.redact import clip
 from crag.registry import EVALUATORS, BackendDeps, Registries
 from crag.types import Action, Evaluation, Grade, Passage, Query
 
-Thresholds = Callable[[str], tuple[float, float]]
-
 
 class EnsembleEvaluator:
     """Averages member evaluators; Incorrect only when every member agrees (see module doc).
 
-    ``thresholds(query) -> (upper, lower)`` must return what the pipeline decides with;
-    ``rule`` is the decision rule (``paper`` or ``set``).
+    The agreement rule decides with the thresholds and rule the ``Query`` carries (decided
+    once per request by ``crag.grade.classify.query_for``), so it decides as the pipeline does.
 
     ### Usage example
     >>> from crag.grade.heuristic import HeuristicEvaluator
@@ -61,8 +58,6 @@ class EnsembleEvaluator:
         weights: Sequence[float] | None = None,
         *,
         agree: bool = True,
-        thresholds: Thresholds = lambda q: (0.6, 0.35),
-        rule: str = "paper",
     ) -> None:
         if not members:
             raise ValueError("an ensemble needs at least one member evaluator")
@@ -74,13 +69,11 @@ class EnsembleEvaluator:
         self.members = list(members)
         self.weights = weights
         self.agree = agree
-        self.thresholds = thresholds
-        self.rule = rule
 
     def with_llm(self, llm: LLM) -> EnsembleEvaluator:
         """This ensemble with its LLM members asking ``llm`` (a request's guarded model)."""
         members = [m.with_llm(llm) if isinstance(m, LLMEvaluator) else m for m in self.members]
-        return EnsembleEvaluator(members, self.weights, agree=self.agree, thresholds=self.thresholds, rule=self.rule)
+        return EnsembleEvaluator(members, self.weights, agree=self.agree)
 
     def grade(self, query: Query, passages: Sequence[Passage]) -> Evaluation:
         if not passages:
@@ -111,20 +104,18 @@ class EnsembleEvaluator:
         confidence = set_confidence(grades)
         summary = " / ".join(f"{m.name} {ev.confidence:.2f}" for m, _, ev in results) + f" → {confidence:.2f}"
         if self.agree and len(results) > 1:
-            confidence, note = self._agreement(query.text, grades, confidence, [ev for _, _, ev in results])
+            confidence, note = self._agreement(query, grades, confidence, [ev for _, _, ev in results])
             summary += note
         return Evaluation(grades, confidence, summary, self.name, "; ".join(degraded))
 
     def _agreement(
-        self, query: str, grades: list[Grade], confidence: float, members: list[Evaluation]
+        self, query: Query, grades: list[Grade], confidence: float, members: list[Evaluation]
     ) -> tuple[float, str]:
         """Lift the ensemble out of Incorrect unless every member decides Incorrect alone."""
-        upper, lower = self.thresholds(query)
-        if decide(grades, confidence=confidence, upper=upper, lower=lower, rule=self.rule) is not Action.INCORRECT:
+        upper, lower, rule = query.upper, query.lower, query.rule
+        if decide(grades, confidence=confidence, upper=upper, lower=lower, rule=rule) is not Action.INCORRECT:
             return confidence, ""
-        votes = [
-            decide(ev.grades, confidence=ev.confidence, upper=upper, lower=lower, rule=self.rule) for ev in members
-        ]
+        votes = [decide(ev.grades, confidence=ev.confidence, upper=upper, lower=lower, rule=rule) for ev in members]
         if all(v is Action.INCORRECT for v in votes):
             return confidence, "; all members agree the documents are irrelevant"
         lift = round(min(lower + 0.01, (lower + upper) / 2), 4)
@@ -150,12 +141,7 @@ def _make(settings: CragSettings, deps: BackendDeps) -> EnsembleEvaluator:
         raise ConfigError(f"evaluator.ensemble_weights names {sorted(unknown)} that are not in evaluator.ensemble")
     members = [EVALUATORS.create(n, settings, deps) for n in names]
     weights = [ev.ensemble_weights.get(n, 1.0) for n in names]
-
-    def thresholds(query: str) -> tuple[float, float]:
-        th = query_thresholds(query, settings)
-        return th.upper, th.lower
-
-    return EnsembleEvaluator(members, weights, agree=ev.ensemble_agree, thresholds=thresholds, rule=ev.rule)
+    return EnsembleEvaluator(members, weights, agree=ev.ensemble_agree)
 
 
 def register(registries: Registries) -> None:

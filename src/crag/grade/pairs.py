@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crag.errors import InputError
+from crag.grade.classify import query_for
 from crag.protocols import Evaluator
 from crag.types import Passage, Query
+
+if TYPE_CHECKING:
+    from crag.config import CragSettings
 
 __all__ = ["MAX_PASSAGE_CHARS", "read_jsonl_objects", "read_pairs", "score_pairs"]
 
@@ -71,16 +75,23 @@ def read_pairs(path: Path, *, need_label: bool = False) -> list[dict[str, Any]]:
 
 
 def score_pairs(
-    evaluator: Evaluator, rows: Sequence[dict[str, Any]], progress: Callable[[int], None] | None = None
+    evaluator: Evaluator,
+    rows: Sequence[dict[str, Any]],
+    progress: Callable[[int], None] | None = None,
+    settings: CragSettings | None = None,
 ) -> list[tuple[float, str]]:
-    """Grade every pair, batching passages of the same query; ``(score, reason)`` in input order."""
+    """Grade every pair, batching passages of the same query; ``(score, reason)`` in input order.
+
+    With ``settings`` each question gets its type and thresholds as a request would (an
+    ensemble's agreement rule decides with them); without, the defaults of ``Query.of``.
+    """
     by_query: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         by_query.setdefault(r["query"], []).append(i)
     out: list[tuple[float, str]] = [(0.0, "")] * len(rows)
     for query, idx in by_query.items():
         passages = [Passage(str(i), rows[i]["passage"][:MAX_PASSAGE_CHARS]) for i in idx]
-        ev = evaluator.grade(Query.of(query), passages)  # a pair's query arrives alone
+        ev = evaluator.grade(query_for(query, settings) if settings else Query.of(query), passages)
         for i, g in zip(idx, ev.grades, strict=True):
             out[i] = (float(g.score), g.reason or ev.degraded)
         if progress:

@@ -33,12 +33,12 @@ from crag.event_names import EventName
 from crag.generate import NO_CONTEXT, Generation, generate
 from crag.generate.namesakes import answer_bearers
 from crag.generate.relation import Judge, judge_threshold, model_judge
-from crag.grade.classify import query_thresholds
+from crag.grade.classify import query_for
 from crag.grade.heuristic import set_confidence
 from crag.kb import KnowledgeBase
 from crag.llm.guard import GuardedLLM
 from crag.protocols import LLM, Evaluator, WebSearch
-from crag.text import approx_tokens, detect_language
+from crag.text import approx_tokens
 from crag.trace.spans import Tracer
 from crag.types import Action, Answer, Citation, Evaluation, Passage, Query, Retrieval, Strip, Usage
 
@@ -181,12 +181,7 @@ def make_query(
     question: str, cfg: CragSettings, *, mode: str = "crag", filters: dict[str, tuple[str, ...]] | None = None
 ) -> Query:
     """The question with its language, metadata filters and, in CRAG mode, its type and thresholds."""
-    ev = cfg.evaluator
-    scope = dict(filters or {})
-    if mode != "crag":
-        return Query(question, detect_language(question), "", ev.upper, ev.lower, ev.rule, mode, scope)
-    th = query_thresholds(question, cfg)
-    return Query(question, detect_language(question), th.query_type, th.upper, th.lower, ev.rule, mode, scope)
+    return query_for(question, cfg, mode=mode, filters=filters)
 
 
 def retrieve(query: Query, kb: KnowledgeBase, cfg: CragSettings) -> Retrieval:
