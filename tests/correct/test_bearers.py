@@ -355,3 +355,33 @@ def test_the_post_asked_singles_out_its_holder_beside_a_shared_company() -> None
     }
     engineer = find_bearers(Query.of("青岚科技测试工程师陈静毕业于哪所大学？"), CHEN_JING)
     assert engineer.chosen is not None and engineer.chosen.cites == [1]
+
+
+ORG_CHART = [
+    strip("电池与电源组 | 负责人: 王磊（Wang Lei），首席硬件工程师 | 所在地: 杭州", "组织架构", "org.md", 0.6),
+    strip("销售事业部·华南区 | 负责人: 王磊（Wang Lei），华南区销售总监 | 所在地: 深圳", "组织架构", "org.md", 0.5),
+    strip("硬件事业部 | 负责人: 孙启航 | 所在地: 杭州", "组织架构", "org.md", 0.4),
+]
+ORG_CHART_EN = [
+    strip("Battery group | Lead: Maria Costa, Chief Hardware Engineer | Site: Porto", "Org chart", "org.md", 0.6),
+    strip("Sales, south | Lead: Maria Costa, Regional Sales Director | Site: Lisbon", "Org chart", "org.md", 0.5),
+    strip("Software | Lead: Tom Reyes | Site: Porto", "Org chart", "org.md", 0.4),
+]
+
+
+@pytest.mark.parametrize(("rows", "question"), [(ORG_CHART, "王磊是谁？"), (ORG_CHART_EN, "Who is Maria Costa?")])
+def test_rows_of_one_name_with_posts_that_share_no_word_are_two_people(rows: list[Strip], question: str) -> None:
+    found = find_bearers(Query.of(question), rows)
+    assert found.several and [b.cites for b in found.bearers] == [[1], [2]]  # the third row is no one's
+
+
+def test_rows_of_one_name_and_one_post_are_one_person() -> None:
+    lab = "电池实验室 | 负责人: 王磊（Wang Lei），首席硬件工程师 | 所在地: 杭州"
+    same = [ORG_CHART[0], strip(lab, "组织架构", "org.md")]
+    found = find_bearers(Query.of("王磊是谁？"), same)
+    assert not found.several and [b.cites for b in found.bearers] == [[1, 2]]
+
+
+def test_a_row_post_asked_singles_out_its_row() -> None:
+    found = find_bearers(Query.of("华南区销售总监王磊在哪里办公？"), ORG_CHART)
+    assert found.chosen is not None and found.chosen.cites == [2]

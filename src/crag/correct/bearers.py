@@ -47,6 +47,7 @@ from crag.correct.names import (
     descriptor,
     fold,
     personal,
+    row_post,
     split_title,
     subject,
     words,
@@ -186,7 +187,8 @@ def _asked_name(question: str, strips: Sequence[Strip]) -> Name | None:
     counts: Counter[Name] = Counter()
     written: dict[Name, str] = {}
     for s in strips:
-        for candidate in (Name.of(split_title(s.title)[0]), subject(s.text), *listed_names(s.text)):
+        row = row_post(s.text)
+        for candidate in (Name.of(split_title(s.title)[0]), subject(s.text), *listed_names(s.text), row and row[0]):
             if candidate is not None and candidate.find(question) is not None:
                 counts[candidate] += 1
                 written.setdefault(candidate, candidate.text)
@@ -204,7 +206,8 @@ def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
     pending: list[int] = []
     for i, s in enumerate(strips):
         base, disamb = split_title(s.title)
-        defined = define(s.text, name)
+        row = row_post(s.text, name)
+        defined = row[1] if row else define(s.text, name)
         titled = Name.of(base)
         items = listed(s.text, name)
         # a title may write the name with fewer middle names than the question, never more;
@@ -213,7 +216,8 @@ def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
             key: tuple[str, ...] = ("title", fold(s.title))
             doc = docs.setdefault(key, _Doc(fold(s.title), disamb, base, [], None, False, 0.0))
         elif defined is not None and len(items) < 2:
-            key = ("doc", s.source, s.title)
+            # each row of a table is its own entry; a prose page is one document
+            key = ("row", s.source, s.text) if row else ("doc", s.source, s.title)
             doc = docs.setdefault(key, _Doc("", "", name.text, [], None, False, 0.0))
         else:
             if not items:
@@ -224,7 +228,8 @@ def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
                 doc = docs.setdefault(key, _Doc(title, entry, name.text, [], None, False, 0.0))
                 _add(doc, i, Strip(definition.sentence, s.source, s.origin, s.title, score=s.score), definition)
             continue
-        owner[(s.source, s.title)] = key
+        if not row:  # a row is whole: no other strip of its table is about its person
+            owner[(s.source, s.title)] = key
         _add(doc, i, s, defined)
     for i in pending:  # a strip cut from a document about the name ("He studied in Paris.")
         s = strips[i]

@@ -26,7 +26,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from crag.text import EN_STOP, ZH_STOP, split_sentences, zh_cut, zh_pos
+from crag.text import EN_STOP, ZH_STOP, split_sentences, table_cells, zh_cut, zh_pos
 
 __all__ = [
     "CJK",
@@ -72,6 +72,10 @@ _ZH_ROLE = re.compile(r"[^。；;]{0,40}?(?:现任|现为|担任|出任)(?P<desc
 _EN_ROLE = re.compile(
     r"[^.;]{0,80}?\b(?:is\s+now|now\s+serves\s+as|serves\s+as|is\s+currently|currently\s+serves\s+as)\s+"
     r"(?P<desc>(?:a|an|the)\s+[^;.]{2,120})"
+)
+# A table cell naming a person and the post: "王磊（Wang Lei），首席硬件工程师", "Wang Lei, Chief Engineer".
+_ROW_PERSON = re.compile(
+    r"(?P<subj>[^（(，,;；]{2,40}?)\s*(?:[（(][^（）()]{0,60}[）)])?\s*[，,]\s*(?P<desc>[^，,;；]{2,60})$"
 )
 # Where an English description stops being about who the person is.
 _EN_CUT = re.compile(
@@ -336,6 +340,31 @@ def _role(sentence: str, name: Name) -> Definition | None:
         m = _EN_ROLE.match(sentence, head.end())
         desc = en_description(m.group("desc")) if m else ""
     return Definition((), desc, "", sentence) if desc else None
+
+
+def row_post(text: str, name: Name | None = None) -> tuple[Name, Definition] | None:
+    """The person a table row's cell names with a post ("负责人: 王磊（Wang Lei），首席硬件工程师",
+    "Lead: Wang Lei, Chief Hardware Engineer"), and that post as a definition; only ``name`` when given.
+
+    An organisation chart lists its people as rows: two rows of one name with posts that share
+    no word are two people, as two defining sentences would be.
+
+    >>> found = row_post("电池与电源组 | 负责人: 王磊（Wang Lei），首席硬件工程师 | 所在地: 杭州")
+    >>> found[0].text, found[1].description
+    ('王磊', '首席硬件工程师')
+    >>> row_post("Yunque S5 | Q3 2023 shipments: 8,640") is None
+    True
+    """
+    cells = table_cells(text.strip())
+    for _header, value in cells[1] if cells else []:
+        m = _ROW_PERSON.match(value.strip())
+        found = Name.of(m.group("subj")) if m else None
+        if m is None or found is None or (name is not None and not same_name(name, m.group("subj"))):
+            continue
+        desc = zh_description(m.group("desc")) if found.cjk else en_description(m.group("desc"))
+        if desc:
+            return found, Definition((), desc, "", text.strip())
+    return None
 
 
 def subject(text: str) -> Name | None:
