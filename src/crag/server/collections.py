@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from crag.collection_names import SINGLE_COLLECTION
 from crag.config import CragSettings
 from crag.engine import CRAG
-from crag.errors import ApiError
+from crag.errors import ApiError, CragError
 from crag.server.auth import ApiKey
 
 __all__ = ["Collection", "Collections", "authorize", "chat_model", "collection_for", "install"]
@@ -175,6 +175,15 @@ def _created(path: Path) -> int:
     return int(row[0]) if row and str(row[0]).isdigit() else 0
 
 
+def kb_ready(c: Collection) -> bool:
+    """The collection's knowledge base has been created (in its folder, or in the shared state
+    database); False also while that database does not answer (``/readyz`` says why)."""
+    try:
+        return c.engine.kb_exists()
+    except CragError:
+        return False
+
+
 def authorize(request: Request, collection: Collection | str, *, write: bool = False, doing: str = "ingest") -> None:
     """403, in one line, when the request's API key may not use ``collection`` this way
     (``doing`` names the write a read-only key was refused).
@@ -218,7 +227,7 @@ def install(app: FastAPI, collections: Collections) -> None:
         key: ApiKey | None = getattr(request.state, "api_key", None)
         rows = []
         for c in _visible(request, collections):
-            ready = await run_in_threadpool((c.path / "manifest.sqlite").is_file)
+            ready = await run_in_threadpool(kb_ready, c)
             write = key is None or key.may(c.name, write=True)
             rows.append(
                 {
