@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 DOCS = {
     "leave.md": ("# Annual leave\n\nEmployees get 25 days of annual leave a year.", {"team": "hr", "lang": "en"}),
     "年假.md": ("# 年假制度\n\n员工每年享有二十五天带薪年假。", {"team": "人事", "lang": "zh"}),
-    "roadmap.md": ("# Roadmap\n\nThe search team ships hybrid retrieval in the spring.", {"team": "产品", "lang": "en"}),
+    "roadmap.md": ("# Roadmap\n\nThe search team ships hybrid retrieval this spring.", {"team": "产品", "lang": "en"}),
 }
 
 
@@ -104,7 +104,7 @@ def test_a_filter_is_one_flat_statement_whatever_its_size(pg_url: str, tmp_path:
     engine = manifest.db._engine()
     sa.event.listen(engine, "before_cursor_execute", record)
     try:
-        values = tuple(f"v{i}" for i in range(MAX_FILTER_VALUES - 1)) + ("产品",)
+        values = (*(f"v{i}" for i in range(MAX_FILTER_VALUES - 1)), "产品")
         found = manifest.filtered_ids({"team": values, "lang": ("en", "zh"), "a.b": ("1",)})
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
@@ -143,7 +143,8 @@ def test_knowledge_bases_of_one_database_are_apart(pg_url: str, tmp_path: Path) 
     fill(other, docs[2:])
     assert other.manifest.counts() == (1, 1) and other.manifest.metadata_keys() == {"team", "lang"}
     assert other.manifest.filtered_ids({"lang": ("en",)}) == other.manifest.chunk_ids()
-    opened = KnowledgeBase.open(tmp_path / "elsewhere", HashEmbedder(), state=StateDB(pg_url, MANIFEST, scope="handbook"))
+    handbook = StateDB(pg_url, MANIFEST, scope="handbook")
+    opened = KnowledgeBase.open(tmp_path / "elsewhere", HashEmbedder(), state=handbook)
     assert [d.name for d in opened.documents()[0]] == ["leave.md"]
 
 

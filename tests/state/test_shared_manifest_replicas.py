@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DOCS = {
     "leave.md": ("# Annual leave\n\nEmployees get 25 days of annual leave a year.", {"team": "hr", "lang": "en"}),
     "年假.md": ("# 年假制度\n\n员工每年享有二十五天带薪年假。", {"team": "人事", "lang": "zh"}),
-    "roadmap.md": ("# Roadmap\n\nThe search team ships hybrid retrieval in the spring.", {"team": "产品", "lang": "en"}),
+    "roadmap.md": ("# Roadmap\n\nThe search team ships hybrid retrieval this spring.", {"team": "产品", "lang": "en"}),
 }
 
 # Replica 2: open the knowledge base from its own folder; optionally re-ingest a file; report what it sees.

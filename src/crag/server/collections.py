@@ -64,7 +64,7 @@ class Collections:
         if not engines:
             raise ValueError("a server needs at least one collection")
         started = int(time.time())
-        self._by_name = {n: Collection(n, e, _created(Path(e.settings.kb.path)) or started) for n, e in engines.items()}
+        self._by_name = {n: Collection(n, e, _created(e) or started) for n, e in engines.items()}
         self.default = default if default is not None else (next(iter(engines)) if len(engines) == 1 else None)
 
     @classmethod
@@ -162,9 +162,18 @@ def _key(request: Request | None) -> ApiKey | None:
     return getattr(request.state, "api_key", None) if request is not None else None
 
 
-def _created(path: Path) -> int:
+def _created(engine: CRAG) -> int:
     """When the knowledge base was created (its manifest's ``created`` mark), 0 when unknown."""
-    db = path / "manifest.sqlite"
+    state = engine.manifest_state()
+    if state is not None:  # in the shared database; not yet created, or not answering: unknown
+        from crag.store.manifest_db import ManifestDB
+
+        try:
+            value = ManifestDB.reader(state).get_meta("created")
+        except CragError:
+            return 0
+        return int(value) if value and value.isdigit() else 0
+    db = Path(engine.settings.kb.path) / "manifest.sqlite"
     if not db.is_file():
         return 0
     try:

@@ -58,12 +58,14 @@ class ManifestDB:
 
     read_only = False  # a full disk is the database server's concern: writes fail with its error
 
-    def __init__(self, db: StateDB) -> None:
+    def __init__(self, db: StateDB, *, create: bool = True) -> None:
         if not db.shared:
             raise ValueError("ManifestDB needs a shared state database; without kb.state_uri use Manifest")
         self.db = db
         self.kb = db.scope
         self.path = db.display
+        if not create:
+            return
         with db.connect(write=True) as conn:  # when the knowledge base began (/v1/models' "created")
             created = sa.cast(sa.cast(sa.func.extract("epoch", sa.func.now()), sa.BigInteger), sa.Text)
             conn.execute(db.insert(kb_meta).values(kb=self.kb, key="created", value=created).on_conflict_do_nothing())
@@ -76,6 +78,19 @@ class ManifestDB:
                 sa.select(kb_meta.c.value).where(kb_meta.c.kb == db.scope, kb_meta.c.key == "embedder")
             ).first()
         return row is not None
+
+    @classmethod
+    def reader(cls, db: StateDB) -> ManifestDB:
+        """The manifest for reading only: nothing is written (a knowledge base not created stays so)."""
+        return cls(db, create=False)
+
+    def file_documents(self) -> list[tuple[str, str | None, str | None]]:
+        """Every file with its document's id and name (None for a file without a document)."""
+        d, f = kb_documents.c, kb_files.c
+        joined = kb_files.outerjoin(kb_documents, sa.and_(d.kb == f.kb, d.file == f.path))
+        with self.db.connect() as conn:
+            rows = conn.execute(sa.select(f.path, d.id, d.name).select_from(joined).where(f.kb == self.kb))
+            return [(str(r[0]), r[1], r[2]) for r in rows]
 
     def close(self) -> None:
         """Nothing to close: connections belong to the process's pool (:class:`StateDB`)."""
