@@ -10,6 +10,7 @@ read back the same, filters included.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -212,3 +213,29 @@ def test_a_second_thread_waits_for_the_first(pg_url: str) -> None:
         events.append("first releases")
     worker.join(timeout=30)
     assert events == ["busy", "first releases", "second holds"]
+
+
+# -- a knowledge base built before kb.state_uri was set -----------------------------------------
+def test_a_sqlite_knowledge_base_moves_into_the_database_once_and_still_answers(pg_url: str, tmp_path: Path) -> None:
+    import shutil
+
+    from crag.engine import CRAG
+
+    legacy = tmp_path / "kb"
+    shutil.copytree(Path(__file__).parent / "legacy_kb", legacy)  # built by the release before documents
+    before = (legacy / "manifest.sqlite").read_bytes()
+    with sqlite3.connect(legacy / "manifest.sqlite") as db:
+        ids = {r[0] for r in db.execute("SELECT id FROM chunks")}
+
+    rag = CRAG.from_config(kb={"path": str(legacy), "state_uri": pg_url, "name": "legacy"}, search={"provider": "none"})
+    kb = rag.knowledge_base()
+    assert isinstance(kb.manifest, ManifestDB)
+    assert kb.manifest.chunk_ids() == ids and kb.manifest.generation == 2
+    assert sorted(d.name for d in kb.documents()[0]) == ["lighthouse.md", "tianjin.md"]  # rows made on the way
+    assert "1940" in kb.search("天津犹太会堂是什么时候建成的？", k=1)[0].chunk.text
+    assert (legacy / "manifest.sqlite").read_bytes() == before  # the file is left as it was
+
+    again = CRAG.from_config(kb={"path": str(legacy), "state_uri": pg_url, "name": "legacy"})
+    assert again.knowledge_base().manifest.counts() == (2, 2)  # copied once, not twice
+    elsewhere = CRAG.from_config(kb={"path": str(tmp_path / "empty"), "state_uri": pg_url, "name": "legacy"})
+    assert elsewhere.kb_exists() and elsewhere.knowledge_base().documents()[1] == 2

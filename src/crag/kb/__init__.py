@@ -293,9 +293,11 @@ class KnowledgeBase:
 
 def exists(path: Path, state: StateDB | None = None) -> bool:
     """True when the knowledge base has been created: its folder's ``manifest.sqlite``, or with
-    ``state`` (a shared ``kb.state_uri``) its name's rows in that database."""
-    if state is None:
-        return (Path(path) / "manifest.sqlite").is_file()
+    ``state`` (a shared ``kb.state_uri``) its name's rows in that database (or a ``manifest.sqlite``
+    to move there, :mod:`crag.store.manifest_import`)."""
+    legacy = (Path(path) / "manifest.sqlite").is_file()
+    if state is None or legacy:  # a folder built before kb.state_uri: moved in when it opens
+        return legacy
     from crag.store.manifest_db import ManifestDB
 
     return ManifestDB.exists(state)

@@ -70,9 +70,11 @@ def open_manifest(path: Path, model_id: str, *, state: StateDB | None = None) ->
     where = str(path)
     if state is not None:
         from crag.store.manifest_db import ManifestDB
+        from crag.store.manifest_import import import_sqlite
 
-        manifest = ManifestDB(state)
-        where = f"{state.scope!r} in {state.display}"
+        shared = ManifestDB(state)
+        import_sqlite(path, shared, write_lock(path, state))  # a folder built before kb.state_uri was set
+        manifest, where = shared, f"{state.scope!r} in {state.display}"
     else:
         manifest = Manifest(path / "manifest.sqlite")
     stored = manifest.get_meta("embedder")
