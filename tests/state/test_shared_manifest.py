@@ -85,6 +85,13 @@ def test_a_knowledge_base_on_state_uri_reads_back_as_on_sqlite(pg_url: str, tmp_
     assert b.metadata_values("team", 10) == a.metadata_values("team", 10) == ["hr", "产品", "人事"]  # code point order
     for where in ({"lang": ("en",)}, {"team": ("人事", "产品")}, {"lang": ("en",), "team": ("hr",)}, {"team": ("x",)}):
         assert b.filtered_ids(where) == a.filtered_ids(where), where
+    assert b.metadata_rows("", 10) == a.metadata_rows("", 10) and len(b.metadata_rows("", 10)) == 3
+    after = a.metadata_rows("", 1)[0].id
+    assert b.metadata_rows(after, 10) == a.metadata_rows(after, 10)  # the next batch of an upgrade
+    changed = [dataclasses.replace(c, metadata={**c.metadata, "year": "2026"}) for c in a.chunks()[:1]]
+    a.set_metadata(changed)
+    b.set_metadata(changed)
+    assert b.chunks() == a.chunks() and b.filtered_ids({"year": ("2026",)}) == {changed[0].id}
     title = a.chunks()[0].title
     assert b.filtered_ids({"title": (title,)}) == a.filtered_ids({"title": (title,)}) != set()
     assert [h.chunk.id for h in shared.search("annual leave days", k=3, filters={"lang": "en"})] == [
