@@ -39,10 +39,11 @@ def check_state_uri(value: str) -> str:
 StateUri = Annotated[
     str,
     Field(
-        description="Where traces, feedback, budgets and the search caches live. Unset: SQLite files beside the "
-        "knowledge base (traces.sqlite, budget.sqlite, search_cache.sqlite). postgresql://user@host:5432/db: one "
-        "PostgreSQL database that several `crag serve` replicas share (password in the URL or $PGPASSWORD; needs "
-        "crag[postgres]). Tables are created and upgraded on first use."
+        description="Where the documents and chunk texts, traces, feedback, budgets and the search caches live. "
+        "Unset: SQLite files beside the knowledge base (manifest.sqlite, traces.sqlite, budget.sqlite, "
+        "search_cache.sqlite; writers queue on write.lock). postgresql://user@host:5432/db: one PostgreSQL database "
+        "that several `crag serve` replicas share, writers queuing on an advisory lock there (password in the URL "
+        "or $PGPASSWORD; needs crag[postgres]). Tables are created and upgraded on first use."
     ),
     AfterValidator(check_state_uri),
 ]
@@ -50,8 +51,9 @@ KBName = Annotated[
     str,
     Field(
         max_length=200,
-        description="This knowledge base's name in a shared state database (kb.state_uri): its traces, budgets and "
-        "cache entries carry it, so several knowledge bases can share one database. Default: the folder's name.",
+        description="This knowledge base's name in a shared state database (kb.state_uri): its documents, traces, "
+        "budgets and cache entries carry it, so several knowledge bases can share one database, and replicas with "
+        "the same name serve the same documents. Default: the folder's name.",
     ),
 ]
 StateTimeout = Annotated[

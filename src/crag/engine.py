@@ -27,7 +27,7 @@ from crag.config import CragSettings, load_settings, merge
 from crag.embed.cache import make_embedder
 from crag.errors import CragError, InputError, RequestCancelled
 from crag.ingest.limits import InputLimits
-from crag.kb import DocName, IngestReport, KnowledgeBase, Progress, index_corpus
+from crag.kb import DocName, IngestReport, KnowledgeBase, Progress, exists, index_corpus
 from crag.metadata import check_metadata
 from crag.paths import is_disk_full
 from crag.pipeline import CorrectedContext, Deps, OnStep, run_crag, run_crag_context, run_rag
@@ -37,7 +37,7 @@ from crag.protocols import LLM, Embedder, Evaluator, WebSearch
 from crag.redact import install_log_redaction, register, register_env, url_secrets
 from crag.registry import EVALUATORS, LLMS, SEARCHES, BackendDeps
 from crag.request import Request, RequestOptions
-from crag.state import TRACES, state_for
+from crag.state import MANIFEST, TRACES, StateDB, state_for
 from crag.trace.otel import export_trace
 from crag.trace.spans import Tracer
 from crag.trace.store import TraceStore
@@ -134,6 +134,7 @@ class CRAG:
                         max_unpacked_bytes=self.settings.ingest.max_unpacked_mb * 1_000_000,
                         max_elements=self.settings.ingest.max_elements,
                     ),
+                    "state": self.manifest_state(),
                 }
                 path = self.settings.kb.path
                 self._kb = (
@@ -142,6 +143,16 @@ class CRAG:
                     else KnowledgeBase.open(path, self.embedder, **kw)
                 )
             return self._kb
+
+    def manifest_state(self) -> StateDB | None:
+        """Where the knowledge base's documents and chunk texts live when not in its folder's
+        ``manifest.sqlite``: the shared ``kb.state_uri``, under ``kb.name`` (None when unset)."""
+        return state_for(self.settings, MANIFEST) if self.settings.kb.state_uri else None
+
+    def kb_exists(self) -> bool:
+        """True once the knowledge base has been created (something was ingested into it), in its
+        folder or, with ``kb.state_uri``, in the shared database. Creates nothing."""
+        return exists(self.settings.kb.path, self.manifest_state())
 
     @property
     def evaluator(self) -> Evaluator:

@@ -42,7 +42,8 @@ from crag.ingest.stream import FileScan, file_chunks, scan
 from crag.metadata import chunk_fields, fingerprint
 from crag.protocols import Embedder, Progress, VectorStore
 from crag.store.documents import DocumentRecord, path_id
-from crag.store.manifest import PARTIAL, Manifest
+from crag.store.manifest import PARTIAL
+from crag.store.manifest_api import ManifestStore
 from crag.types import Chunk
 
 __all__ = [
@@ -137,7 +138,7 @@ class Segment:
 
 def plan_files(
     files: Sequence[Path],
-    manifest: Manifest,
+    manifest: ManifestStore,
     report: IngestReport,
     meta: Mapping[str, str] | None = None,
     *,
@@ -199,7 +200,7 @@ def _scan_or_skip(path: Path, key: str, report: IngestReport) -> FileScan | None
     return None
 
 
-def _prior(manifest: Manifest, key: str, named: DocName | None) -> _Prior:
+def _prior(manifest: ManifestStore, key: str, named: DocName | None) -> _Prior:
     """The file's version in the manifest and the document it continues."""
     previous = manifest.file_sha(key)
     doc = manifest.document(key) if previous is not None else None
@@ -298,7 +299,7 @@ def _windows(segments: Iterator[Segment], size: int) -> Iterator[list[Segment]]:
 def write_files(
     jobs: Sequence[FileJob],
     *,
-    manifest: Manifest,
+    manifest: ManifestStore,
     vectors: VectorStore,
     embedder: Embedder,
     pool: EmbedPool | None,
@@ -343,7 +344,7 @@ class _Advance:
 
 
 def _to_embed(
-    group: list[Segment], manifest: Manifest, vectors: VectorStore, text_in_store: bool
+    group: list[Segment], manifest: ManifestStore, vectors: VectorStore, text_in_store: bool
 ) -> list[tuple[Chunk, int, str]]:
     """The window's chunks that need an embedding: ``(chunk, run byte offset, file key)`` each.
 
@@ -411,7 +412,7 @@ def _upsert(vectors: VectorStore, chunks: list[Chunk], vecs: np.ndarray, text_in
     vectors.upsert([c.id for c in chunks], vecs, metas)
 
 
-def _commit(seg: Segment, manifest: Manifest, vectors: VectorStore, report: IngestReport) -> None:
+def _commit(seg: Segment, manifest: ManifestStore, vectors: VectorStore, report: IngestReport) -> None:
     job = seg.job
     doc = job.document
     if doc is not None and job.first is not None:

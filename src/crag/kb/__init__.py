@@ -18,6 +18,9 @@ Layout of a knowledge base folder::
       bm25/             keyword index derived from the manifest
       traces.sqlite     decision paths of past questions
 
+With ``state`` (the shared ``kb.state_uri``), the manifest and the write lock are in that
+database under the knowledge base's name instead, and the folder holds no ``manifest.sqlite``.
+
 >>> from crag.kb import KnowledgeBase
 >>> kb = KnowledgeBase.open("kb", embedder)              # doctest: +SKIP
 >>> report = kb.ingest(["docs/"])                        # doctest: +SKIP
@@ -31,7 +34,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,15 +42,18 @@ from crag.config import ChunkSettings, RetrievalSettings
 from crag.errors import DocumentNotFoundError, KnowledgeBaseError
 from crag.ingest.limits import DEFAULT_LIMITS, InputLimits
 from crag.ingest.writer import COMMIT_CHUNKS, DocName, FileResult, IngestReport
-from crag.kb.consistency import DIRTY, Consistency, open_manifest
+from crag.kb.consistency import DIRTY, Consistency, open_manifest, write_lock
 from crag.kb.ingestion import Ingestor
 from crag.kb.retriever import HybridRetriever
 from crag.metadata import Filters
 from crag.protocols import Embedder, Progress, VectorStore
 from crag.store.documents import DocumentRecord
 from crag.store.factory import make_vector_store
-from crag.store.manifest import Manifest
+from crag.store.manifest_api import ManifestStore
 from crag.types import Chunk, Hit, Retrieval
+
+if TYPE_CHECKING:
+    from crag.state.db import StateDB
 
 __all__ = [
     "DIRTY",
@@ -57,6 +63,7 @@ __all__ = [
     "IngestReport",
     "KnowledgeBase",
     "Progress",
+    "exists",
     "index_corpus",
 ]
 
@@ -73,7 +80,9 @@ class KnowledgeBase:
 
     The constructor only stores its settings; the folder, manifest and vector store open on
     first use or in :meth:`warm_up`. ``vectors`` is a store to use instead of the one
-    ``store_uri`` names (the conformance suite passes the exact object under test).
+    ``store_uri`` names (the conformance suite passes the exact object under test). ``state``
+    is the ``manifest`` group of a shared state database (``kb.state_uri``): the manifest and
+    the write lock live there, under the knowledge base's name, not in the folder.
 
     ### Usage example
     >>> import tempfile, pathlib
@@ -99,8 +108,10 @@ class KnowledgeBase:
         commit_chunks: int = COMMIT_CHUNKS,
         limits: InputLimits = DEFAULT_LIMITS,
         vectors: VectorStore | None = None,
+        state: StateDB | None = None,
     ) -> None:
         self.path = Path(path)
+        self.state = state
         self.embedder = embedder
         self.chunking = chunking or ChunkSettings()
         self.retrieval = retrieval or RetrievalSettings()
@@ -117,7 +128,7 @@ class KnowledgeBase:
     def open(cls, path: str | Path, embedder: Embedder, **kw: Any) -> KnowledgeBase:
         """Open an existing knowledge base for querying (error if it does not exist)."""
         p = Path(path)
-        if not (p / "manifest.sqlite").is_file():
+        if not exists(p, kw.get("state")):
             raise KnowledgeBaseError.missing(p)
         return cls(p, embedder, **kw)
 
@@ -141,8 +152,9 @@ class KnowledgeBase:
         vectors = self._given_vectors or make_vector_store(
             self.store_uri, self.path, ef_search=self.retrieval.ef_search, full_text=self.keyword_in_store
         )
-        manifest = open_manifest(self.path, self.embedder.model_id)
-        state = Consistency(self.path, manifest, vectors, text_in_store=self.keyword_in_store)
+        manifest = open_manifest(self.path, self.embedder.model_id, state=self.state)
+        lock = write_lock(self.path, self.state)
+        state = Consistency(self.path, manifest, vectors, text_in_store=self.keyword_in_store, lock=lock)
         state.warm_up()
         retriever = HybridRetriever(state, self.embedder, self.retrieval, keyword_in_store=self.keyword_in_store)
         ingestor = Ingestor(
@@ -172,7 +184,7 @@ class KnowledgeBase:
         return self._open().ingestor
 
     @property
-    def manifest(self) -> Manifest:
+    def manifest(self) -> ManifestStore:
         return self.consistency.manifest
 
     @property
@@ -277,6 +289,18 @@ class KnowledgeBase:
         all documents that match: ``{"lang": "zh"}``, ``{"team": ["产品", "support"]}``.
         """
         return self.retriever.retrieve(query, k=k, query_vector=query_vector, filters=filters)
+
+
+def exists(path: Path, state: StateDB | None = None) -> bool:
+    """True when the knowledge base has been created: its folder's ``manifest.sqlite``, or with
+    ``state`` (a shared ``kb.state_uri``) its name's rows in that database (or a ``manifest.sqlite``
+    to move there, :mod:`crag.store.manifest_import`)."""
+    legacy = (Path(path) / "manifest.sqlite").is_file()
+    if state is None or legacy:  # a folder built before kb.state_uri: moved in when it opens
+        return legacy
+    from crag.store.manifest_db import ManifestDB
+
+    return ManifestDB.exists(state)
 
 
 def index_corpus(

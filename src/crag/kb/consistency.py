@@ -7,6 +7,11 @@ Layout of the folder this part keeps consistent::
       write.lock        one writer at a time, across processes
       chroma/           vectors from our embedder (or a Milvus file, or a server)
 
+With ``kb.state_uri`` set, the manifest is in the shared database instead
+(:class:`~crag.store.manifest_db.ManifestDB`, no ``manifest.sqlite``) and writers queue on an
+advisory lock there (:class:`~crag.store.writelock_db.AdvisoryWriteLock`, no ``write.lock``),
+so replicas on several machines with a shared vector store (a Milvus server) stay in step.
+
 **Crash consistency.** A writer marks the manifest dirty (:data:`DIRTY`) before it writes
 vectors, commits the manifest per file, and clears the mark when done, so a Ctrl-C or
 ``kill -9`` at any moment leaves either the old or the new version of a file. Vectors the
@@ -14,7 +19,7 @@ manifest does not know are orphans: the next writer deletes them (:meth:`Consist
 :meth:`Consistency.writing`). Listing every id costs seconds at a million chunks, so that
 scan runs only when the mark is set or the counts disagree.
 
-**Several processes.** Writes hold ``write.lock`` one at a time, and each commit bumps the
+**Several processes.** Writes hold the write lock one at a time, and each commit bumps the
 manifest's generation. A reader remembers the generation its vector store view reflects; when
 the manifest is ahead it reopens the store (a :class:`~crag.protocols.RefreshableStore`)
 before searching, taking the lock only briefly and without waiting (docs/concurrency.md).
@@ -32,6 +37,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crag.errors import ConfigError, DiskFullError, KnowledgeBaseError, StoreError
 from crag.paths import is_disk_full, make_folder
@@ -39,31 +45,57 @@ from crag.protocols import FilteringStore, RefreshableStore, ReleasableStore, Ve
 from crag.store.backfill import METADATA_IN_STORE, backfill_metadata
 from crag.store.documents import DOCUMENTS_IN_MANIFEST
 from crag.store.manifest import Manifest
-from crag.store.writelock import WriteLock, check_writable
+from crag.store.manifest_api import ManifestStore
+from crag.store.writelock import KBWriteLock, WriteLock, check_writable
 
-__all__ = ["DIRTY", "Consistency", "open_manifest"]
+if TYPE_CHECKING:
+    from crag.state.db import StateDB
+
+__all__ = ["DIRTY", "Consistency", "open_manifest", "write_lock"]
 
 DIRTY = "dirty"  # manifest meta key: "1" while vectors may disagree with the manifest
 
 
-def open_manifest(path: Path, model_id: str) -> Manifest:
-    """The manifest of the knowledge base folder ``path`` (created if new), for embedder ``model_id``.
+def open_manifest(path: Path, model_id: str, *, state: StateDB | None = None) -> ManifestStore:
+    """The manifest of the knowledge base folder ``path`` (created if new), for embedder ``model_id``:
+    ``manifest.sqlite`` there, or with ``state`` (the ``manifest`` group of a shared ``kb.state_uri``)
+    the rows of its knowledge base name in that database.
 
     Refuses, in one line each, a folder that cannot be created or written and a knowledge base
     built with another embedder (its vectors would not be comparable).
     """
     make_folder(path, "knowledge base")
     check_writable(path)
-    manifest = Manifest(path / "manifest.sqlite")
+    manifest: ManifestStore
+    where = str(path)
+    if state is not None:
+        from crag.store.manifest_db import ManifestDB
+        from crag.store.manifest_import import import_sqlite
+
+        shared = ManifestDB(state)
+        import_sqlite(path, shared, write_lock(path, state))  # a folder built before kb.state_uri was set
+        manifest, where = shared, f"{state.scope!r} in {state.display}"
+    else:
+        manifest = Manifest(path / "manifest.sqlite")
     stored = manifest.get_meta("embedder")
     if stored is None:
         manifest.set_meta("embedder", model_id)
     elif stored != model_id:
         raise KnowledgeBaseError(
-            f"knowledge base {path} was built with embedder {stored!r}, not {model_id!r}; "
+            f"knowledge base {where} was built with embedder {stored!r}, not {model_id!r}; "
             "use the same embedder or ingest into a new --kb folder"
         )
     return manifest
+
+
+def write_lock(path: Path, state: StateDB | None = None) -> KBWriteLock:
+    """The lock writers of this knowledge base queue on: ``<path>/write.lock``, or with ``state``
+    (a shared ``kb.state_uri``) an advisory lock on its name in that database."""
+    if state is None:
+        return WriteLock(path / "write.lock")
+    from crag.store.writelock_db import AdvisoryWriteLock
+
+    return AdvisoryWriteLock(state)
 
 
 class Consistency:
@@ -85,12 +117,20 @@ class Consistency:
     ('0', True)
     """
 
-    def __init__(self, path: Path, manifest: Manifest, vectors: VectorStore, *, text_in_store: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        manifest: ManifestStore,
+        vectors: VectorStore,
+        *,
+        text_in_store: bool = False,
+        lock: KBWriteLock | None = None,
+    ) -> None:
         self.path = Path(path)
         self.manifest = manifest
         self.vectors = vectors
         self.text_in_store = text_in_store
-        self.lock = WriteLock(self.path / "write.lock")
+        self.lock = lock if lock is not None else write_lock(self.path)
         # The manifest generation our vector store view reflects (taken before the store opens,
         # so a write in between only costs one needless refresh, never a missed one).
         self.view = manifest.generation

@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -44,7 +45,7 @@ from crag.server.auth import (
     is_loopback,
 )
 from crag.server.body import describe_errors, document_bodies
-from crag.server.collections import Collections
+from crag.server.collections import Collections, kb_ready
 from crag.server.connection import ConnectionLimits, guarded_protocol
 from crag.server.hangup import HangUpLogMiddleware
 from crag.server.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -136,7 +137,7 @@ def _install_probes(app: FastAPI, collections: Collections, metrics: Metrics) ->
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        ready = all((c.path / "manifest.sqlite").is_file() for c in collections)
+        ready = all([await run_in_threadpool(kb_ready, c) for c in collections])
         return {"status": "ok", "version": __version__, "kb_ready": ready}
 
     @app.get("/metrics")

@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from crag.collection_names import SINGLE_COLLECTION
 from crag.config import CragSettings
 from crag.engine import CRAG
-from crag.errors import ApiError
+from crag.errors import ApiError, CragError
 from crag.server.auth import ApiKey
 
 __all__ = ["Collection", "Collections", "authorize", "chat_model", "collection_for", "install"]
@@ -64,7 +64,7 @@ class Collections:
         if not engines:
             raise ValueError("a server needs at least one collection")
         started = int(time.time())
-        self._by_name = {n: Collection(n, e, _created(Path(e.settings.kb.path)) or started) for n, e in engines.items()}
+        self._by_name = {n: Collection(n, e, _created(e) or started) for n, e in engines.items()}
         self.default = default if default is not None else (next(iter(engines)) if len(engines) == 1 else None)
 
     @classmethod
@@ -162,9 +162,18 @@ def _key(request: Request | None) -> ApiKey | None:
     return getattr(request.state, "api_key", None) if request is not None else None
 
 
-def _created(path: Path) -> int:
+def _created(engine: CRAG) -> int:
     """When the knowledge base was created (its manifest's ``created`` mark), 0 when unknown."""
-    db = path / "manifest.sqlite"
+    state = engine.manifest_state()
+    if state is not None:  # in the shared database; not yet created, or not answering: unknown
+        from crag.store.manifest_db import ManifestDB
+
+        try:
+            value = ManifestDB.reader(state).get_meta("created")
+        except CragError:
+            return 0
+        return int(value) if value and value.isdigit() else 0
+    db = Path(engine.settings.kb.path) / "manifest.sqlite"
     if not db.is_file():
         return 0
     try:
@@ -173,6 +182,15 @@ def _created(path: Path) -> int:
     except sqlite3.Error:
         return 0
     return int(row[0]) if row and str(row[0]).isdigit() else 0
+
+
+def kb_ready(c: Collection) -> bool:
+    """The collection's knowledge base has been created (in its folder, or in the shared state
+    database); False also while that database does not answer (``/readyz`` says why)."""
+    try:
+        return c.engine.kb_exists()
+    except CragError:
+        return False
 
 
 def authorize(request: Request, collection: Collection | str, *, write: bool = False, doing: str = "ingest") -> None:
@@ -218,7 +236,7 @@ def install(app: FastAPI, collections: Collections) -> None:
         key: ApiKey | None = getattr(request.state, "api_key", None)
         rows = []
         for c in _visible(request, collections):
-            ready = await run_in_threadpool((c.path / "manifest.sqlite").is_file)
+            ready = await run_in_threadpool(kb_ready, c)
             write = key is None or key.may(c.name, write=True)
             rows.append(
                 {

@@ -86,7 +86,7 @@ def install(app: FastAPI, collections: Collections) -> None:
 
 
 def _knowledge_base_exists(engine: CRAG) -> bool:
-    return (engine.settings.kb.path / "manifest.sqlite").is_file()
+    return engine.kb_exists()
 
 
 def _page(engine: CRAG, offset: int, limit: int) -> tuple[list[DocumentRecord], int]:

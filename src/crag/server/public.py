@@ -124,6 +124,43 @@ class _Manifest:
         return known
 
 
+class _SharedManifest(_Manifest):
+    """The same view of a manifest in the shared state database (``kb.state_uri``): its files
+    are other machines' paths too, mapped to the same document names on every replica."""
+
+    def __init__(self, path: Path, state: Any) -> None:
+        super().__init__(path)
+        self.state = state  # crag.state.StateDB of the manifest group
+
+    def refresh(self) -> _Known:
+        from crag.errors import CragError
+        from crag.store.manifest_db import ManifestDB
+
+        with self._lock:
+            try:
+                manifest = ManifestDB.reader(self.state)
+                generation = manifest.generation
+                if generation != self.known.generation:
+                    known = _Known(generation)
+                    for file, doc_id, name in manifest.file_documents():
+                        if doc_id is not None:
+                            known.files[file] = (doc_id, str(name))
+                        known.folders.add(str(PurePath(file).parent))
+                    self.known = known
+            except CragError:
+                pass  # the database does not answer: the last view (or none) stands; /readyz says why
+            return self.known
+
+
+def _manifest_of(c: _Collection) -> _Manifest:
+    settings = c.engine.settings
+    if not settings.kb.state_uri:
+        return _Manifest(c.path)
+    from crag.state import MANIFEST, state_for
+
+    return _SharedManifest(c.path, state_for(settings, MANIFEST))
+
+
 class Publisher:
     """Maps server paths in a response to document names and links (see the module docstring).
 
@@ -134,7 +171,7 @@ class Publisher:
     """
 
     def __init__(self, collections: Iterable[_Collection], default: str | None = None) -> None:
-        self._cols = [(c.name, c.path, _Manifest(c.path)) for c in collections]
+        self._cols = [(c.name, c.path, _manifest_of(c)) for c in collections]
         self._default = default
         self._several = len(self._cols) > 1
         self._fixed = self._fixed_roots([c for c in collections])

@@ -18,7 +18,7 @@ is up.
 ...     check_shareable(CragSettings(server={"shared": True}))
 ... except ConfigError as exc:
 ...     print(str(exc)[:78])
-crag serve --shared: these cannot be shared between replicas: traces, feedback
+crag serve --shared: these cannot be shared between replicas: documents, trace
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def check_shareable(settings: CragSettings) -> None:
     problems: list[str] = []
     if not kb.state_uri:
         problems.append(
-            "traces, feedback, budgets and caches are SQLite files in the knowledge base folder "
+            "documents, traces, feedback, budgets and caches are SQLite files in the knowledge base folder "
             "(set kb.state_uri = postgresql://user@host:5432/db)"
         )
     paths = list(settings.server.collections.values()) or [Path(kb.path)]

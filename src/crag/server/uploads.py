@@ -36,7 +36,7 @@ from crag.metadata import parse_meta
 from crag.server.body import parse_body
 from crag.server.collections import Collection, Collections, collection_for
 from crag.server.schemas import IngestRequest
-from crag.store.manifest import Manifest
+from crag.store.manifest_api import ManifestStore
 
 __all__ = [
     "Upload",
@@ -185,7 +185,7 @@ def store(uploads: Path, items: list[Upload]) -> dict[str, DocName]:
     return names
 
 
-def tidy(names: dict[str, DocName], manifest: Manifest | None) -> None:
+def tidy(names: dict[str, DocName], manifest: ManifestStore | None) -> None:
     """Delete the files of replaced versions: in each uploaded document's folder, the files the
     knowledge base no longer holds (an upload of ``report.pdf`` replaced ``report.md``)."""
     if manifest is None:

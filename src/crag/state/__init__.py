@@ -20,9 +20,9 @@ from pathlib import Path
 
 from crag.config import CragSettings
 from crag.state.db import StateDB
-from crag.state.schema import BUDGET, CACHE, GROUPS, TRACES, Group
+from crag.state.schema import BUDGET, CACHE, GROUPS, MANIFEST, TRACES, Group
 
-__all__ = ["BUDGET", "CACHE", "GROUPS", "TRACES", "Group", "StateDB", "kb_name", "state_for"]
+__all__ = ["BUDGET", "CACHE", "GROUPS", "MANIFEST", "TRACES", "Group", "StateDB", "kb_name", "state_for"]
 
 
 def kb_name(settings: CragSettings) -> str:

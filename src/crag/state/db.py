@@ -129,6 +129,18 @@ class StateDB:
         except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
             raise self.error(exc) from exc
 
+    @contextmanager
+    def session(self) -> Iterator[sa.Connection]:
+        """A connection of its own outside any transaction (autocommit), for what a database
+        session holds across statements: the knowledge base's advisory write lock
+        (:mod:`crag.store.writelock_db`). Closing it returns it to the pool."""
+        try:
+            engine = self._ready()
+            with engine.connect() as conn:
+                yield conn.execution_options(isolation_level="AUTOCOMMIT")
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError) as exc:
+            raise self.error(exc) from exc
+
     def open_read_only(self) -> None:
         """Read this SQLite file without writing a byte (its disk is full): reads see what is
         saved, and a write first tries to open it for writing again (:meth:`connect`)."""

@@ -4,7 +4,12 @@ State comes in **groups**, each a set of tables with its own migration history (
 script folder under ``crag/state/migrations/<group>``) and its own version table. Without
 ``kb.state_uri`` each group is one SQLite file beside the knowledge base, as it always was;
 with a PostgreSQL ``kb.state_uri`` every group lives in that one database. A group moves or
-upgrades on its own, so a new group (the documents manifest, next) is one folder more.
+upgrades on its own.
+
+The ``manifest`` group (documents, chunk texts, generation: :mod:`crag.store.manifest_db`) is
+used only in a shared database: without ``kb.state_uri`` the knowledge base keeps its own
+``manifest.sqlite`` (:mod:`crag.store.manifest`), as it always did; its SQLite form here
+exists so the schema tests can check both engines agree.
 
 Every row carries ``kb``: the knowledge base it belongs to in a shared database
 (``kb.name``, default the folder's name). In a SQLite file, which belongs to one knowledge
@@ -16,7 +21,7 @@ either engine yields exactly these tables, and that ``Group.head`` is each folde
 revision.
 
 >>> [g.name for g in GROUPS.values()], GROUPS["traces"].file
-(['traces', 'budget', 'cache'], 'traces.sqlite')
+(['traces', 'budget', 'cache', 'manifest'], 'traces.sqlite')
 >>> sorted(t.name for t in GROUPS["traces"].tables)
 ['feedback', 'traces']
 """
@@ -25,10 +30,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["BUDGET", "CACHE", "GROUPS", "TRACES", "Group", "budget_usage", "cache", "feedback", "metadata", "traces"]
+__all__ = [
+    "BUDGET",
+    "CACHE",
+    "GROUPS",
+    "MANIFEST",
+    "TRACES",
+    "Group",
+    "JSONDoc",
+    "budget_usage",
+    "cache",
+    "feedback",
+    "kb_chunks",
+    "kb_documents",
+    "kb_files",
+    "kb_meta",
+    "metadata",
+    "traces",
+]
 
 metadata = sa.MetaData()
 
@@ -96,6 +119,75 @@ cache = sa.Table(
 )
 
 
+# -- the manifest of a knowledge base in a shared database: its documents and chunk texts ------
+class JSONDoc(sa.types.TypeDecorator[Any]):
+    """JSON: ``jsonb`` on PostgreSQL (a filter reads a key with ``->>`` in one flat query),
+    SQLite's ``JSON`` text elsewhere. The PostgreSQL type is imported only when used."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(sa.JSON())
+
+
+kb_meta = sa.Table(  # "generation", "embedder", "dirty", "created", ... (crag.store.manifest's meta)
+    "kb_meta",
+    metadata,
+    _kb(),
+    sa.Column("key", sa.Text, nullable=False),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.PrimaryKeyConstraint("kb", "key", name="kb_meta_pk"),
+)
+
+kb_files = sa.Table(  # one row per ingested file; sha256 "partial:<sha>" while a big file commits
+    "kb_files",
+    metadata,
+    _kb(),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("sha256", sa.Text, nullable=False),
+    sa.Column("n_chunks", sa.Integer, nullable=False),
+    sa.Column("ingested_at", sa.Text, nullable=False),
+    sa.PrimaryKeyConstraint("kb", "path", name="kb_files_pk"),
+)
+
+kb_chunks = sa.Table(
+    "kb_chunks",
+    metadata,
+    _kb(),
+    sa.Column("id", sa.Text, nullable=False),
+    sa.Column("file", sa.Text, nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),  # position in its file
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("metadata", JSONDoc, nullable=False),
+    sa.PrimaryKeyConstraint("kb", "id", name="kb_chunks_pk"),
+    sa.Index("kb_chunks_file", "kb", "file", "seq"),
+)
+
+kb_documents = sa.Table(  # crag.store.documents: what a user adds, replaces and removes
+    "kb_documents",
+    metadata,
+    _kb(),
+    sa.Column("file", sa.Text, nullable=False),
+    sa.Column("id", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("metadata", JSONDoc, nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.PrimaryKeyConstraint("kb", "file", name="kb_documents_pk"),
+    sa.UniqueConstraint("kb", "id", name="kb_documents_id"),
+)
+
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -123,4 +215,12 @@ class Group:
 TRACES = Group("traces", "traces.sqlite", "trace", (traces, feedback), "traces_0002", MIGRATIONS / "traces")
 BUDGET = Group("budget", "budget.sqlite", "budget", (budget_usage,), "budget_0002", MIGRATIONS / "budget")
 CACHE = Group("cache", "search_cache.sqlite", "search cache", (cache,), "cache_0002", MIGRATIONS / "cache", True)
-GROUPS = {g.name: g for g in (TRACES, BUDGET, CACHE)}
+MANIFEST = Group(  # shared databases only (see the module docstring)
+    "manifest",
+    "manifest_state.sqlite",
+    "manifest",
+    (kb_meta, kb_files, kb_chunks, kb_documents),
+    "manifest_0001",
+    MIGRATIONS / "manifest",
+)
+GROUPS = {g.name: g for g in (TRACES, BUDGET, CACHE, MANIFEST)}

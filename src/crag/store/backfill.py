@@ -19,7 +19,7 @@ import numpy as np
 
 from crag.metadata import chunk_fields, normalize_metadata
 from crag.protocols import VectorStore
-from crag.store.manifest import Manifest
+from crag.store.manifest_api import ManifestStore
 
 __all__ = ["METADATA_IN_STORE", "backfill_metadata"]
 
@@ -28,7 +28,7 @@ _BATCH = 500
 log = logging.getLogger(__name__)
 
 
-def backfill_metadata(manifest: Manifest, vectors: VectorStore, *, text_in_store: bool) -> int:
+def backfill_metadata(manifest: ManifestStore, vectors: VectorStore, *, text_in_store: bool) -> int:
     """Give ``vectors`` the metadata of every chunk that has some; return how many were rewritten."""
     done, after = 0, ""
     while batch := manifest.metadata_rows(after, _BATCH):

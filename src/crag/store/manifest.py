@@ -6,6 +6,10 @@ manifest does not list is an orphan from an interrupted run and is deleted on op
 A large file commits in batches (``write_chunks``); until its last batch its ``files`` row
 says ``partial:<sha256>``, its committed chunks are searchable, and the next ingest of the
 same content skips what is already there and finishes it.
+
+This is the manifest of a knowledge base without ``kb.state_uri``; with one, the same methods
+read and write the shared database instead (:mod:`crag.store.manifest_db`, the protocol both
+follow in :mod:`crag.store.manifest_api`).
 """
 
 from __future__ import annotations

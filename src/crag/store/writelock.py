@@ -1,5 +1,9 @@
 """One writer at a time per knowledge base, across processes (``<kb>/write.lock``).
 
+:class:`KBWriteLock` is what a knowledge base holds; :class:`WriteLock` (this file) is the
+folder's lock, :class:`crag.store.writelock_db.AdvisoryWriteLock` the shared database's (with
+``kb.state_uri``, where writers on other machines must see it).
+
 Several processes may open one knowledge base: ``crag serve`` (one or more workers), a
 ``crag ingest`` from a shell, a notebook. Every write (ingest, remove, the orphan clean-up
 after an interrupted run) holds this lock, so writes never interleave. Readers take it
@@ -27,12 +31,21 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from filelock import FileLock, Timeout
 
 from crag.errors import KnowledgeBaseError
 
 WRITE_TIMEOUT = 600.0  # seconds a writer waits for another process's ingest to finish
+
+
+class KBWriteLock(Protocol):
+    """One writer at a time per knowledge base: ``hold`` waits for it, ``try_hold`` does not
+    (``None`` while another writer holds it)."""
+
+    def hold(self, *, timeout: float | None = None, what: str = "write") -> contextlib.AbstractContextManager[None]: ...
+    def try_hold(self) -> contextlib.AbstractContextManager[None] | None: ...
 
 
 class WriteLock:

@@ -7,6 +7,11 @@ with its embedded etcd and local storage, so the server path of
 internet. The server runs in its own process group (its launcher changes directory and
 forks the binary), bound to free ports, and is killed on exit.
 
+:func:`local_milvus_lite_server` starts Milvus Lite's own gRPC server instead
+(``python -m milvus_lite server``, from the ``milvus-lite`` package of ``crag[milvus]``): the
+protocol of a Milvus >= 2.5 cluster, with BM25 full-text search (``kb.keyword_index = "store"``),
+which the older standalone binary lacks.
+
 ### Usage example
 >>> from crag.testing.milvus_server import local_milvus_server        # doctest: +SKIP
 >>> with local_milvus_server("/tmp/milvus-data") as uri:              # doctest: +SKIP
@@ -71,6 +76,46 @@ def local_milvus_server(data_dir: str | Path, *, timeout: float = 240.0) -> Iter
     )
     try:
         _wait_ready(proc, port, timeout, data / "launcher.log")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _kill_group(proc)
+        log.close()
+
+
+def lite_available() -> bool:
+    """True when Milvus Lite (with its gRPC server) is installed (``pip install 'crag[milvus]'``)."""
+    return importlib.util.find_spec("milvus_lite.adapter.grpc.server") is not None
+
+
+@contextmanager
+def local_milvus_lite_server(data_dir: str | Path, *, timeout: float = 120.0) -> Iterator[str]:
+    """Start Milvus Lite's gRPC server storing under ``data_dir``; yield its ``http://`` URI."""
+    if not lite_available():
+        raise StoreError(
+            "Milvus Lite's gRPC server is not installed: pip install 'crag[milvus]'", backend_id="milvus", step="start"
+        )
+    data = Path(data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = (data / "server.log").open("w")
+    args = ["-m", "milvus_lite", "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:  # bounded: ready once the gRPC port accepts connections
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() >= deadline:
+                tail = (data / "server.log").read_text("utf-8", "replace")[-400:]
+                raise StoreError(
+                    f"Milvus Lite server did not start (exit {proc.poll()}): {' '.join(tail.split())}",
+                    backend_id="milvus",
+                    step="start",
+                )
+            time.sleep(0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
         _kill_group(proc)
