@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from crag.engine import CRAG
     from crag.eval.datasets import EvalItem
     from crag.eval.judge import JudgeMode, LLMJudge
+    from crag.eval.run import EvalRun
 
 __all__ = ["eval_command"]
 
@@ -87,7 +88,6 @@ def eval_command(
 ) -> None:
     """Compare RAG and CRAG on a dataset: gold-answer metrics, optional LLM judge, paired tests."""
     from crag.eval.judge import JudgeMode
-    from crag.eval.report import write_report
     from crag.eval.runner import EvalOptions, run_eval
 
     _check_judge(judge, judge_mode)
@@ -110,6 +110,13 @@ def eval_command(
         warm_search(rag, search, search_corpus)
     with _progress_bar(len(items) * len(options.modes)) as progress:
         run = run_eval(rag, items, output, options, judge=grader, progress=progress, dataset_items=everything)
+    _report(run, output)
+
+
+def _report(run: EvalRun, output: Path) -> None:
+    """Write the report under ``output`` and print its summary; exit 1 when some pairs have no answer."""
+    from crag.eval.report import write_report
+
     paths = write_report(run, output)
     _print_summary(run)
     out.print(f"report: {escape(str(paths[-1]))}  {escape(str(paths[-2]))}")

@@ -29,6 +29,8 @@ from crag.types import Passage
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
+    from crag.grade.calibrate import Calibration
+    from crag.grade.trained import Model
     from crag.pipeline.guard import GuardedEvaluator
 
 __all__ = ["calibrate", "evaluator_app", "grade"]
@@ -100,7 +102,7 @@ def calibrate(
     kb: KbOpt = None,
 ) -> None:
     """Choose tau_low/tau_high on labelled pairs and report AUROC, accuracy, precision/recall."""
-    from crag.grade.calibrate import choose_thresholds, reliability_plot, write_thresholds
+    from crag.grade.calibrate import write_thresholds
 
     rows = read_pairs(labels, need_label=True)
     rag = _make(config, kb, evaluator)
@@ -108,44 +110,61 @@ def calibrate(
     scores = [s for s, _ in score_pairs(ev, rows, settings=rag.settings)]
     _warn_degraded(ev, len({r["query"] for r in rows}))
     y = [int(r["label"]) for r in rows]
-    try:
-        cal = choose_thresholds(
-            y,
-            scores,
-            objective=objective,
-            cost_wrong=cost_wrong,
-            cost_discard=cost_discard,
-            cost_search=cost_search,
-        )
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    table = Table(title=f"Calibration of {rag.evaluator.name} on {cal.n} pairs ({objective})")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for k in (
-        "lower",
-        "upper",
-        "auroc",
-        "accuracy",
-        "cost",
-        "precision_correct",
-        "recall_correct",
-        "precision_incorrect",
-        "recall_incorrect",
-        "ece",
-    ):
-        table.add_row(k, f"{getattr(cal, k):.4g}")
-    table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
-    out.print(table)
+    costs = {"cost_wrong": cost_wrong, "cost_discard": cost_discard, "cost_search": cost_search}
+    cal = _choose_thresholds(y, scores, objective, costs)
+    out.print(_calibration_table(cal, title=f"Calibration of {rag.evaluator.name} on {cal.n} pairs ({objective})"))
     if plot is not None:
-        try:
-            reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
-            out.print(f"reliability diagram: {plot}")
-        except ConfigError as exc:  # the thresholds matter more than the picture
-            err.print(f"[yellow]skipped:[/] {escape(str(exc))}", soft_wrap=True)
+        _reliability_plot(y, scores, plot, title=f"{rag.evaluator.name}: reliability")
     if write_config is not None:
         write_thresholds(write_config, cal.upper, cal.lower)
         out.print(f"wrote evaluator.upper={cal.upper} evaluator.lower={cal.lower} to {write_config}")
+
+
+# The rows of calibrate's table, in order; each is an attribute of the Calibration.
+_CALIBRATION_ROWS = (
+    "lower",
+    "upper",
+    "auroc",
+    "accuracy",
+    "cost",
+    "precision_correct",
+    "recall_correct",
+    "precision_incorrect",
+    "recall_incorrect",
+    "ece",
+)
+
+
+def _choose_thresholds(y: list[int], scores: list[float], objective: str, costs: dict[str, float]) -> Calibration:
+    """The thresholds for ``objective``; a bad objective or label set is an ``InputError``."""
+    from crag.grade.calibrate import choose_thresholds
+
+    try:
+        return choose_thresholds(y, scores, objective=objective, **costs)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _calibration_table(cal: Calibration, *, title: str) -> Table:
+    """The chosen thresholds, the metrics at them and how questions would be routed."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k in _CALIBRATION_ROWS:
+        table.add_row(k, f"{getattr(cal, k):.4g}")
+    table.add_row("routing", ", ".join(f"{k} {v:.0%}" for k, v in cal.share.items()))
+    return table
+
+
+def _reliability_plot(y: list[int], scores: list[float], plot: Path, *, title: str) -> None:
+    """Draw the reliability diagram, or say on stderr why it was skipped."""
+    from crag.grade.calibrate import reliability_plot
+
+    try:
+        reliability_plot(y, scores, plot, title=title)
+        out.print(f"reliability diagram: {plot}")
+    except ConfigError as exc:  # the thresholds matter more than the picture
+        err.print(f"[yellow]skipped:[/] {escape(str(exc))}", soft_wrap=True)
 
 
 @evaluator_app.command("label")
@@ -226,31 +245,54 @@ def train(
     kb: KbOpt = None,
 ) -> None:
     """Fit the lightweight evaluator on labelled pairs; point evaluator.model_path at the result."""
-    from crag.grade.train import builtin_pairs_path, load_pairs, mix_pairs, sample_rows, train_rows
     from crag.grade.trained import Model, default_model_path
 
-    own: list[dict[str, Any]] = []
-    for path in pairs:
-        read_pairs(path, need_label=True)  # validate first: never train on half a file
-        own += load_pairs(path)
+    own = _own_pairs(pairs)
     rag = _make(config, kb, None)
     rows, init = own, None
     if with_builtin:
-        source = builtin_pairs or builtin_pairs_path()
-        builtin = sample_rows(read_pairs(source, need_label=True), builtin_limit or None)
-        rows = mix_pairs(own, builtin, own_share=own_share)
+        rows = _mixed_with_builtin(own, builtin_pairs, builtin_limit, own_share)
         if warm_start:
             init = Model.load(rag.settings.evaluator.model_path or default_model_path())
     tmp = output.with_name(output.stem + ".partial.npz")
+    metrics = _train_showing_progress(rows, rag, tmp, init)
+    os.replace(tmp, output)
+    out.print(json.dumps(metrics, ensure_ascii=False, indent=2, default=str))
+    out.print(f'model written to {output}; use it with [evaluator] backend = "trained", model_path = "{output}"')
+
+
+def _own_pairs(paths: list[Path]) -> list[dict[str, Any]]:
+    """The user's labelled pairs, every file validated first: never train on half a file."""
+    from crag.grade.train import load_pairs
+
+    own: list[dict[str, Any]] = []
+    for path in paths:
+        read_pairs(path, need_label=True)  # validate first: never train on half a file
+        own += load_pairs(path)
+    return own
+
+
+def _mixed_with_builtin(
+    own: list[dict[str, Any]], builtin_pairs: Path | None, limit: int, own_share: float
+) -> list[dict[str, Any]]:
+    """``own`` mixed with a sample of ``limit`` built-in pairs (all when 0), weighted to ``own_share``."""
+    from crag.grade.train import builtin_pairs_path, mix_pairs, sample_rows
+
+    source = builtin_pairs or builtin_pairs_path()
+    builtin = sample_rows(read_pairs(source, need_label=True), limit or None)
+    return mix_pairs(own, builtin, own_share=own_share)
+
+
+def _train_showing_progress(rows: list[dict[str, Any]], rag: CRAG, tmp: Path, init: Model | None) -> dict[str, Any]:
+    """Train on ``rows`` into ``tmp``, showing the embedding progress (the slow part) as it goes."""
+    from crag.grade.train import train_rows
+
     with out.status("embedding and training…") as status:
 
         def progress(kind: str, done: int, total: int) -> None:
             status.update(f"embedding {kind} texts {done}/{total} (cached for the next run)…")
 
-        metrics = train_rows(rows, rag.embedder, tmp, init=init, progress=progress)
-    os.replace(tmp, output)
-    out.print(json.dumps(metrics, ensure_ascii=False, indent=2, default=str))
-    out.print(f'model written to {output}; use it with [evaluator] backend = "trained", model_path = "{output}"')
+        return train_rows(rows, rag.embedder, tmp, init=init, progress=progress)
 
 
 def _read_questions(path: Path) -> list[dict[str, Any]]:

@@ -49,21 +49,10 @@ def serve(
     ] = None,
 ) -> None:
     """Run the HTTP API (/v1/ask, /v1/chat/completions, ...) and the trace viewer at /ui."""
-    from crag.config import merge
-    from crag.extras import require
-
-    for module in ("fastapi", "uvicorn", "multipart", "prometheus_client"):
-        require(module, "server", "crag serve")
+    _require_server_extra()
     from crag.server.app import serve as run_server
 
-    bare, extra = parse_kb_options(kb or [])
-    if shared:
-        extra = merge(extra, {"server": {"shared": True}})
-    rag = engine(config, bare, **extra)
-    if rag.settings.server.shared:  # before warming anything: the refusal is the first thing said
-        from crag.server.replicas import check_shareable
-
-        check_shareable(rag.settings)
+    rag = _serving_engine(config, kb, shared=shared)
     warm_collections(rag)
     run_server(
         rag.settings,
@@ -73,6 +62,33 @@ def serve(
         rate_limit_per_minute=rate_limit,
         cors_origins=cors_origin or (),
     )
+
+
+# The modules of the ``server`` extra that ``crag serve`` needs before it starts.
+_SERVER_MODULES = ("fastapi", "uvicorn", "multipart", "prometheus_client")
+
+
+def _require_server_extra() -> None:
+    """A one-line error naming the ``server`` extra when one of its modules is missing."""
+    from crag.extras import require
+
+    for module in _SERVER_MODULES:
+        require(module, "server", "crag serve")
+
+
+def _serving_engine(config: Path | None, kb: list[str] | None, *, shared: bool) -> CRAG:
+    """The engine for ``--config``, ``--kb`` and ``--shared``; a shared one is checked first."""
+    from crag.config import merge
+
+    bare, extra = parse_kb_options(kb or [])
+    if shared:
+        extra = merge(extra, {"server": {"shared": True}})
+    rag = engine(config, bare, **extra)
+    if rag.settings.server.shared:  # before warming anything: the refusal is the first thing said
+        from crag.server.replicas import check_shareable
+
+        check_shareable(rag.settings)
+    return rag
 
 
 def warm_collections(rag: CRAG) -> None:

@@ -24,8 +24,22 @@ import numpy as np
 
 from crag.errors import InputError
 from crag.grade.metrics import accuracy_at, auroc, best_threshold
+from crag.grade.mlp import fit
 from crag.grade.trained import FEATURE_VERSION, Model, pair_features
 from crag.protocols import Embedder, EmbedKind
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "builtin_pairs_path",
+    "embed_cached",
+    "featurize",
+    "fit",
+    "load_pairs",
+    "mix_pairs",
+    "sample_rows",
+    "train_model",
+    "train_rows",
+]
 
 DEFAULT_CACHE = Path(".cache/crag/eval-embeddings")
 COLD_L2 = 3e-2  # chosen by validation loss for the bundled model (EVALUATOR.md)
@@ -137,200 +151,6 @@ def _split(rows: Sequence[dict[str, Any]], share: float, seed: int) -> np.ndarra
     return np.array([group(r) in val for r in rows])
 
 
-def _start_params(init: Model | None, hidden: int, d: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """The weights training starts from: the ``init`` model's, or random (He) ones, or zeros."""
-    if init is not None:
-        params = {"W2": init.W2.astype(np.float32), "b2": np.asarray(init.b2, np.float32)}
-        if init.W1 is not None and init.b1 is not None:
-            params |= {"W1": init.W1.astype(np.float32), "b1": init.b1.astype(np.float32)}
-        return params
-    if hidden:
-        return {
-            "W1": rng.normal(0, np.sqrt(2 / d), (d, hidden)).astype(np.float32),
-            "b1": np.zeros(hidden, np.float32),
-            "W2": rng.normal(0, np.sqrt(1 / hidden), (hidden,)).astype(np.float32),
-            "b2": np.zeros((), np.float32),
-        }
-    return {"W2": np.zeros(d, np.float32), "b2": np.zeros((), np.float32)}
-
-
-def _gradients(
-    params: dict[str, np.ndarray],
-    anchor: dict[str, np.ndarray],
-    A0: np.ndarray,
-    yb: np.ndarray,
-    wb: np.ndarray,
-    *,
-    l2: float,
-    dropout: float,
-    rng: np.random.Generator,
-) -> dict[str, np.ndarray]:
-    """The weighted log-loss gradients of one batch, with L2 towards ``anchor`` (and dropout)."""
-    if "W1" in params:
-        H = np.maximum(A0 @ params["W1"] + params["b1"], 0)
-        if dropout:
-            H = H * (rng.random(H.shape) > dropout) / (1 - dropout)
-    else:
-        H = A0
-    s = H @ params["W2"] + params["b2"]
-    g = wb * (1 / (1 + np.exp(-np.clip(s, -30, 30))) - yb) / len(A0)
-    grads = {"W2": H.T @ g + l2 * (params["W2"] - anchor["W2"]), "b2": np.asarray(g.sum(), np.float32)}
-    if "W1" in params:
-        gH = np.outer(g, params["W2"]) * (H > 0)
-        grads["W1"] = A0.T @ gH + l2 * (params["W1"] - anchor["W1"])
-        grads["b1"] = gH.sum(0)
-    return grads
-
-
-def _adam_step(
-    params: dict[str, np.ndarray],
-    grads: dict[str, np.ndarray],
-    m: dict[str, np.ndarray],
-    v2: dict[str, np.ndarray],
-    t: int,
-    lr: float,
-    b1: float = 0.9,
-    b2: float = 0.999,
-    eps: float = 1e-8,
-) -> None:
-    """One Adam update of ``params`` in place (``m``, ``v2``: the moment estimates)."""
-    for k in params:
-        m[k] = b1 * m[k] + (1 - b1) * grads[k]
-        v2[k] = b2 * v2[k] + (1 - b2) * grads[k] ** 2
-        mh = m[k] / (1 - b1**t)
-        vh = v2[k] / (1 - b2**t)
-        params[k] = (params[k] - lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
-
-
-@dataclass
-class _Adam:
-    """The parameters being trained, Adam's moment estimates, and the L2 anchor.
-
-    L2 pulls towards the start: zero from scratch, the start model's weights on a warm
-    start (L2-SP), so learning a few corrections does not decay what the model knew.
-    """
-
-    params: dict[str, np.ndarray]
-    anchor: dict[str, np.ndarray]
-    m: dict[str, np.ndarray]
-    v2: dict[str, np.ndarray]
-    t: int = 0
-
-    @classmethod
-    def start(cls, params: dict[str, np.ndarray], *, warm: bool) -> _Adam:
-        anchor = {k: (v.copy() if warm else np.zeros_like(v)) for k, v in params.items()}
-        m = {k: np.zeros_like(v) for k, v in params.items()}
-        v2 = {k: np.zeros_like(v) for k, v in params.items()}
-        return cls(params, anchor, m, v2)
-
-    def step(
-        self,
-        A0: np.ndarray,
-        yb: np.ndarray,
-        wb: np.ndarray,
-        *,
-        l2: float,
-        dropout: float,
-        lr: float,
-        rng: np.random.Generator,
-    ) -> None:
-        """One batch: its gradients, then one Adam update of the parameters in place."""
-        grads = _gradients(self.params, self.anchor, A0, yb, wb, l2=l2, dropout=dropout, rng=rng)
-        self.t += 1
-        _adam_step(self.params, grads, self.m, self.v2, self.t, lr)
-
-
-@dataclass
-class _EarlyStop:
-    """The best validation loss so far, the parameters that had it, and epochs since it improved."""
-
-    best: float
-    best_params: dict[str, np.ndarray]
-    bad: int = 0
-
-    def should_stop(self, loss: float, params: dict[str, np.ndarray], patience: int) -> bool:
-        """Keep ``params`` when ``loss`` improves on the best; True after ``patience`` epochs without."""
-        if loss < self.best - 1e-4:
-            self.best, self.best_params, self.bad = loss, {k: v.copy() for k, v in params.items()}, 0
-            return False
-        self.bad += 1
-        return self.bad >= patience
-
-
-def _forward(P: dict[str, np.ndarray], A: np.ndarray) -> np.ndarray:
-    """The model's scores (logits) of the standardised features ``A``."""
-    if "W1" in P:
-        A = np.maximum(A @ P["W1"] + P["b1"], 0)
-    return np.asarray(A @ P["W2"] + P["b2"])
-
-
-def _standardisation(X: np.ndarray, init: Model | None) -> tuple[np.ndarray, np.ndarray]:
-    """The features' mean and scale: the start model's on a warm start, else the data's."""
-    if init is not None:
-        return init.mean.astype(np.float32), init.scale.astype(np.float32)
-    return X.mean(0), X.std(0) + 1e-6
-
-
-def fit(
-    X: np.ndarray,
-    y: np.ndarray,
-    Xv: np.ndarray,
-    yv: np.ndarray,
-    *,
-    hidden: int = 64,
-    l2: float = 1e-3,
-    lr: float = 3e-3,
-    epochs: int = 200,
-    batch: int = 128,
-    patience: int = 20,
-    dropout: float = 0.1,
-    seed: int = 0,
-    weights: np.ndarray | None = None,
-    val_weights: np.ndarray | None = None,
-    init: Model | None = None,
-) -> tuple[Model, dict[str, float]]:
-    """One-hidden-layer MLP (ReLU, sigmoid out) with Adam, L2 and early stopping on val loss.
-
-    ``hidden=0`` gives plain logistic regression. ``weights`` scale each training row's
-    loss (feedback pairs count more than the many built-in ones); ``init`` starts from a
-    trained model (its standardisation and weights) instead of random weights.
-    """
-    rng = np.random.default_rng(seed)
-    mu, sd = _standardisation(X, init)
-    w = np.ones(len(X), np.float32) if weights is None else np.asarray(weights, np.float32) / np.mean(weights)
-    wv = np.ones(len(Xv), np.float32) if val_weights is None else np.asarray(val_weights, np.float32)
-    Z, Zv = (X - mu) / sd, (Xv - mu) / sd
-    adam = _Adam.start(_start_params(init, hidden, X.shape[1], rng), warm=init is not None)
-    params = adam.params
-
-    def loss_of(P: dict[str, np.ndarray]) -> float:
-        s = _forward(P, Zv)
-        return float(np.average(np.logaddexp(0, s) - yv * s, weights=wv))
-
-    stop = _EarlyStop(np.inf, params)
-    if init is not None:  # a warm start must beat where it started, or it is kept
-        stop = _EarlyStop(loss_of(params), {k: v.copy() for k, v in params.items()})
-    ep = 0
-    for ep in range(epochs):  # noqa: B007  (ep reported after the loop)
-        order = rng.permutation(len(Z))
-        for i in range(0, len(Z), batch):
-            idx = order[i : i + batch]
-            adam.step(Z[idx], y[idx], w[idx], l2=l2, dropout=dropout, lr=lr, rng=rng)
-        if stop.should_stop(loss_of(params), params, patience):
-            break
-    best = stop.best_params
-    model = Model(
-        mean=mu.astype(np.float32),
-        scale=sd.astype(np.float32),
-        W2=best["W2"],
-        b2=best["b2"],
-        W1=best.get("W1"),
-        b1=best.get("b1"),
-        threshold=0.5,
-    )
-    return model, {"val_loss": stop.best, "epochs": ep + 1}
-
-
 def builtin_pairs_path() -> Path:
     """The built-in training pairs (CMRC 2018 + SQuAD 2.0) of a source checkout.
 
@@ -417,33 +237,78 @@ def train_rows(
     if l2 is None:
         l2 = WARM_L2 if init is not None else COLD_L2
     t0 = time.perf_counter()
-    rows = list(rows)
-    if not rows:
-        raise InputError("no training pairs")
-    cache = cache_dir if cache_dir is not None else _cache_dir()
-    X, y, weight, own = _arrays(rows, embedder, cache, progress)
-    val, stop = _validation_rows(rows, own, val_share, seed)
-    model, info = fit(
-        X[~val], y[~val], X[stop], y[stop],
-        hidden=hidden, l2=l2, seed=seed, weights=weight[~val], val_weights=weight[stop], init=init,
-    )  # fmt: skip
-    model.threshold = best_threshold(y[val], model.predict(X[val]))
+    pairs = _Pairs.build(rows, embedder, cache_dir, progress, val_share=val_share, seed=seed)
+    model, info = pairs.fit(hidden=hidden, l2=l2, seed=seed, init=init)
     metrics: dict[str, Any] = {
-        "n_train": int((~val).sum()),
-        "n_val": int(val.sum()),
-        "n_own": int(own.sum()),
-        "own_weight": float(weight[own].max()) if own.any() else None,
+        **pairs.counts(),
         "warm_start": init is not None,
         "l2": l2,
         "threshold": model.threshold,
         "feature_version": FEATURE_VERSION,
         "embedder": embedder.model_id,
         **info,
-        **_held_out_metrics(model, X, y, rows, val, own),
+        **_held_out_metrics(model, pairs.X, pairs.y, pairs.rows, pairs.val, pairs.own),
     }
     model.save(out_path, meta={k: v for k, v in metrics.items() if not isinstance(v, dict)})
     metrics["seconds"] = round(time.perf_counter() - t0, 1)
     return metrics
+
+
+@dataclass
+class _Pairs:
+    """The training pairs as arrays, with which rows are held out and which stop training.
+
+    ``val``: the held-out rows (never own ones when both kinds are mixed); ``stop``: the rows
+    whose loss stops training (the held-out ones, plus the own ones when mixed).
+    """
+
+    rows: list[dict[str, Any]]
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray
+    own: np.ndarray
+    val: np.ndarray
+    stop: np.ndarray
+
+    @classmethod
+    def build(
+        cls,
+        rows: Sequence[dict[str, Any]],
+        embedder: Embedder,
+        cache_dir: Path | None,
+        progress: Callable[[str, int, int], None] | None,
+        *,
+        val_share: float,
+        seed: int,
+    ) -> _Pairs:
+        """Featurise ``rows`` (an ``InputError`` when there are none) and split them."""
+        rows = list(rows)
+        if not rows:
+            raise InputError("no training pairs")
+        cache = cache_dir if cache_dir is not None else _cache_dir()
+        X, y, weight, own = _arrays(rows, embedder, cache, progress)
+        val, stop = _validation_rows(rows, own, val_share, seed)
+        return cls(rows, X, y, weight, own, val, stop)
+
+    def fit(self, *, hidden: int, l2: float, seed: int, init: Model | None) -> tuple[Model, dict[str, float]]:
+        """Fit on the rows not held out, stop on ``stop``'s loss; the threshold is chosen on ``val``."""
+        fit_on, val, stop, weight = ~self.val, self.val, self.stop, self.weight
+        model, info = fit(
+            self.X[fit_on], self.y[fit_on], self.X[stop], self.y[stop],
+            hidden=hidden, l2=l2, seed=seed, weights=weight[fit_on], val_weights=weight[stop], init=init,
+        )  # fmt: skip
+        model.threshold = best_threshold(self.y[val], model.predict(self.X[val]))
+        return model, info
+
+    def counts(self) -> dict[str, Any]:
+        """How many rows trained, were held out and are own, and the own rows' weight."""
+        own = self.own
+        return {
+            "n_train": int((~self.val).sum()),
+            "n_val": int(self.val.sum()),
+            "n_own": int(own.sum()),
+            "own_weight": float(self.weight[own].max()) if own.any() else None,
+        }
 
 
 def _arrays(

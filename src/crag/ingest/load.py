@@ -85,17 +85,37 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, s
     (``.git``) are not entered; a hidden file named explicitly is honoured. Only ``stat`` is
     used: nothing is opened, so nothing here can block.
     """
-    files: list[Path] = []
-    skipped: list[tuple[str, str]] = []
-    seen: set[Path] = set()
+    found = _Discovery()
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found.walk(path)
+        elif path.is_file() or os.path.lexists(path):  # a special file or a bad link: consider says why
+            found.consider(path)
+        else:
+            found.skip(path, "not found; check the path")
+    return found.files, found.skipped
 
-    def consider(path: Path) -> None:
+
+@dataclass
+class _Discovery:
+    """What :func:`discover` has found so far: the files to read, the paths skipped and why."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    seen: set[Path] = field(default_factory=set)
+
+    def skip(self, path: str | Path, reason: str) -> None:
+        self.skipped.append((printable_path(path), reason))
+
+    def consider(self, path: Path) -> None:
+        """Keep ``path`` when it is a supported regular file not seen before, else say why not."""
         if not is_utf8_path(path):  # SQLite and every output need text; the name cannot become text
-            skipped.append((printable_path(path), "file name is not valid UTF-8; rename the file"))
+            self.skip(path, "file name is not valid UTF-8; rename the file")
             return
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
             kind = f"'{path.suffix}'" if path.suffix else "without a suffix"
-            skipped.append((printable_path(path), f"unsupported file type {kind}; supported: {_SUPPORTED}"))
+            self.skip(path, f"unsupported file type {kind}; supported: {_SUPPORTED}")
             return
         problem = regular_file_problem(path)
         if problem is None:
@@ -104,36 +124,30 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, s
             except (OSError, RuntimeError):  # a loop further up the path (RuntimeError before 3.13)
                 problem = "symlink loop; fix or remove the link"
         if problem is not None:
-            skipped.append((printable_path(path), problem))
+            self.skip(path, problem)
             return
-        if resolved not in seen:  # the same file named twice is ingested once
-            seen.add(resolved)
-            files.append(resolved)
+        if resolved not in self.seen:  # the same file named twice is ingested once
+            self.seen.add(resolved)
+            self.files.append(resolved)
 
-    def unreadable(exc: OSError) -> None:
+    def unreadable(self, exc: OSError) -> None:
         where = exc.filename if exc.filename is not None else "folder"
-        skipped.append((printable_path(where), f"cannot read folder: {exc.strerror}; check its permissions"))
+        self.skip(where, f"cannot read folder: {exc.strerror}; check its permissions")
 
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if path.is_dir():
-            # os.walk does not follow directory symlinks, so link loops cannot recurse forever;
-            # a symlinked folder is listed as skipped rather than dropped without a word.
-            for root, dirs, names in os.walk(path, onerror=unreadable):
-                for d in dirs:
-                    if not d.startswith(".") and os.path.islink(os.path.join(root, d)):
-                        skipped.append((printable_path(Path(root) / d), _LINKED_FOLDER))
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(names):
-                    if not name.startswith("."):
-                        consider(Path(root) / name)
-                    elif Path(name).suffix.lower() in SUPPORTED_SUFFIXES:  # ..txt, .notes.md: say so
-                        skipped.append((printable_path(Path(root) / name), _HIDDEN))
-        elif path.is_file() or os.path.lexists(path):  # a special file or a bad link: consider says why
-            consider(path)
-        else:
-            skipped.append((printable_path(path), "not found; check the path"))
-    return files, skipped
+    def walk(self, folder: Path) -> None:
+        """Consider the files under ``folder``, sorted, without entering hidden or linked folders."""
+        # os.walk does not follow directory symlinks, so link loops cannot recurse forever;
+        # a symlinked folder is listed as skipped rather than dropped without a word.
+        for root, dirs, names in os.walk(folder, onerror=self.unreadable):
+            for d in dirs:
+                if not d.startswith(".") and os.path.islink(os.path.join(root, d)):
+                    self.skip(Path(root) / d, _LINKED_FOLDER)
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(names):
+                if not name.startswith("."):
+                    self.consider(Path(root) / name)
+                elif Path(name).suffix.lower() in SUPPORTED_SUFFIXES:  # ..txt, .notes.md: say so
+                    self.skip(Path(root) / name, _HIDDEN)
 
 
 _LINKED_FOLDER = "symlink to a folder, not followed; pass the folder itself to ingest it"

@@ -29,7 +29,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -255,51 +255,78 @@ def _text_blocks(path: Path, codec: str) -> Iterator[tuple[SourceDoc, int, int]]
     Markdown front matter and title taken from the first block), one block at a time.
     """
     source = str(path.resolve())
-    decoder = codecs.getincrementaldecoder(codec)()
-    unit = _without_bom(codec)  # byte counts of pending text must not include a BOM
-    title, first, pending, done, any_text = path.stem, True, "", 0, False
-    url, meta = "", dict[str, str]()
-    markdown, outline = path.suffix.lower() in _MARKDOWN, Outline()
+    markdown = path.suffix.lower() in _MARKDOWN
+    head = _Head(title=path.stem)
+    done, any_text = 0, False
     with open_regular(path) as fh:
-        while True:
-            data = fh.read(BLOCK_BYTES)
-            final = not data
-            pending += decoder.decode(data, final=final).replace("\r\n", "\n")
-            if not final and pending.endswith("\r"):  # "\r\n" may straddle two reads
-                pending, carry = pending[:-1], "\r"
-            else:
-                carry = ""
-            text, pending = (pending, "") if final else _cut(pending)
-            pending += carry
-            # Bytes of the text handed on so far: what was read minus what is still pending.
-            reached = max(done, fh.tell() - len(pending.encode(unit, "replace")))
-            if first and markdown:
-                text, heading, url, meta = read_markdown(text)
-                title = normalize_whitespace(strip_controls(heading)) or title
-                outline = Outline(heading)
-            elif first:
-                heading, text = text_title(text)
-                title = normalize_whitespace(strip_controls(heading)) or title
-            first = False
-            pieces = markdown_pieces(text, outline) if markdown else iter([Piece(text, 1.0)])
-            sections = list(section_texts(pieces))
-            length = sum(len(t) for _, t, _ in sections)
-            so_far = 0
-            for section, part, _ in sections:  # the block's bytes shared out by text length
+        for n, (text, reached) in enumerate(_decoded_blocks(fh, codec)):
+            if n == 0:
+                text = head.read(text, markdown=markdown)
+            pieces = markdown_pieces(text, head.outline) if markdown else iter([Piece(text, 1.0)])
+            for section, part, start, end in _shared_out(list(section_texts(pieces)), done, reached):
                 any_text = True
-                start = done + (reached - done) * so_far // length
-                so_far += len(part)
-                end = done + (reached - done) * so_far // length
-                yield (
-                    SourceDoc(source=source, text=part, title=title, url=url, metadata=meta, section=section),
-                    start,
-                    end,
+                doc = SourceDoc(
+                    source=source, text=part, title=head.title, url=head.url, metadata=head.meta, section=section
                 )
+                yield doc, start, end
             done = reached
-            if final:
-                break
     if not any_text:
         raise UnsupportedFileError(f"{path}: no extractable text; add text or remove the file")
+
+
+def _decoded_blocks(fh: BinaryIO, codec: str) -> Iterator[tuple[str, int]]:
+    """The file's text in ``codec``, block by block (cut at good points), with the bytes handed on so far."""
+    decoder = codecs.getincrementaldecoder(codec)()
+    unit = _without_bom(codec)  # byte counts of pending text must not include a BOM
+    pending, reached = "", 0
+    while True:
+        data = fh.read(BLOCK_BYTES)
+        final = not data
+        pending += decoder.decode(data, final=final).replace("\r\n", "\n")
+        if not final and pending.endswith("\r"):  # "\r\n" may straddle two reads
+            pending, carry = pending[:-1], "\r"
+        else:
+            carry = ""
+        text, pending = (pending, "") if final else _cut(pending)
+        pending += carry
+        # Bytes of the text handed on so far: what was read minus what is still pending.
+        reached = max(reached, fh.tell() - len(pending.encode(unit, "replace")))
+        yield text, reached
+        if final:
+            return
+
+
+@dataclass
+class _Head:
+    """What a text file's first block says of the whole file: its title, and for Markdown its
+    front matter (url, metadata) and the outline its headings start."""
+
+    title: str
+    url: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
+    outline: Outline = field(default_factory=Outline)
+
+    def read(self, text: str, *, markdown: bool) -> str:
+        """Take the title (and front matter) from the first block; the text that is left."""
+        if markdown:
+            text, heading, self.url, self.meta = read_markdown(text)
+            self.title = normalize_whitespace(strip_controls(heading)) or self.title
+            self.outline = Outline(heading)
+        else:
+            heading, text = text_title(text)
+            self.title = normalize_whitespace(strip_controls(heading)) or self.title
+        return text
+
+
+def _shared_out(sections: list[tuple[str, str, float]], done: int, reached: int) -> Iterator[tuple[str, str, int, int]]:
+    """``(section, text, start, end)``: the block's bytes ``done``..``reached`` shared out by text length."""
+    length = sum(len(t) for _, t, _ in sections)
+    so_far = 0
+    for section, part, _ in sections:
+        start = done + (reached - done) * so_far // length
+        so_far += len(part)
+        end = done + (reached - done) * so_far // length
+        yield section, part, start, end
 
 
 def _without_bom(codec: str) -> str:

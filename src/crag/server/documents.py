@@ -33,14 +33,18 @@ MAX_OFFSET = 2**62  # SQLite's integers are 64-bit: a larger offset is a 422, no
 
 def install(app: FastAPI, collections: Collections) -> None:
     """Add ``GET /v1/documents``, ``GET /v1/documents/{id}`` and ``DELETE /v1/documents/{id}``."""
+    _install_list(app, collections)
+    _install_get(app, collections)
+    _install_delete(app, collections)
 
-    def link(col: Collection, doc_id: str) -> str:
-        several = len(collections.names) > 1 or col.name != collections.default
-        return document_link(doc_id, col.name if several else None)
 
-    def shown(col: Collection, doc: DocumentRecord) -> dict[str, Any]:
-        return {**doc.public(), "link": link(col, doc.id)}
+def _shown(collections: Collections, col: Collection, doc: DocumentRecord) -> dict[str, Any]:
+    """A document as the API shows it: its public fields and the link citations use."""
+    several = len(collections.names) > 1 or col.name != collections.default
+    return {**doc.public(), "link": document_link(doc.id, col.name if several else None)}
 
+
+def _install_list(app: FastAPI, collections: Collections) -> None:
     @app.get("/v1/documents")
     async def list_documents(
         request: Request,
@@ -52,13 +56,15 @@ def install(app: FastAPI, collections: Collections) -> None:
         col = collection_for(request, collections, collection)
         docs, total = await run_in_threadpool(_page, col.engine, offset, limit)
         return {
-            "documents": [shown(col, d) for d in docs],
+            "documents": [_shown(collections, col, d) for d in docs],
             "total": total,
             "offset": offset,
             "limit": limit,
             "next_offset": offset + len(docs) if offset + len(docs) < total else None,
         }
 
+
+def _install_get(app: FastAPI, collections: Collections) -> None:
     @app.get("/v1/documents/{doc_id}")
     async def get_document(
         request: Request,
@@ -72,8 +78,11 @@ def install(app: FastAPI, collections: Collections) -> None:
         col = collection_for(request, collections, collection)
         doc, chunks = await run_in_threadpool(_one, col.engine, doc_id, chunk, offset, limit)
         passages = [{"id": c.id, "title": c.title, "url": c.url, "text": c.text} for c in chunks]
-        return {**shown(col, doc), "passages": passages, "passages_offset": offset if chunk is None else None}
+        shown = _shown(collections, col, doc)
+        return {**shown, "passages": passages, "passages_offset": offset if chunk is None else None}
 
+
+def _install_delete(app: FastAPI, collections: Collections) -> None:
     @app.delete("/v1/documents/{doc_id}")
     async def delete_document(
         request: Request, doc_id: str, collection: str | None = Query(None, max_length=64)

@@ -143,33 +143,48 @@ def write_table_pdf(path: Path, before: str, rows: list[list[str]], after: str, 
     Text with Chinese characters is set in STSong-Light (UTF-16 codes, ``UniGB-UCS2-H``), the
     rest in Helvetica. ``font_file`` is embedded (Flate-compressed) as STSong's ``/FontFile2``.
     """
-    import zlib
+    content = _table_content(before, rows, after)
+    path.write_bytes(_pdf_bytes(_table_objects(content, font_file)))
+    return path
 
-    def cjk(text: str) -> bool:
-        return any("\u3400" <= c <= "\u9fff" for c in text)
 
-    def show(x: float, y: float, text: str, size: float = 10) -> str:
-        if cjk(text):
-            return f"BT /F2 {size:.1f} Tf {x:.1f} {y} Td <{text.encode('utf-16-be').hex()}> Tj ET"
-        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        return f"BT /F1 {size:.1f} Tf {x:.1f} {y} Td ({escaped}) Tj ET"
+def _cjk(text: str) -> bool:
+    return any("\u3400" <= c <= "\u9fff" for c in text)
 
+
+def _show(x: float, y: float, text: str, size: float = 10) -> str:
+    """The operators that set ``text`` at (x, y): STSong (F2) for Chinese, else Helvetica (F1)."""
+    if _cjk(text):
+        return f"BT /F2 {size:.1f} Tf {x:.1f} {y} Td <{text.encode('utf-16-be').hex()}> Tj ET"
+    escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    return f"BT /F1 {size:.1f} Tf {x:.1f} {y} Td ({escaped}) Tj ET"
+
+
+def _table_content(before: str, rows: list[list[str]], after: str) -> bytes:
+    """The page's content stream: the line before, the ruled table, the line after."""
     width = 530 / max(1, max(len(r) for r in rows))
     # A font size at which every cell's text fits inside its borders (Helvetica ~0.55 em a letter).
-    longest = max(sum(1.0 if cjk(c) else 0.6 for c in t) for row in rows for t in row) or 1.0
+    longest = max(sum(1.0 if _cjk(c) else 0.6 for c in t) for row in rows for t in row) or 1.0
     size = min(10.0, (width - 8) / longest)
-    ops = [show(40, 720, before)]
+    ops = [_show(40, 720, before)]
     for r, row in enumerate(rows):
         for c, cell in enumerate(row):
             x, y = 40 + width * c, 650 - 20 * (r + 1)
-            ops += [f"{x:.1f} {y} {width:.1f} 20 re S", show(x + 4, y + 6, cell, size)]
-    ops.append(show(40, 650 - 20 * len(rows) - 40, after))
-    content = "\n".join(ops).encode("latin-1")
+            ops += [f"{x:.1f} {y} {width:.1f} 20 re S", _show(x + 4, y + 6, cell, size)]
+    ops.append(_show(40, 650 - 20 * len(rows) - 40, after))
+    return "\n".join(ops).encode("latin-1")
+
+
+def _table_objects(content: bytes, font_file: bytes) -> list[bytes]:
+    """The PDF's objects, numbered from 1: catalog, pages, the two fonts, the page, STSong's
+    CID font and descriptor, the content stream and the (possibly empty) embedded font file."""
+    import zlib
+
     packed = zlib.compress(font_file)
     descriptor = b"<< /Type /FontDescriptor /FontName /STSong-Light /Flags 6 /FontBBox [0 -200 1000 900] "
     descriptor += b"/ItalicAngle 0 /Ascent 880 /Descent -120 /CapHeight 880 /StemV 80"
     descriptor += b" /FontFile2 9 0 R >>" if font_file else b" >>"
-    objects = [
+    return [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
@@ -182,6 +197,10 @@ def write_table_pdf(path: Path, before: str, rows: list[list[str]], after: str, 
         descriptor,
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(packed), packed),
     ]
+
+
+def _pdf_bytes(objects: list[bytes]) -> bytes:
+    """A PDF file of ``objects`` (object 1 the catalog), with its xref table and trailer."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for num, body in enumerate(objects, start=1):
@@ -191,5 +210,4 @@ def write_table_pdf(path: Path, before: str, rows: list[list[str]], after: str, 
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
-    return path
+    return bytes(out)

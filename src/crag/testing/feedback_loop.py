@@ -92,15 +92,8 @@ def run_feedback_loop(
     t_trained = time.perf_counter()
 
     retrained = CRAG.from_config(**settings, evaluator={"model_path": model_path})
-    labels = [int(p["label"]) for p in pairs]
     figures: dict[str, Any] = {
-        "questions": len(questions),
-        "ratings": {k: sum(1 for r in ratings if r["rating"] == k) for k in ("up", "down")},
-        "likely_grader_misses": sum(1 for r in ratings if r["likely_grader_miss"]),
-        "pairs": len(pairs),
-        "pairs_by_label": {str(k): labels.count(k) for k in (0, 1)},
-        # How often a feedback label agrees with "the passage holds a gold answer" (label noise).
-        "labels_agreeing_with_gold": _gold_agreement(pairs, questions),
+        **_feedback_figures(questions, ratings, pairs),
         **_compare_graders(engine, retrained, pairs, general_pairs),
         "settings": {
             "model": model,
@@ -118,6 +111,22 @@ def run_feedback_loop(
         figures["feedback_pairs"]["held_out"] = _held_out(work, kb, settings, pairs, folds, builtin_limit, engine)
     log(json.dumps(figures, ensure_ascii=False))
     return figures
+
+
+def _feedback_figures(
+    questions: Sequence[dict[str, Any]], ratings: list[dict[str, Any]], pairs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What the simulated user gave: ratings, and the labelled pairs exported from them."""
+    labels = [int(p["label"]) for p in pairs]
+    return {
+        "questions": len(questions),
+        "ratings": {k: sum(1 for r in ratings if r["rating"] == k) for k in ("up", "down")},
+        "likely_grader_misses": sum(1 for r in ratings if r["likely_grader_miss"]),
+        "pairs": len(pairs),
+        "pairs_by_label": {str(k): labels.count(k) for k in (0, 1)},
+        # How often a feedback label agrees with "the passage holds a gold answer" (label noise).
+        "labels_agreeing_with_gold": _gold_agreement(pairs, questions),
+    }
 
 
 def _settings(kb: Path, model: str, max_tokens: int, max_sources: int) -> dict[str, Any]:

@@ -105,17 +105,31 @@ def fuzz_schema(
     return report
 
 
-def hostile_requests() -> Iterator[tuple[str, str, dict[str, str], bytes]]:
+_HostileRequest = tuple[str, str, dict[str, str], bytes]  # (method, path, headers, body)
+
+
+def hostile_requests() -> Iterator[_HostileRequest]:
     """(method, path, headers, body) for bodies a parser can choke on."""
-    deep = [
+    yield from _hostile_posts()
+    yield from _hostile_uploads()
+    yield from _hostile_urls()
+
+
+def _deep_bodies() -> list[bytes]:
+    """JSON nested far deeper than any request needs, in each route's fields."""
+    return [
         b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
         b'{"question": ' + b"[" * 100_000,  # deep and unterminated
         b'{"documents": [{"text": "x", "metadata": ' + b'{"a":' * 50_000 + b"1" + b"}" * 50_000 + b"}]}",
         b'{"messages": [{"role": "user", "content": [' + b"{" * 20_000 + b"]}]}",
         b'{"stream_options": ' + b'{"a":' * 30_000 + b"1" + b"}" * 30_000 + b"}",
     ]
-    bodies = [
-        *deep,
+
+
+def _hostile_bodies() -> list[bytes]:
+    """Bodies that are empty, not JSON, not an object, out of range, badly encoded or huge."""
+    return [
+        *_deep_bodies(),
         b"",
         b"   ",
         b"null",
@@ -137,12 +151,21 @@ def hostile_requests() -> Iterator[tuple[str, str, dict[str, str], bytes]]:
         bytes(range(256)),
         json.dumps({"question": "q" * 5000}).encode(),
     ]
+
+
+def _hostile_posts() -> Iterator[_HostileRequest]:
+    """Every hostile body to every POST route as JSON, and a plain body under each content type."""
+    bodies = _hostile_bodies()
     types = ("application/json", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
     for path in POST_PATHS:
         for body in bodies:
             yield "POST", path, {"content-type": "application/json"}, body
         for ctype in types:
             yield "POST", path, {"content-type": ctype}, b'{"question": "x"}'
+
+
+def _hostile_uploads() -> Iterator[_HostileRequest]:
+    """Multipart uploads: a path-traversing file name, truncated, without a boundary, empty."""
     boundary = "XyZ"
     multipart = (
         f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="../../etc/passwd.txt"\r\n'
@@ -153,6 +176,10 @@ def hostile_requests() -> Iterator[tuple[str, str, dict[str, str], bytes]]:
     yield "POST", "/v1/ingest", mp, multipart[:40]  # truncated
     yield "POST", "/v1/ingest", {"content-type": "multipart/form-data"}, multipart  # no boundary
     yield "POST", "/v1/ingest", mp, b"--XyZ\r\n\r\n--XyZ--\r\n"
+
+
+def _hostile_urls() -> Iterator[_HostileRequest]:
+    """Trace ids and query values no route expects, and a method a route does not take."""
     for path in ("/v1/traces/" + "a" * 5000, "/v1/traces/%00", "/v1/traces/..%2f..%2fetc", "/v1/traces?limit=-1"):
         yield "GET", path, {}, b""
     yield "GET", "/v1/traces?min_confidence=NaN&max_latency_ms=1e999", {}, b""

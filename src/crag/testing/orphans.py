@@ -85,35 +85,36 @@ def kill_cycles(
         cmd = [sys.executable, "-m", "crag.cli", "ingest", str(corpus), "--kb", str(kb), "--workers", str(workers)]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         parent = psutil.Process(proc.pid)
-        seen: dict[int, psutil.Process] = {}
-        deadline = time.monotonic() + 120
         # Workers are up once `workers` spawned children run (the resource tracker is one more).
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                for child in parent.children(recursive=True):
-                    seen.setdefault(child.pid, child)
-            except psutil.NoSuchProcess:
-                break
-            spawned = [p for p in seen.values() if _is_worker(p)]
-            if len(spawned) >= workers:
-                break
-            time.sleep(0.05)
+        seen = _wait_for_workers(parent, workers, running=proc)
         time.sleep(rng.uniform(0.2, max_delay))
-        try:
-            for child in parent.children(recursive=True):
-                seen.setdefault(child.pid, child)
-        except psutil.NoSuchProcess:
-            pass
+        _note_children(parent, seen)
         result.cycles += 1
         if proc.poll() is None:
             result.killed_mid_run += 1
         _kill_and_count(proc, seen, grace, result, n)
         if embedder is not None:
-            problem = check_kb(kb, embedder)
-            if problem:
-                result.inconsistent += 1
-                result.notes.append(problem)
+            _count_inconsistent(kb, embedder, result)
     return result
+
+
+def _note_children(parent: Any, seen: dict[int, Any]) -> None:
+    """Add the processes ``parent`` runs now to ``seen`` (nothing when it is gone)."""
+    import psutil
+
+    try:
+        for child in parent.children(recursive=True):
+            seen.setdefault(child.pid, child)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _count_inconsistent(kb: Path, embedder: Any, result: KillResult) -> None:
+    """Open the killed knowledge base and count it (with what is wrong) when it is inconsistent."""
+    problem = check_kb(kb, embedder)
+    if problem:
+        result.inconsistent += 1
+        result.notes.append(problem)
 
 
 def _is_worker(p: Any) -> bool:
@@ -173,13 +174,16 @@ def serve_kill_cycles(
     return result
 
 
-def _wait_for_workers(parent: Any, workers: int, timeout: float = 120.0) -> dict[int, Any]:
-    """Every process ``parent`` started, once ``workers`` spawned workers are among them."""
+def _wait_for_workers(
+    parent: Any, workers: int, timeout: float = 120.0, *, running: subprocess.Popen[Any] | None = None
+) -> dict[int, Any]:
+    """Every process ``parent`` started, once ``workers`` spawned workers are among them
+    (or once ``running`` has ended: an ingest may finish before its workers are counted)."""
     import psutil
 
     seen: dict[int, Any] = {}
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while (running is None or running.poll() is None) and time.monotonic() < deadline:
         try:
             for child in parent.children(recursive=True):
                 seen.setdefault(child.pid, child)
