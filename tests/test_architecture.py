@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.redact",
             "crag.secret_forms",
             "crag.text",
+            "crag.synonyms",
             "crag.normalize",
             "crag.collection_names",
             "crag.config",

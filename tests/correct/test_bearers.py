@@ -6,6 +6,7 @@ import pytest
 
 from crag.correct.bearers import Bearers, find_bearers, namesakes_of
 from crag.correct.names import Name, asks_who, define, descriptor, dotted_names, split_title
+from crag.correct.posts import post_of
 from crag.correct.refine import Doc, refine
 from crag.types import Evaluation, Grade, Passage, Query, Strip
 
@@ -329,14 +330,14 @@ WANG_LEI = [
     ],
 )
 def test_a_post_held_defines_the_person(sentence: str, name: str, post: str) -> None:
-    found = define(sentence, Name.of(name))  # type: ignore[arg-type]
+    found = post_of(sentence, Name.of(name))  # type: ignore[arg-type]
     assert found is not None and found.description == post
 
 
 def test_a_post_of_another_name_or_no_post_defines_nobody() -> None:
-    assert define("王磊于 2016 年加入公司，现任销售总监。", Name.of("陈静")) is None  # type: ignore[arg-type]
-    assert define("陈静于 2017 年加入青岚科技，负责内部审计。", Name.of("陈静")) is None  # type: ignore[arg-type]
-    assert define("Lin Qiao is now in Berlin.", Name.of("Lin Qiao")) is None  # type: ignore[arg-type]
+    assert post_of("王磊于 2016 年加入公司，现任销售总监。", Name.of("陈静")) is None  # type: ignore[arg-type]
+    assert post_of("陈静于 2017 年加入青岚科技，负责内部审计。", Name.of("陈静")) is None  # type: ignore[arg-type]
+    assert post_of("Lin Qiao is now in Berlin.", Name.of("Lin Qiao")) is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("people", "question"), [(CHEN_JING, "陈静是谁？"), (WANG_LEI, "Who is Wang Lei?")])

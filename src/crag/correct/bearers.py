@@ -47,11 +47,11 @@ from crag.correct.names import (
     descriptor,
     fold,
     personal,
-    row_post,
     split_title,
     subject,
     words,
 )
+from crag.correct.posts import post_of, row_post
 from crag.types import Bearer, Query, Strip
 
 __all__ = ["MAX_BEARERS", "Bearers", "find_bearers", "namesakes_of"]
@@ -207,7 +207,7 @@ def _documents(name: Name, strips: Sequence[Strip]) -> list[_Doc]:
     for i, s in enumerate(strips):
         base, disamb = split_title(s.title)
         row = row_post(s.text, name)
-        defined = row[1] if row else define(s.text, name)
+        defined = row[1] if row else define(s.text, name) or post_of(s.text, name)
         titled = Name.of(base)
         items = listed(s.text, name)
         # a title may write the name with fewer middle names than the question, never more;

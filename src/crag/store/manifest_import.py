@@ -69,51 +69,51 @@ def _copy(src: sqlite3.Connection, manifest: ManifestDB) -> int:
         meta = [{"kb": kb, "key": k, "value": v} for k, v in src.execute("SELECT key, value FROM meta")]
         conn.execute(kb_meta.delete().where(kb_meta.c.kb == kb, kb_meta.c.key == "created"))  # the file's is older
         put(kb_meta, meta)
-        put(
-            kb_files,
-            [
-                {"kb": kb, "path": p, "sha256": s, "n_chunks": n, "ingested_at": t}
-                for p, s, n, t in src.execute("SELECT path, sha256, n_chunks, ingested_at FROM files")
-            ],
-        )
+        put(kb_files, _files(src, kb))
         rows = src.execute("SELECT id, file, seq, source, title, url, text, metadata FROM chunks")
         while batch := rows.fetchmany(_BATCH):
-            put(
-                kb_chunks,
-                [
-                    {
-                        "kb": kb,
-                        "id": i,
-                        "file": f,
-                        "seq": q,
-                        "source": s,
-                        "title": t,
-                        "url": u,
-                        "text": x,
-                        "metadata": json.loads(m or "{}"),
-                    }
-                    for i, f, q, s, t, u, x, m in batch
-                ],
-            )
+            put(kb_chunks, [_chunk(kb, row) for row in batch])
             copied += len(batch)
         if "documents" in tables:
-            put(
-                kb_documents,
-                [
-                    {
-                        "kb": kb,
-                        "file": f,
-                        "id": i,
-                        "name": n,
-                        "metadata": json.loads(m or "{}"),
-                        "content": c,
-                        "version": v,
-                        "title": t,
-                        "url": u,
-                    }
-                    for f, i, n, m, c, v, t, u in src.execute(
-                        "SELECT file, id, name, metadata, content, version, title, url FROM documents"
-                    )
-                ],
-            )
+            put(kb_documents, _documents(src, kb))
     return copied
+
+
+def _files(src: sqlite3.Connection, kb: str) -> list[dict[str, Any]]:
+    return [
+        {"kb": kb, "path": p, "sha256": s, "n_chunks": n, "ingested_at": t}
+        for p, s, n, t in src.execute("SELECT path, sha256, n_chunks, ingested_at FROM files")
+    ]
+
+
+def _chunk(kb: str, row: tuple[Any, ...]) -> dict[str, Any]:
+    i, f, q, s, t, u, x, m = row
+    return {
+        "kb": kb,
+        "id": i,
+        "file": f,
+        "seq": q,
+        "source": s,
+        "title": t,
+        "url": u,
+        "text": x,
+        "metadata": json.loads(m or "{}"),
+    }
+
+
+def _documents(src: sqlite3.Connection, kb: str) -> list[dict[str, Any]]:
+    query = "SELECT file, id, name, metadata, content, version, title, url FROM documents"
+    return [
+        {
+            "kb": kb,
+            "file": f,
+            "id": i,
+            "name": n,
+            "metadata": json.loads(m or "{}"),
+            "content": c,
+            "version": v,
+            "title": t,
+            "url": u,
+        }
+        for f, i, n, m, c, v, t, u in src.execute(query)
+    ]
