@@ -15,7 +15,8 @@ e. PostgreSQL stopped for ``--outage`` s under load: time to 503, no hang, recov
    restart, every acknowledged rating present afterwards;
 f. three fresh replicas with ``correction.per_day_llm_tokens = 10000``: the day's total;
 g. a question answered in full through one replica, then asked through another: server-side
-   ``timings.total`` of cache hits against full answers, and the same citations.
+   ``timings.total`` of cache hits against full answers, and the same citations; then the cited
+   document changed through replica 1 and the question asked through replica 2 again.
 
 Not measured here: kill -9 of an ingest worker mid-job (needs the ingest job queue).
 
@@ -120,8 +121,25 @@ def answer_cache(http: httpx.Client, reps: list[Replica]) -> dict[str, Any]:
             marked += bool((again.get("cache") or {}).get("hit"))
             hits.append(float(again["timings"]["total"]))
             keys = ("source", "quote", "text")
-            same += [[c[k] for k in keys] for c in again["citations"]] == [[c[k] for k in keys] for c in first["citations"]]
-    return {"full_p50_s": p50(full), "hit_p50_s": p50(hits), "hits": marked, "asked_again": len(hits), "same_citations": same}
+            same += [[c[k] for k in keys] for c in again["citations"]] == [
+                [c[k] for k in keys] for c in first["citations"]
+            ]
+    # The cited document changes through replica 1: replica 2's next answer is not a hit and has the change.
+    upload(http, reps[0], "depot.md", DOCS["depot.md"].replace("7:15", "8:30"))
+    after = ask(http, reps[1], CACHE_QS[0])
+    changed = {
+        "hit": bool(after["cache"].get("hit")),
+        "miss": after["cache"].get("miss"),
+        "new": "8:30" in after["answer"],
+    }
+    return {
+        "after_change": changed,
+        "full_p50_s": p50(full),
+        "hit_p50_s": p50(hits),
+        "hits": marked,
+        "asked_again": len(hits),
+        "same_citations": same,
+    }
 
 
 def clean_load(reps: list[Replica], clients: int, seconds: float) -> tuple[Load, dict[str, Any]]:
@@ -156,15 +174,26 @@ def kill_one(reps: list[Replica], clients: int, seconds: float) -> tuple[Load, d
     load.run(clients, seconds, [(seconds / 3, kill)])
     failed = [c for c in load.calls if c.status == 0 or c.status >= 500]
     own = [c for c in failed if c.replica == victim.name and c.start <= at[0]]
+    in_flight = [c for c in load.calls if c.replica == victim.name and c.start <= at[0] < c.end]
+    try:
+        httpx.get(f"{victim.url}/healthz", timeout=2)
+        gone = False
+    except httpx.HTTPError:
+        gone = True
     return load, {
         "requests": len(load.calls),
+        "killed_replica_gone": gone,
+        "in_flight_on_killed": len(in_flight),
         "in_flight_on_killed_failed": len(own),
+        "answered_by_killed_after_kill": sum(c.status == 200 and c.end > at[0] + 0.5 for c in in_flight),
         "other_failures": len(failed) - len(own),
         "errors": sorted({c.error for c in failed if c not in own})[:5],
     }
 
 
-def postgres_outage(topo: Topology, reps: list[Replica], clients: int, seconds: float, outage: float) -> tuple[Load, dict[str, Any]]:
+def postgres_outage(
+    topo: Topology, reps: list[Replica], clients: int, seconds: float, outage: float
+) -> tuple[Load, dict[str, Any]]:
     """(e): PostgreSQL stopped for ``outage`` s under load, started again; the replicas keep running."""
     load = Load({r.name: r.url for r in reps}, QUESTIONS)
     marks: dict[str, float] = {}
@@ -184,7 +213,9 @@ def postgres_outage(topo: Topology, reps: list[Replica], clients: int, seconds: 
     refused = [c for c in during if c.status == 503]
     first_503 = {r.name: min((c.end - down for c in refused if c.replica == r.name), default=None) for r in reps}
     back = {
-        r.name: min((c.end - up for c in load.asks() if c.replica == r.name and c.start >= up and c.status == 200), default=None)
+        r.name: min(
+            (c.end - up for c in load.asks() if c.replica == r.name and c.start >= up and c.status == 200), default=None
+        )
         for r in reps
     }
     other_5xx = [c for c in load.calls if (c.status >= 500 and c.status != 503) or (c.status == 503 and c.end < down)]
@@ -208,7 +239,9 @@ def budget(topo: Topology, http: httpx.Client, clients: int) -> dict[str, Any]:
     reps = topo.start_replicas(3, "budget", {"CRAG_CORRECTION__PER_DAY_LLM_TOKENS": str(limit)})
 
     def used() -> int:
-        rows = topo.pg.sql("SELECT coalesce(sum(used), 0) FROM budget_usage WHERE kb = 'budget' AND kind = 'tokens'", "crag")
+        rows = topo.pg.sql(
+            "SELECT coalesce(sum(used), 0) FROM budget_usage WHERE kb = 'budget' AND kind = 'tokens'", "crag"
+        )
         return int(rows or 0)
 
     upload(http, reps[0], "parking.md", DOCS["parking.md"])
@@ -256,10 +289,12 @@ def main() -> None:
         for name, text in DOCS.items():
             upload(http, reps[0], name, text)
         results["a_b_upload"] = upload_visible(http, reps)
-        results["g_answer_cache"] = answer_cache(http, reps)
         loads = []
+        load, results["c_load"] = clean_load(reps, args.clients, args.seconds)
+        loads.append(load)
+        print("c_load", results["c_load"], flush=True)
+        results["g_answer_cache"] = answer_cache(http, reps)  # after the load: every replica is warm
         for key, run in (
-            ("c_load", lambda: clean_load(reps, args.clients, args.seconds)),
             ("e_postgres_outage", lambda: postgres_outage(topo, reps, args.clients, 30 + args.outage, args.outage)),
             ("d_kill9", lambda: kill_one(reps, args.clients, 30)),
         ):

@@ -76,7 +76,9 @@ class Load:
                 trace_id = asked.body.get("trace_id")
                 if trace_id and n % 3 == 0:
                     name, url = self.pick(n)  # rated through whichever replica comes next
-                    rated = self.call(http, name, url, "feedback", "/v1/feedback", {"trace_id": trace_id, "rating": "up"})
+                    rated = self.call(
+                        http, name, url, "feedback", "/v1/feedback", {"trace_id": trace_id, "rating": "up"}
+                    )
                     if 200 <= rated.status < 300:
                         with self.lock:
                             self.acked.append(str(trace_id))

@@ -120,11 +120,11 @@ class Topology:
             folder = self.root / f"replica{i}"
             folder.mkdir()
             port = free_port()
+            folder_kb, where = str(folder / "kb"), ["--host", "127.0.0.1", "--port", str(port)]
             log = self.root / f"replica{i}.log"
             with log.open("wb") as out:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "crag.cli", "serve", "--shared", "--kb", str(folder / "kb")]
-                    + ["--host", "127.0.0.1", "--port", str(port)],
+                    [sys.executable, "-m", "crag.cli", "serve", "--shared", "--kb", folder_kb, *where],
                     env={**os.environ, **self.env(kb_name, extra)},
                     cwd=folder,
                     stdout=out,
