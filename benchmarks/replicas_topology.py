@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,6 +154,7 @@ def topology() -> Iterator[Topology]:
     """Start PostgreSQL, a Milvus Lite gRPC server and the stub model server; stop them on exit."""
     root = Path(tempfile.mkdtemp(prefix="crag-replicas-"))
     with ExitStack() as stack:
+        stack.callback(shutil.rmtree, root, ignore_errors=True)  # last: after every process stopped
         pg = stack.enter_context(LocalPostgres())
         state_uri = pg.create_database("crag")
         milvus_uri = stack.enter_context(local_milvus_lite_server(root / "milvus"))
