@@ -20,6 +20,7 @@ from starlette.responses import StreamingResponse
 from crag.errors import (
     ApiError,
     BackendError,
+    BudgetExceeded,
     ConfigError,
     CragError,
     DiskFullError,
@@ -62,6 +63,8 @@ def crag_error_status(exc: CragError) -> tuple[int, str]:
         (NoMatchError, 422, "no_matching_documents"),
         (InputError, 400, "invalid_input"),
         (KnowledgeBaseError, 409, "knowledge_base_error"),
+        # A spent budget is the caller's quota, not a failure: 429, as OpenAI's insufficient_quota.
+        (BudgetExceeded, 429, "budget_exceeded"),
         (LLMUnavailableError, 503, "llm_unavailable"),
         (StateUnavailableError, 503, "state_unavailable"),
         (ConfigError, 503, "config_error"),
