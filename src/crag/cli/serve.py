@@ -38,6 +38,13 @@ def serve(
             "kept in this machine's folder ([server] shared).",
         ),
     ] = False,
+    worker: Annotated[
+        bool,
+        typer.Option(
+            "--worker",
+            help="Also take queued ingest jobs, as crag worker does (needs kb.state_uri = postgresql://...).",
+        ),
+    ] = False,
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
     cors_origin: Annotated[
         list[str] | None,
@@ -55,6 +62,7 @@ def serve(
     for module in ("fastapi", "uvicorn", "multipart", "prometheus_client"):
         require(module, "server", "crag serve")
     from crag.server.app import serve as run_server
+    from crag.server.jobs import WorkerOptions
 
     bare, extra = parse_kb_options(kb or [])
     if shared:
@@ -72,6 +80,7 @@ def serve(
         workers=workers,
         rate_limit_per_minute=rate_limit,
         cors_origins=cors_origin or (),
+        worker=WorkerOptions() if worker else None,
     )
 
 
