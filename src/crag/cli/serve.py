@@ -68,6 +68,13 @@ def serve(
     if shared:
         extra = merge(extra, {"server": {"shared": True}})
     rag = engine(config, bare, **extra)
+    if worker and not rag.settings.kb.state_uri:  # before warming anything, too
+        from crag.errors import ConfigError
+
+        raise ConfigError(
+            "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
+            "without it an upload is ingested at once"
+        )
     if rag.settings.server.shared:  # before warming anything: the refusal is the first thing said
         from crag.server.replicas import check_shareable
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from crag.engine import CRAG
-from crag.errors import ConfigError, CragError
+from crag.errors import ConfigError, CragError, StateUnavailableError
 from crag.jobs.queue import queue_name, watch_stalled, worker_app
 from crag.jobs.schema import JOBS
 from crag.jobs.store import JobStore
@@ -151,8 +151,31 @@ async def run_worker(
     if len(urls) > 1:
         raise ConfigError("a worker takes jobs from one state database; give its knowledge bases one kb.state_uri")
     runner = IngestRunner(engines, name=name)
-    app = worker_app(next(iter(dbs.values())), runner)
+    db = next(iter(dbs.values()))
+    app = worker_app(db, runner)
     queues = [queue_name(kb) for kb in engines]
+    try:
+        await _work(app, runner, queues, heartbeat, stalled_after, install_signal_handlers)
+    except CragError:
+        raise
+    except Exception as exc:
+        from procrastinate.exceptions import ProcrastinateException
+        from psycopg import Error as PsycopgError
+
+        if not isinstance(exc, (ProcrastinateException, PsycopgError)):
+            raise
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise StateUnavailableError(
+            f"the ingest worker lost its state database {db.display}: {reason}; it is safe to start it again "
+            "(its job is taken over)",
+            backend_id="postgres",
+            step="jobs",
+        ) from exc
+
+
+async def _work(
+    app: Any, runner: IngestRunner, queues: list[str], heartbeat: float, stalled_after: float, signals: bool
+) -> None:
     async with app.open_async():
         watcher = asyncio.create_task(watch_stalled(app, queues, every=heartbeat, stalled_after=stalled_after))
         try:
@@ -163,7 +186,7 @@ async def run_worker(
                 update_heartbeat_interval=heartbeat,
                 stalled_worker_timeout=stalled_after,
                 fetch_job_polling_interval=min(5.0, heartbeat),
-                install_signal_handlers=install_signal_handlers,
+                install_signal_handlers=signals,
             )
         finally:
             watcher.cancel()
