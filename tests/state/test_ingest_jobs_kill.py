@@ -20,10 +20,9 @@ import pytest
 import sqlalchemy as sa
 
 from crag.engine import CRAG
-from crag.jobs import JOBS, JobStore
+from crag.jobs import JOBS, JobFile, JobStore
 from crag.server.collections import Collection
 from crag.server.jobs import queue_ingest
-from crag.server.uploads import Upload
 from crag.state import state_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -64,7 +63,7 @@ def test_a_killed_workers_job_is_finished_by_another_with_no_duplicates(pg_url: 
     engine = CRAG.from_config(
         kb={"path": str(kb), "state_uri": pg_url, "name": "bulletins"}, search={"provider": "none"}
     )
-    uploads = [Upload(f"bulletin-{i:02d}", f"bulletin-{i:02d}.md", text(i)) for i in range(DOCS)]
+    uploads = [JobFile(f"bulletin-{i:02d}", f"bulletin-{i:02d}.md", True, text(i)) for i in range(DOCS)]
     job = queue_ingest(Collection("crag", engine), uploads, {"source": "bulletins"}, False)
     jobs = JobStore(state_for(engine.settings, JOBS))
     assert jobs.get(job) is not None and jobs.get(job).status == "queued"  # type: ignore[union-attr]
@@ -107,7 +106,7 @@ def test_a_killed_workers_job_is_finished_by_another_with_no_duplicates(pg_url: 
     base = CRAG.from_config(kb={"path": str(kb)}).knowledge_base()
     docs, total = base.documents(limit=500)
     ids = [d.id for d in docs]
-    assert total == DOCS and sorted(ids) == [u.id for u in uploads]  # each document, once
+    assert total == DOCS and sorted(ids) == [u.document for u in uploads]  # each document, once
     stats = base.stats()
     assert stats["files"] == DOCS and base.vectors.count() == stats["chunks"]  # no vector twice, none orphaned
     assert all(d.metadata.get("source") == "bulletins" for d in docs)

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crag.cli._common import ConfigOpt, engine, friendly, warm_search
-from crag.errors import InputError
+from crag.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
 
-__all__ = ["parse_kb_options", "serve", "warm_collections"]
+__all__ = ["check_worker", "parse_kb_options", "serve", "warm_collections"]
 
 
 @friendly
@@ -38,13 +38,7 @@ def serve(
             "kept in this machine's folder ([server] shared).",
         ),
     ] = False,
-    worker: Annotated[
-        bool,
-        typer.Option(
-            "--worker",
-            help="Also take queued ingest jobs, as crag worker does (needs kb.state_uri = postgresql://...).",
-        ),
-    ] = False,
+    worker: Annotated[bool, typer.Option("--worker", help="Also run queued ingest jobs, as crag worker does.")] = False,
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
     cors_origin: Annotated[
         list[str] | None,
@@ -68,13 +62,7 @@ def serve(
     if shared:
         extra = merge(extra, {"server": {"shared": True}})
     rag = engine(config, bare, **extra)
-    if worker and not rag.settings.kb.state_uri:  # before warming anything, too
-        from crag.errors import ConfigError
-
-        raise ConfigError(
-            "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
-            "without it an upload is ingested at once"
-        )
+    check_worker(rag, worker)
     if rag.settings.server.shared:  # before warming anything: the refusal is the first thing said
         from crag.server.replicas import check_shareable
 
@@ -89,6 +77,15 @@ def serve(
         cors_origins=cors_origin or (),
         worker=WorkerOptions() if worker else None,
     )
+
+
+def check_worker(rag: CRAG, worker: bool) -> None:
+    """Refuse ``--worker`` without a shared state database, before any model is loaded."""
+    if worker and not rag.settings.kb.state_uri:
+        raise ConfigError(
+            "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
+            "without it an upload is ingested at once"
+        )
 
 
 def warm_collections(rag: CRAG) -> None:

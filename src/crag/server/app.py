@@ -32,7 +32,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text
-from crag.server import answers, docs, documents, feedback, jobs, replicas, traces, ui, uploads
+from crag.server import answers, docs, documents, feedback, job_worker, jobs, replicas, traces, ui, uploads
 from crag.server import collections as collections_routes
 from crag.server.auth import (
     ApiKey,
@@ -90,7 +90,9 @@ def create_app(
     _add_middleware(app, Publisher(collections, collections.default), auth, limiter, max_body_bytes, origins)
     _install_error_handlers(app, metrics)
     _install_routes(app, collections, metrics)
-    jobs.install(app, collections, worker=worker)
+    jobs.install(app, collections)
+    if worker is not None:
+        job_worker.run_worker_with(app, collections, worker)
     return app
 
 

@@ -14,10 +14,8 @@ unknown id).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +26,10 @@ from crag.errors import ApiError, CragError
 from crag.server.collections import Collection, Collections, collection_for
 
 if TYPE_CHECKING:
-    from crag.server.uploads import Upload
+    from crag.jobs.store import JobFile
     from crag.state import StateDB
 
 __all__ = ["WorkerOptions", "install", "queue_ingest", "queues_jobs"]
-
-log = logging.getLogger("crag.server")
 
 
 @dataclass(frozen=True)
@@ -56,13 +52,12 @@ def queues_jobs(col: Collection) -> bool:
     return bool(col.engine.settings.kb.state_uri)
 
 
-def queue_ingest(col: Collection, items: Sequence[Upload], meta: dict[str, Any] | None, clear: bool) -> str:
-    """Store the uploads with a new job and queue it; return the job's id (blocking: run it in a thread)."""
-    from crag.jobs import JobFile, JobStore, enqueue
+def queue_ingest(col: Collection, files: Sequence[JobFile], meta: dict[str, Any] | None, clear: bool) -> str:
+    """Store the uploaded files with a new job and queue it; return the job's id (blocking: run it in a thread)."""
+    from crag.jobs import JobStore, enqueue
 
     db = _jobs_db(col)
     jobs = JobStore(db)
-    files = [JobFile(u.id, u.name, u.own_folder, u.data) for u in items]
     job_id = jobs.create(col.name, files, {"metadata": meta, "clear_metadata": clear})
     try:
         jobs.queued(job_id, enqueue(db, job_id))
@@ -73,8 +68,8 @@ def queue_ingest(col: Collection, items: Sequence[Upload], meta: dict[str, Any] 
     return job_id
 
 
-def install(app: FastAPI, collections: Collections, *, worker: WorkerOptions | None = None) -> None:
-    """Add ``GET /v1/jobs/{id}``; with ``worker``, run an ingest worker while the app runs."""
+def install(app: FastAPI, collections: Collections) -> None:
+    """Add ``GET /v1/jobs/{id}`` (the worker inside the server: :mod:`crag.server.job_worker`)."""
 
     @app.get("/v1/jobs/{job_id}")
     async def get_job(request: Request, job_id: str, collection: str | None = Query(None, max_length=64)) -> Any:
@@ -88,40 +83,3 @@ def install(app: FastAPI, collections: Collections, *, worker: WorkerOptions | N
         if record is None or record.collection != col.name:
             raise missing
         return record.view()
-
-    if worker is not None:
-        _run_worker_with(app, collections, worker)
-
-
-def _run_worker_with(app: FastAPI, collections: Collections, options: WorkerOptions) -> None:
-    """Run an ingest worker (:func:`crag.jobs.tasks.run_worker`) for the app's lifetime."""
-    from crag.jobs.tasks import engines_by_kb, run_worker
-
-    previous = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with previous(a) as state:
-            engines = engines_by_kb([c.engine for c in collections])
-            task = asyncio.create_task(
-                run_worker(
-                    engines,
-                    heartbeat=options.heartbeat,
-                    stalled_after=options.stalled_after,
-                    install_signal_handlers=False,  # uvicorn owns the signals
-                )
-            )
-            task.add_done_callback(_log_end)
-            try:
-                yield state
-            finally:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait_for(task, timeout=10)
-
-    app.router.lifespan_context = lifespan
-
-
-def _log_end(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("the ingest worker stopped: %s", exc if isinstance(exc, CragError) else repr(exc))

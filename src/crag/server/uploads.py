@@ -32,6 +32,7 @@ from starlette.requests import Request
 from crag.atomic import write_atomic
 from crag.errors import ApiError
 from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.jobs.store import JobFile
 from crag.kb import DocName
 from crag.metadata import parse_meta
 from crag.server.body import parse_body
@@ -273,7 +274,8 @@ def install(app: FastAPI, collections: Collections) -> None:
         if meta and clear:
             raise ApiError(400, "invalid_input", "metadata and clear_metadata together: give new metadata or clear it")
         if queues_jobs(col):  # a shared state database: any worker takes the job (crag.server.jobs)
-            job_id = await run_in_threadpool(queue_ingest, col, items, meta, clear)
+            files = [JobFile(u.id, u.name, u.own_folder, u.data) for u in items]
+            job_id = await run_in_threadpool(queue_ingest, col, files, meta, clear)
             location = f"/v1/jobs/{job_id}?collection={quote(col.name)}"
             return RedactedJSONResponse(
                 {"job": job_id, "status": "queued"}, status_code=202, headers={"Location": location}
