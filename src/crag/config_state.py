@@ -42,7 +42,8 @@ StateUri = Annotated[
         description="Where traces, feedback, budgets and the search caches live. Unset: SQLite files beside the "
         "knowledge base (traces.sqlite, budget.sqlite, search_cache.sqlite). postgresql://user@host:5432/db: one "
         "PostgreSQL database that several `crag serve` replicas share (password in the URL or $PGPASSWORD; needs "
-        "crag[postgres]). Tables are created and upgraded on first use."
+        "crag[postgres]), where POST /v1/ingest also queues jobs for `crag worker`. Tables are created and "
+        "upgraded on first use."
     ),
     AfterValidator(check_state_uri),
 ]
