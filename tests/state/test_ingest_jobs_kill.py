@@ -109,6 +109,7 @@ def test_a_killed_workers_job_is_finished_by_another_with_no_duplicates(pg_url: 
     assert total == DOCS and sorted(ids) == [u.document for u in uploads]  # each document, once
     stats = base.stats()
     assert stats["files"] == DOCS and base.vectors.count() == stats["chunks"]  # no vector twice, none orphaned
+    assert record.progress["files_done"] == DOCS and record.progress["chunks"] == stats["chunks"]
     assert all(d.metadata.get("source") == "bulletins" for d in docs)
 
     with state_for(engine.settings, JOBS).connect() as conn:

@@ -88,9 +88,12 @@ class IngestRunner:
             log.exception("ingest job %s failed", job)
             jobs.fail(job, "internal error; see the worker's log")
             raise
-        progress.update(files_done=len(files), chunks=summary["chunks_written"])
+        # The chunks the job's documents hold now, whichever run wrote them (a run after a killed
+        # worker finds some "unchanged"); the result's chunks_written counts this run's writes.
+        held = sum(f["chunks"] for f in summary["files"] if f["status"] in ("added", "updated", "unchanged"))
+        progress.update(files_done=len(files), chunks=held)
         jobs.finish(job, progress, summary)
-        log.info("ingest job %s done: %d files, %d chunks", job, len(files), summary["chunks_written"])
+        log.info("ingest job %s done: %d files, %d chunks", job, len(files), held)
 
 
 def _named(summary: dict[str, Any], names: Mapping[str, Any], uploads: Path) -> dict[str, Any]:
