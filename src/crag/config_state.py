@@ -42,8 +42,9 @@ StateUri = Annotated[
         description="Where the documents and chunk texts, traces, feedback, budgets and the search caches live. "
         "Unset: SQLite files beside the knowledge base (manifest.sqlite, traces.sqlite, budget.sqlite, "
         "search_cache.sqlite; writers queue on write.lock). postgresql://user@host:5432/db: one PostgreSQL database "
-        "that several `crag serve` replicas share, writers queuing on an advisory lock there (password in the URL "
-        "or $PGPASSWORD; needs crag[postgres]). Tables are created and upgraded on first use."
+        "that several `crag serve` replicas share, writers queuing on an advisory lock there and POST /v1/ingest "
+        "queuing jobs for `crag worker` (password in the URL or $PGPASSWORD; needs crag[postgres]). Tables are "
+        "created and upgraded on first use."
     ),
     AfterValidator(check_state_uri),
 ]

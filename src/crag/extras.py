@@ -37,7 +37,7 @@ EXTRAS: dict[str, str] = {
     "eval": "plots of crag eval and crag calibrate (matplotlib) and scipy's t-test",
     "milvus": "the Milvus vector store (pymilvus, Milvus Lite)",
     "milvus-server": "a standalone Milvus server for tests and benchmarks",
-    "postgres": "shared state in PostgreSQL (kb.state_uri = postgresql://...): psycopg 3",
+    "postgres": "shared state and ingest jobs in PostgreSQL (kb.state_uri = postgresql://...): psycopg, procrastinate",
 }
 
 

@@ -8,6 +8,7 @@ module                      commands
 :mod:`crag.cli.ask`         ``ask``
 :mod:`crag.cli.chat`        ``chat``
 :mod:`crag.cli.serve`       ``serve``
+:mod:`crag.cli.worker`      ``worker``
 :mod:`crag.cli.trace`       ``trace list``, ``trace show``
 :mod:`crag.cli.grade`       ``grade``, ``calibrate``, ``evaluator label|train``
 :mod:`crag.cli.eval`        ``eval``
@@ -36,6 +37,7 @@ from crag.cli.grade import calibrate, evaluator_app, grade
 from crag.cli.ingest import ingest, remove
 from crag.cli.serve import serve
 from crag.cli.trace import trace_app
+from crag.cli.worker import worker
 
 __all__ = ["RedactingStream", "app", "err", "friendly", "out", "print_answer"]
 
@@ -65,6 +67,7 @@ app.command()(documents)
 app.command()(ask)
 app.command()(chat)
 app.command()(serve)
+app.command()(worker)
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(feedback_app, name="feedback")
 app.command()(grade)

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crag.cli._common import ConfigOpt, engine, friendly, warm_search
-from crag.errors import InputError
+from crag.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     from crag.engine import CRAG
 
-__all__ = ["parse_kb_options", "serve", "warm_collections"]
+__all__ = ["check_worker", "parse_kb_options", "serve", "warm_collections"]
 
 
 @friendly
@@ -38,6 +38,7 @@ def serve(
             "kept in this machine's folder ([server] shared).",
         ),
     ] = False,
+    worker: Annotated[bool, typer.Option("--worker", help="Also run queued ingest jobs, as crag worker does.")] = False,
     rate_limit: Annotated[int | None, typer.Option(help="Requests per minute per API key.")] = None,
     cors_origin: Annotated[
         list[str] | None,
@@ -51,8 +52,10 @@ def serve(
     """Run the HTTP API (/v1/ask, /v1/chat/completions, ...) and the trace viewer at /ui."""
     _require_server_extra()
     from crag.server.app import serve as run_server
+    from crag.server.jobs import WorkerOptions
 
     rag = _serving_engine(config, kb, shared=shared)
+    check_worker(rag, worker)
     warm_collections(rag)
     run_server(
         rag.settings,
@@ -61,6 +64,7 @@ def serve(
         workers=workers,
         rate_limit_per_minute=rate_limit,
         cors_origins=cors_origin or (),
+        worker=WorkerOptions() if worker else None,
     )
 
 
@@ -89,6 +93,15 @@ def _serving_engine(config: Path | None, kb: list[str] | None, *, shared: bool) 
 
         check_shareable(rag.settings)
     return rag
+
+
+def check_worker(rag: CRAG, worker: bool) -> None:
+    """Refuse ``--worker`` without a shared state database, before any model is loaded."""
+    if worker and not rag.settings.kb.state_uri:
+        raise ConfigError(
+            "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
+            "without it an upload is ingested at once"
+        )
 
 
 def warm_collections(rag: CRAG) -> None:

@@ -12,6 +12,7 @@ health checks, trace browsing and streaming keep-alives.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from crag.engine import CRAG
 from crag.errors import ApiError, ConfigError, CragError
 from crag.procs import die_with_parent
 from crag.redact import install_log_redaction, redact_text
-from crag.server import answers, docs, documents, feedback, replicas, traces, ui, uploads
+from crag.server import answers, docs, documents, feedback, job_worker, jobs, replicas, traces, ui, uploads
 from crag.server import collections as collections_routes
 from crag.server.auth import (
     ApiKey,
@@ -67,6 +68,7 @@ def create_app(
     max_body_bytes: int = 1_000_000,
     cors_origins: Sequence[str] = (),
     rate_limit_per_minute: int | None = None,
+    worker: jobs.WorkerOptions | None = None,
 ) -> FastAPI:
     """Build the ASGI app around one engine, or several collections (:mod:`crag.server.collections`).
 
@@ -74,7 +76,8 @@ def create_app(
     scoped ``[[server.keys]]`` of the settings; with no keys only loopback clients are
     served. ``max_body_bytes`` caps every request body (413), ``rate_limit_per_minute``
     caps each key (429 with ``Retry-After``). ``cors_origins`` lists the web origins whose pages may
-    call the API from a browser (``crag serve --cors-origin``).
+    call the API from a browser (``crag serve --cors-origin``). ``worker`` also runs an ingest
+    worker for the collections' queued jobs while the app runs (``crag serve --worker``).
     """
     collections = engine if isinstance(engine, Collections) else Collections.single(engine)
     settings = next(iter(collections)).engine.settings
@@ -88,6 +91,9 @@ def create_app(
     _add_middleware(app, Publisher(collections, collections.default), auth, limiter, max_body_bytes, origins)
     _install_error_handlers(app, metrics)
     _install_routes(app, collections, metrics)
+    jobs.install(app, collections)
+    if worker is not None:
+        job_worker.run_worker_with(app, collections, worker)
     return app
 
 
@@ -272,6 +278,8 @@ class _MetricsMiddleware:
             return "/v1/feedback/{id}"
         if path.startswith("/v1/models/"):
             return "/v1/models/{id}"
+        if path.startswith("/v1/jobs/"):
+            return "/v1/jobs/{id}"
         if path.startswith("/v1/documents/"):
             return "/v1/documents/{id}"
         if path.startswith("/ui/trace/"):
@@ -291,6 +299,7 @@ def serve(
     rate_limit_per_minute: int | None = None,
     max_body_bytes: int = 1_000_000,
     cors_origins: Sequence[str] = (),
+    worker: jobs.WorkerOptions | None = None,
 ) -> None:
     """Run the service with uvicorn; refuses a non-loopback ``host`` without API keys.
 
@@ -317,10 +326,18 @@ def serve(
         "max_body_bytes": max_body_bytes,
         "cors_origins": check_origins(cors_origins),
     }
+    if worker is not None:
+        if not settings.kb.state_uri:
+            raise ConfigError(
+                "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
+                "without it an upload is ingested at once"
+            )
+        options["worker"] = worker
     limits = uvicorn_limits(settings)
     if workers > 1:
         # Worker processes import the app by name, so settings travel through the environment.
-        payload = {"settings": settings.model_dump(mode="json"), "options": options, "parent": os.getpid()}
+        portable = {**options, "worker": dataclasses.asdict(worker) if worker else None}
+        payload = {"settings": settings.model_dump(mode="json"), "options": portable, "parent": os.getpid()}
         os.environ[SETTINGS_ENV] = json.dumps(payload)
         uvicorn.run("crag.server.app:app_from_env", factory=True, host=host, port=port, workers=workers, **limits)
         return
@@ -361,4 +378,7 @@ def app_from_env() -> FastAPI:
     if payload.get("parent"):
         die_with_parent(int(payload["parent"]))  # uvicorn starts workers from its main thread
     settings = CragSettings(**payload["settings"])
-    return create_app(Collections.from_settings(settings), **payload["options"])
+    options = dict(payload["options"])
+    if options.get("worker"):
+        options["worker"] = jobs.WorkerOptions(**options["worker"])
+    return create_app(Collections.from_settings(settings), **options)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -31,11 +32,13 @@ from starlette.requests import Request
 from crag.atomic import write_atomic
 from crag.errors import ApiError
 from crag.ingest.load import SUPPORTED_SUFFIXES
+from crag.jobs.store import JobFile
 from crag.kb import DocName
 from crag.metadata import parse_meta
 from crag.server.body import parse_body
 from crag.server.collections import Collection, Collections, collection_for
-from crag.server.schemas import IngestRequest
+from crag.server.jobs import queue_ingest, queues_jobs
+from crag.server.schemas import IngestRequest, RedactedJSONResponse
 from crag.store.manifest_api import ManifestStore
 
 __all__ = [
@@ -252,7 +255,7 @@ def install(app: FastAPI, collections: Collections) -> None:
     """Add ``POST /v1/ingest`` (multipart files, or JSON documents) to ``app``."""
 
     @app.post("/v1/ingest")
-    async def ingest(request: Request) -> dict[str, Any]:
+    async def ingest(request: Request) -> Any:
         meta: dict[str, Any] | None
         if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
 
@@ -270,6 +273,13 @@ def install(app: FastAPI, collections: Collections) -> None:
             meta, clear, items = req.metadata, req.clear_metadata, [jsonl_upload(req)]
         if meta and clear:
             raise ApiError(400, "invalid_input", "metadata and clear_metadata together: give new metadata or clear it")
+        if queues_jobs(col):  # a shared state database: any worker takes the job (crag.server.jobs)
+            files = [JobFile(u.id, u.name, u.own_folder, u.data) for u in items]
+            job_id = await run_in_threadpool(queue_ingest, col, files, meta, clear)
+            location = f"/v1/jobs/{job_id}?collection={quote(col.name)}"
+            return RedactedJSONResponse(
+                {"job": job_id, "status": "queued"}, status_code=202, headers={"Location": location}
+            )
         uploads = col.path / "uploads"
         # One ingest at a time per knowledge base (its writer is not re-entrant); the files are
         # written under the same lock, so two versions of one document never cross.
