@@ -18,7 +18,9 @@ g. a question answered in full through one replica, then asked through another: 
    ``timings.total`` of cache hits against full answers, and the same citations; then the cited
    document changed through replica 1 and the question asked through replica 2 again.
 
-Not measured here: kill -9 of an ingest worker mid-job (needs the ingest job queue).
+Every replica runs an ingest worker (``--worker``): an upload is a job, and (a) counts from the
+job's end. Not measured here: kill -9 of an ingest worker mid-job (tested with 30 files in
+``tests/state/test_ingest_jobs_kill.py``).
 
     python benchmarks/replicas.py [--clients 20] [--seconds 60] [--outage 10]
 
@@ -70,8 +72,20 @@ def p50(xs: list[float]) -> float | None:
 
 
 def upload(http: httpx.Client, replica: Replica, name: str, text: str) -> None:
+    """Upload through ``replica`` and wait (bounded) for its ingest job, which any replica's worker takes."""
     r = http.post(f"{replica.url}/v1/ingest", files={"file": (name, text.encode(), "text/markdown")})
     r.raise_for_status()
+    if r.status_code != 202:
+        return
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = http.get(replica.url + r.headers["location"]).json()
+        if job["status"] == "done":
+            return
+        if job["status"] == "failed":
+            raise RuntimeError(f"ingest job {job['job']} failed: {job.get('error')}")
+        time.sleep(0.2)
+    raise RuntimeError(f"ingest job {r.json()['job']} not done within 120 s")
 
 
 def ask(http: httpx.Client, replica: Replica, question: str, **body: Any) -> dict[str, Any]:

@@ -125,7 +125,8 @@ class Topology:
             log = self.root / f"replica{i}.log"
             with log.open("wb") as out:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "crag.cli", "serve", "--shared", "--kb", folder_kb, *where],
+                    # every replica also takes queued ingest jobs: an upload is answered 202 with a job id
+                    [sys.executable, "-m", "crag.cli", "serve", "--shared", "--worker", "--kb", folder_kb, *where],
                     env={**os.environ, **self.env(kb_name, extra)},
                     cwd=folder,
                     stdout=out,

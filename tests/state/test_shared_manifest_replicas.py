@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -167,8 +168,10 @@ def test_an_upload_through_one_server_is_listed_cited_and_deleted_through_anothe
     pg_url: str, milvus_uri: str, tmp_path: Path
 ) -> None:
     from fastapi.testclient import TestClient
+    from httpx import Response
 
     from crag.server.app import create_app
+    from crag.server.jobs import WorkerOptions
 
     port = milvus_uri.rsplit(":", 1)[1]
     shared = {
@@ -182,14 +185,25 @@ def test_an_upload_through_one_server_is_listed_cited_and_deleted_through_anothe
         kb = {"path": tmp_path / folder, **shared}
         return CRAG(CragSettings(kb=kb, llm={"backend": "shared-quote"}, search={"provider": "none"}))
 
+    def ingested(http: TestClient, r: Response) -> None:
+        """An upload is a queued job on a shared state database: wait until a worker has done it."""
+        assert r.status_code == 202, r.text
+        for _ in range(240):  # bounded: 60 s
+            job = http.get(r.headers["location"]).json()
+            if job["status"] in ("done", "failed"):
+                assert job["status"] == "done", job
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"job {r.json()['job']} not done within 60 s")
+
     bodies: list[str] = []
     with (
-        TestClient(create_app(engine("replica1")), client=LOCAL) as one,
+        # replica 1 runs the ingest worker; an upload through either replica is a job it takes
+        TestClient(create_app(engine("replica1"), worker=WorkerOptions()), client=LOCAL) as one,
         TestClient(create_app(engine("replica2")), client=LOCAL) as two,
     ):
         assert two.get("/healthz").json()["kb_ready"] is False  # nothing ingested anywhere yet
-        r = one.post("/v1/ingest", files={"file": ("cafeteria.md", OPENS_8.encode(), "text/markdown")})
-        assert r.status_code == 200, r.text
+        ingested(one, one.post("/v1/ingest", files={"file": ("cafeteria.md", OPENS_8.encode(), "text/markdown")}))
         assert two.get("/healthz").json()["kb_ready"] is True
         listed = two.get("/v1/documents").json()
         bodies.append(json.dumps(listed))
@@ -203,8 +217,7 @@ def test_an_upload_through_one_server_is_listed_cited_and_deleted_through_anothe
         assert "8:00" in answer.json()["answer"]
 
         # The same document uploaded again through replica 2 replaces the version replica 1 stored.
-        r = two.post("/v1/ingest", files={"file": ("cafeteria.md", OPENS_9.encode(), "text/markdown")})
-        assert r.status_code == 200, r.text
+        ingested(two, two.post("/v1/ingest", files={"file": ("cafeteria.md", OPENS_9.encode(), "text/markdown")}))
         opened = one.get("/v1/documents/cafeteria.md")
         bodies.append(opened.text)
         assert opened.json()["version"] == 2 and "9:00" in opened.json()["passages"][0]["text"]
