@@ -60,3 +60,11 @@ def test_a_shared_name_names_both_people(rag: CRAG) -> None:
     a = rag.ask("Who is Wang Lei?")
     assert len(a.bearers) == 2, a.answer
     assert "engineer" in a.answer and "sales" in a.answer, a.answer
+
+
+def test_an_org_chart_with_one_name_in_two_posts_names_both_people(rag: CRAG) -> None:
+    # 组织架构.md lists 王磊 twice: the battery group's chief hardware engineer and the south
+    # China sales director; the answer must not make them one person with both posts.
+    a = rag.ask("王磊是谁？")
+    assert len(a.bearers) == 2, a.answer
+    assert "首席硬件工程师" in a.answer and "销售总监" in a.answer, a.answer
