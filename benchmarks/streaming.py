@@ -61,6 +61,8 @@ from crag.types import Action, Answer
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 QUESTION = "What happened to Warsaw between 1796 and 1816? Answer in three sentences."
+# --per-token: a prompt the model answers at length (many tokens per stream)
+COUNTING = "Write the numbers from one to one hundred in English words, separated by commas."
 
 
 class TimedLLM:
@@ -260,7 +262,7 @@ def cancels(base: str, engine: CRAG, timed: TimedLLM, n: int) -> dict[str, Any]:
 def _token_run(model: Any, max_tokens: int) -> Any:
     """A run for an ``AnswerStream`` that passes each model delta on as a ``token`` event, through
     the request's guard with a deadline and the reader's heartbeat (as a streamed answer does)."""
-    messages = [{"role": "user", "content": QUESTION}]
+    messages = [{"role": "user", "content": COUNTING}]
 
     def run(on_step: Any) -> Answer:
         llm = GuardedLLM(model, deadline=Deadline(600), heartbeat=on_step.heartbeat)
