@@ -40,6 +40,7 @@ import asyncio
 import contextvars
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -98,10 +99,14 @@ class AnswerStream(Iterator[StepEvent[Any]], AsyncIterator[StepEvent[Any]]):
         """
         if self._finished:
             raise StopIteration
+        channel = self._channel
+        channel.waiting = True  # the worker hands over at once (see _Channel.put)
         try:
-            item = self._channel.queue.get(timeout=timeout)
+            item = channel.queue.get(timeout=timeout)
         except queue.Empty:
             return None
+        finally:
+            channel.waiting = False
         event = self._take(item)
         if event is None:
             raise StopIteration
@@ -171,7 +176,7 @@ class _Channel:
     def __init__(self, max_events: int) -> None:
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, max_events))
         self.cancel = threading.Event()
-        self.waiting = False  # an async reader waits for the next item
+        self.waiting = False  # a reader waits for the next item
         self._ready: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -184,7 +189,7 @@ class _Channel:
     def wake(self) -> None:
         """Wake an async reader that waits (called in the worker after a put)."""
         ready, loop = self._ready, self._loop
-        if not self.waiting or ready is None or loop is None:
+        if ready is None or loop is None:
             return
         try:
             loop.call_soon_threadsafe(ready.set)
@@ -224,7 +229,9 @@ class _Channel:
                 if self.cancel.is_set() and final:
                     return  # nobody reads any more: drop the end marker
                 continue
-            self.wake()
+            if self.waiting:  # a reader waits for this item: wake it, and let it take the GIL now
+                self.wake()  # (else the worker goes on in Python, the model's sampling and the
+                time.sleep(0)  # gate, and a waiting thread asks for the GIL only after 5 ms)
             return
 
 
