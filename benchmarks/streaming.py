@@ -14,12 +14,22 @@ Then ``--cancels`` streamed requests are cut after their first token: how long u
 model is free, whether any generation is left running, and when the next request's model
 call starts.
 
+``--per-token`` measures only what the streaming machinery adds to each model token: the
+embedded model's deltas are passed on as ``token`` events by a run in an ``AnswerStream``
+(through the request's ``GuardedLLM`` with a deadline, as a real answer is), and each delta's
+wait from llama.cpp handing it over to the reader getting it is timed, for the reader in this
+thread (``for e in stream``) and for the server's async reader (``crag.server.live.live_events``,
+what ``/v1/ask`` and the chat stream read). A source that writes instantly gives the CPU cost
+per token of the same chain (no model time hides it).
+
     python benchmarks/streaming.py [--model qwen2.5-coder-1.5b] [--cancels 20] [--max-tokens 160]
+    python benchmarks/streaming.py --per-token [--repeats 3] [--max-tokens 120]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import os
@@ -34,17 +44,25 @@ from typing import Any
 import httpx
 
 from crag.config import CragSettings
+from crag.deadline import Deadline
 from crag.engine import CRAG
+from crag.event_names import TOKEN
+from crag.llm.guard import GuardedLLM
 from crag.llm.llama_cpp import LlamaCppLLM
 from crag.pipeline.events import AnswerEvent, TokenEvent
+from crag.pipeline.live import AnswerStream
 from crag.protocols import Completion, TokenStream
 from crag.registry import LLMS
 from crag.server.app import create_app
+from crag.server.live import live_events
 from crag.testing.net import serve_in_thread
+from crag.types import Action, Answer
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 QUESTION = "What happened to Warsaw between 1796 and 1816? Answer in three sentences."
+# --per-token: a prompt the model answers at length (many tokens per stream)
+COUNTING = "Write the numbers from one to one hundred in English words, separated by commas."
 
 
 class TimedLLM:
@@ -54,6 +72,7 @@ class TimedLLM:
         self.inner = inner
         self.model_id = inner.model_id
         self.first: list[float] = []
+        self.handed: list[float] = []  # when each non-empty delta of the last stream was handed on
         self.messages: Sequence[dict[str, str]] = []
 
     def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
@@ -63,6 +82,7 @@ class TimedLLM:
         self.messages = messages
         gen = self.inner.stream(messages, **kw)
         noted = False
+        self.handed = []
         try:
             while True:
                 try:
@@ -72,6 +92,8 @@ class TimedLLM:
                 if delta and not noted:  # "" while the prompt is read: no token yet
                     self.first.append(time.monotonic())
                     noted = True
+                if delta:
+                    self.handed.append(time.monotonic())
                 yield delta
         finally:
             gen.close()
@@ -236,14 +258,112 @@ def cancels(base: str, engine: CRAG, timed: TimedLLM, n: int) -> dict[str, Any]:
     }
 
 
+# -- --per-token: what the streaming machinery adds to each model token --------------------------
+def _token_run(model: Any, max_tokens: int) -> Any:
+    """A run for an ``AnswerStream`` that passes each model delta on as a ``token`` event, through
+    the request's guard with a deadline and the reader's heartbeat (as a streamed answer does)."""
+    messages = [{"role": "user", "content": COUNTING}]
+
+    def run(on_step: Any) -> Answer:
+        llm = GuardedLLM(model, deadline=Deadline(600), heartbeat=on_step.heartbeat)
+        for delta in llm.stream(messages, max_tokens=max_tokens):
+            if delta:
+                on_step(TOKEN, delta)
+        return Answer(QUESTION, "", Action.CORRECT, 1.0, [], [], "bench", {})
+
+    return run
+
+
+def _read_sync(stream: AnswerStream) -> list[float]:
+    return [time.monotonic() for e in stream if isinstance(e, TokenEvent)]
+
+
+async def _read_async(stream: AnswerStream) -> list[float]:
+    return [time.monotonic() async for e in live_events(stream) if isinstance(e, TokenEvent)]
+
+
+def _waits(model: Any, max_tokens: int, reader: str, handed: Any) -> list[float]:
+    """Seconds from each delta's hand-over (``handed()`` after the run) to its reader."""
+    stream = AnswerStream(_token_run(model, max_tokens), trace_id="bench")
+    got = _read_sync(stream) if reader == "thread" else asyncio.run(_read_async(stream))
+    sent = handed()
+    assert len(got) == len(sent) > 0, (len(got), len(sent))
+    return [g - s for g, s in zip(got, sent, strict=True)]
+
+
+class InstantLLM:
+    """A model that writes ``n`` one-character tokens at once, noting when each is handed on."""
+
+    model_id = "instant"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.handed: list[float] = []
+
+    def stream(self, messages: Any, **kw: Any) -> TokenStream:
+        self.handed = []
+        for _ in range(self.n):
+            self.handed.append(time.monotonic())
+            yield "x"
+        return Completion("x" * self.n, 10, self.n, self.model_id)
+
+    def complete(self, messages: Any, **kw: Any) -> Completion:
+        return Completion("x" * self.n, 10, self.n, self.model_id)
+
+
+def _us(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50_us": round(statistics.median(ordered) * 1e6, 1),
+        "p90_us": round(ordered[int(0.9 * (len(ordered) - 1))] * 1e6, 1),
+        "mean_us": round(statistics.fmean(ordered) * 1e6, 1),
+    }
+
+
+def per_token(model_name: str, max_tokens: int, repeats: int, instant_tokens: int) -> dict[str, Any]:
+    """Per-token wait from the model to the reader (embedded model), and the CPU cost per token."""
+    timed = TimedLLM(LlamaCppLLM(model_name, n_ctx=4096))
+    timed.inner.warm_up()
+    out: dict[str, Any] = {"model": model_name, "max_tokens": max_tokens, "repeats": repeats}
+    waits: dict[str, list[float]] = {"thread": [], "async": []}
+    for _ in range(repeats + 1):  # the first round reads the prompt: not counted
+        for reader in waits:
+            got = _waits(timed, max_tokens, reader, lambda: timed.handed)
+            if _ > 0:
+                waits[reader] += got
+    for reader, values in waits.items():
+        out[f"embedded_{reader}_reader"] = {"tokens": len(values), **_us(values)}
+    instant = InstantLLM(instant_tokens)
+    for reader in waits:
+        t0 = time.monotonic()
+        _waits(instant, instant_tokens, reader, lambda: instant.handed)
+        out[f"instant_{reader}_reader_us_per_token"] = round((time.monotonic() - t0) / instant_tokens * 1e6, 1)
+    return out
+
+
+def _main_per_token(args: argparse.Namespace) -> None:
+    result = per_token(args.model, args.max_tokens, args.repeats, args.instant_tokens)
+    result["load_average"] = os.getloadavg()
+    out = Path(args.out or ROOT / "benchmarks" / "out" / "streaming_per_token.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kb", default=str(ROOT / ".cache" / "bench-stream-kb"))
     ap.add_argument("--model", default=CragSettings().llm.model)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--cancels", type=int, default=20)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "streaming.json"))
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/streaming.json (streaming_per_token.json)")
+    ap.add_argument("--per-token", action="store_true", help="only the per-token overhead (no KB, no server)")
+    ap.add_argument("--repeats", type=int, default=3, help="--per-token: timed streams per reader")
+    ap.add_argument("--instant-tokens", type=int, default=20000, help="--per-token: tokens of the instant source")
     args = ap.parse_args()
+    if args.per_token:
+        _main_per_token(args)
+        return
 
     timed = TimedLLM(LlamaCppLLM(args.model, n_ctx=4096))
     timed.inner.warm_up()
@@ -277,8 +397,9 @@ def main() -> None:
         results["cancel"] = cancels(base, engine, timed, args.cancels)
     results["paths"] = rows
     results["load_average_after"] = os.getloadavg()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    out = Path(args.out or ROOT / "benchmarks" / "out" / "streaming.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     for name, row in rows.items():
         print(f"{name:10} first {row['first_token_s']:6.2f}s of {row['total_s']:6.2f}s "
               f"({row['first_token_share']:.0%}), +{row['added_over_model_first_token_s']:.3f}s over the model, "

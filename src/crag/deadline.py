@@ -28,11 +28,16 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from types import TracebackType
 from typing import TypeVar
 
 from crag.errors import BackendError, SearchError
 
 T = TypeVar("T")
+
+# When the guarded LLM call running in this context must end (``time.monotonic()``): set by
+# ``GuardedLLM`` while it waits for a model's next piece, read by a model that waits on a server.
+_CALL_END: contextvars.ContextVar[float] = contextvars.ContextVar("crag_call_end", default=math.inf)
 
 
 class Deadline:
@@ -109,3 +114,34 @@ def with_deadline(
     if failure:
         raise failure[0]
     return value[0]
+
+
+class call_ends_at:  # lower case: used like a function: ``with call_ends_at(end):``
+    """Publish, for the block, when the guarded call running in this context must end.
+
+    >>> with call_ends_at(time.monotonic() + 2):
+    ...     0 < call_time_left(60) <= 2
+    True
+    >>> call_time_left(60)
+    60
+    """
+
+    __slots__ = ("_end", "_token")
+
+    def __init__(self, end: float) -> None:
+        self._end = end
+
+    def __enter__(self) -> None:
+        self._token = _CALL_END.set(self._end)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        _CALL_END.reset(self._token)
+
+
+def call_time_left(timeout: float) -> float:
+    """``timeout`` shortened to what the guarded call in this context has left (at least 0.05 s,
+    so a call past its end fails at once rather than being refused by the client library)."""
+    end = _CALL_END.get()
+    if end == math.inf:
+        return timeout
+    return max(0.05, min(timeout, end - time.monotonic()))

@@ -219,18 +219,14 @@ async def _astream_chunks(
     engine: CRAG, options: RequestOptions, inputs: AsyncIterator[Any]
 ) -> AsyncIterator[AIMessageChunk]:
     """:func:`_stream_chunks` for an event loop (the last input is the question): the engine's
-    stream is read on a worker thread."""
+    stream is awaited (``async for``; its worker wakes the loop), as the server reads it."""
     asked = _request([i async for i in inputs][-1], options)
-    events = await asyncio.to_thread(engine.ask_stream, asked)
+    events = await asyncio.to_thread(engine.ask_stream, asked)  # starting may read the KB
     text = AnswerText()
     try:
-        while True:
-            kind, event = await asyncio.to_thread(_next_event, events)
-            if kind == "end":
-                return
-            if event is not None:
-                for chunk in _event_chunks(text, event, events.trace_id):
-                    yield chunk
+        async for event in events:
+            for chunk in _event_chunks(text, event, events.trace_id):
+                yield chunk
     finally:
         events.close()  # the caller stopped early: stop the model
 
@@ -275,15 +271,6 @@ def _last(inputs: Iterator[Any]) -> Any:
 
 async def _once(value: Any) -> AsyncIterator[Any]:
     yield value
-
-
-def _next_event(events: Any) -> tuple[str, StepEvent[Any] | None]:
-    # StopIteration cannot cross into a coroutine (PEP 479); a short wait keeps a
-    # cancelled astream from holding a worker thread for long.
-    try:
-        return "event", events.next_event(0.1)
-    except StopIteration:
-        return "end", None
 
 
 @functools.cache

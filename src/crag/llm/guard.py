@@ -7,7 +7,9 @@ protocols explicitly, so none can slip past it:
 
 * **deadline** — no call outlives the request deadline by more than ``GENERATION_GRACE``
   × the deadline (correction may use the whole deadline; the answer still needs one
-  call). A model that has not answered by then raises ``LLMUnavailableError``;
+  call). A model that has not answered by then raises ``LLMUnavailableError``. A stream is
+  timed in the thread that reads it, between two of its pieces (no thread per stream
+  watches the clock), and closed there, which frees the model;
 * **budget** — a call whose prompt the token budget cannot cover is refused
   (``LLMBudgetExceeded``) before it is made; what it spent is charged afterwards, even
   past the limit (those tokens are spent);
@@ -23,15 +25,13 @@ A capability the guarded model lacks (P(yes) from an LLM that only writes text) 
 
 from __future__ import annotations
 
-import contextvars
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from crag.budget import Budget
-from crag.deadline import Deadline, with_deadline
+from crag.deadline import Deadline, call_ends_at, with_deadline
 from crag.errors import LLMError, LLMUnavailableError
 from crag.protocols import (
     LLM,
@@ -232,50 +232,30 @@ def _still_wanted() -> None:
 
 
 def _stream_within(start: Callable[[], TokenStream], budget: float, what: str, backend_id: str) -> TokenStream:
-    """Run a stream in a worker thread and pass its deltas on until ``budget`` seconds have passed.
+    """Pass a stream's deltas on, in the caller's thread, until ``budget`` seconds have passed.
 
-    The worker owns the inner generator (a generator cannot be closed from another thread):
-    when this one ends early (budget spent, or the caller closed it), the worker stops at
-    the inner stream's next delta and closes it, which frees the model.
+    The deadline is checked between two deltas (the worker's heartbeat, no thread watching the
+    clock): a delta that comes after it is dropped and the stream is closed at once, which frees
+    the model. While one delta is awaited, the call's time left is published
+    (:func:`crag.deadline.call_time_left`) so a model that waits on a server (``OpenAIChatLLM``)
+    bounds that wait by it; the embedded model hands on a piece after each token and each
+    prompt block, so a deadline is seen within one of those.
     """
     if budget <= 0:
         raise LLMUnavailableError(
             f"{what} skipped: no time left before the deadline", backend_id=backend_id, step="stream"
         )
-    items: queue.Queue[tuple[str, Any]] = queue.Queue()
-    stop = threading.Event()
-    ctx = contextvars.copy_context()
-
-    def work() -> None:
-        gen = start()
-        try:
-            while not stop.is_set():
-                try:
-                    items.put(("delta", next(gen)))
-                except StopIteration as end:
-                    items.put(("done", end.value))
-                    return
-                except BaseException as exc:  # handed to the caller's thread
-                    items.put(("error", exc))
-                    return
-        finally:
-            gen.close()
-
-    threading.Thread(target=lambda: ctx.run(work), name=f"crag-stream-{backend_id}", daemon=True).start()
     end = time.monotonic() + budget
+    gen = start()
     try:
         while True:
-            try:
-                kind, value = items.get(timeout=max(0.0, end - time.monotonic()))
-            except queue.Empty:
-                raise LLMUnavailableError(
-                    f"{what} timed out after {budget:g}s", backend_id=backend_id, step="stream"
-                ) from None
-            if kind == "delta":
-                yield value
-            elif kind == "done":
-                return value  # type: ignore[no-any-return]
-            else:
-                raise value
+            with call_ends_at(end):
+                try:
+                    piece = next(gen)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]  # a whole reply is kept, even a late one
+            if time.monotonic() > end:
+                raise LLMUnavailableError(f"{what} timed out after {budget:g}s", backend_id=backend_id, step="stream")
+            yield piece
     finally:
-        stop.set()
+        gen.close()  # the model stops here: budget spent, or the caller closed this stream

@@ -35,6 +35,7 @@ import httpx_sse
 from pydantic import SecretStr
 
 from crag.config import secret_from_env
+from crag.deadline import call_time_left
 from crag.errors import LLMError, LLMUnavailableError
 from crag.http import RETRY_STATUS, is_local_url, request_json
 from crag.normalize import defuse_tokens
@@ -202,8 +203,9 @@ class OpenAIChatLLM:
         assert self._client is not None
         reply = _StreamReply(self.model)
         try:
+            timeout = call_time_left(self.timeout)  # a guarded call: each wait ends with the request's time
             with httpx_sse.connect_sse(
-                self._client, "POST", url, json=body, headers=self._headers(), timeout=self.timeout
+                self._client, "POST", url, json=body, headers=self._headers(), timeout=timeout
             ) as source:
                 status = source.response.status_code
                 if status in RETRY_STATUS:

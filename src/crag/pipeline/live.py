@@ -4,7 +4,13 @@
 tracer) in a worker thread. Each step's value becomes its typed event
 (:func:`crag.pipeline.events.event_for`), summarised as the step finishes, and is put on a
 bounded queue; the caller iterates the stream and gets them in order, then the ``answer``
-event. An error of the run is raised to the caller from ``next()``.
+event. An error of the run is raised to the caller from ``next()``. An event loop iterates it
+with ``async for`` (:meth:`AnswerStream.__aiter__`): the worker wakes the loop when it puts an
+event (``loop.call_soon_threadsafe``), so no thread waits for the reader and nothing polls.
+
+That worker is the run's only thread: the model streams in it, and the request's deadline is
+checked there between two of the model's pieces (:class:`~crag.llm.guard.GuardedLLM`), as the
+reader's cancel is (its heartbeat).
 
 The caller may stop early: :meth:`AnswerStream.close` (also called by ``with``, or when the
 stream is garbage collected) sets a cancel flag; the worker sees it at its next event and
@@ -21,14 +27,21 @@ an event loop may call it.
 >>> with AnswerStream(run, trace_id="t1") as events:
 ...     [(e.name, e.data.get("delta")) for e in events]
 [('query', None), ('token', 'Ann '), ('token', '[1].'), ('answer', None)]
+>>> import asyncio
+>>> async def read():
+...     return [e.name async for e in AnswerStream(run, trace_id="t2")]
+>>> asyncio.run(read())
+['query', 'token', 'token', 'answer']
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import queue
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from crag.errors import RequestCancelled
@@ -42,8 +55,9 @@ QUEUE_EVENTS = 256  # a reader this far behind holds the run back (the worker wa
 _POLL_SECONDS = 0.1  # how often a worker waiting on a full queue checks for a cancel
 
 
-class AnswerStream(Iterator[StepEvent[Any]]):
-    """The events of one run, in order: step events, ``token``/``replace``, then ``answer``.
+class AnswerStream(Iterator[StepEvent[Any]], AsyncIterator[StepEvent[Any]]):
+    """The events of one run, in order: step events, ``token``/``replace``, then ``answer``;
+    read with ``for`` in a thread, or with ``async for`` in an event loop (one reader).
 
     ### Usage example
     >>> from crag import CRAG                                           # doctest: +SKIP
@@ -51,6 +65,9 @@ class AnswerStream(Iterator[StepEvent[Any]]):
     ...     for e in events:
     ...         if isinstance(e, TokenEvent):  # from crag.pipeline.events
     ...             print(e.value, end="", flush=True)
+    >>> async def show(events: AnswerStream) -> None:                   # doctest: +SKIP
+    ...     async for e in events:  # the loop is woken by each event, never blocked
+    ...         ...
     """
 
     def __init__(self, run: Callable[[OnStep], Any], *, trace_id: str, max_events: int = QUEUE_EVENTS) -> None:
@@ -82,16 +99,53 @@ class AnswerStream(Iterator[StepEvent[Any]]):
         """
         if self._finished:
             raise StopIteration
+        channel = self._channel
+        channel.waiting = True  # the worker hands over at once (see _Channel.put)
         try:
-            kind, value = self._channel.queue.get(timeout=timeout)
+            item = channel.queue.get(timeout=timeout)
         except queue.Empty:
             return None
+        finally:
+            channel.waiting = False
+        event = self._take(item)
+        if event is None:
+            raise StopIteration
+        return event
+
+    def __aiter__(self) -> AnswerStream:
+        return self
+
+    async def __anext__(self) -> StepEvent[Any]:
+        """The next event, awaited without blocking the loop: the worker wakes the loop when it
+        puts one. Cancelling the wait (a timeout, a client that left) loses no event."""
+        if self._finished:
+            raise StopAsyncIteration
+        channel = self._channel
+        ready = channel.wake_on(asyncio.get_running_loop())
+        while True:
+            ready.clear()
+            channel.waiting = True  # before the look, so a put right after it wakes us
+            try:
+                item = channel.queue.get_nowait()
+            except queue.Empty:
+                await ready.wait()
+                continue
+            finally:
+                channel.waiting = False
+            event = self._take(item)
+            if event is None:
+                raise StopAsyncIteration
+            return event
+
+    def _take(self, item: tuple[str, Any]) -> StepEvent[Any] | None:
+        """The event an item of the queue carries; ``None`` at the end; the run's error raised."""
+        kind, value = item
         if kind == "event":
             return value  # type: ignore[no-any-return]
         self._finished = True
         if kind == "error":
             raise value
-        raise StopIteration
+        return None
 
     def close(self) -> None:
         """Stop the run at its next event (between two tokens while the model writes)."""
@@ -122,6 +176,25 @@ class _Channel:
     def __init__(self, max_events: int) -> None:
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, max_events))
         self.cancel = threading.Event()
+        self.waiting = False  # a reader waits for the next item
+        self._ready: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def wake_on(self, loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+        """The event an async reader on ``loop`` waits on; set (from the worker) by each put."""
+        if self._ready is None or self._loop is not loop:
+            self._ready, self._loop = asyncio.Event(), loop
+        return self._ready
+
+    def wake(self) -> None:
+        """Wake an async reader that waits (called in the worker after a put)."""
+        ready, loop = self._ready, self._loop
+        if ready is None or loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(ready.set)
+        except RuntimeError:  # the reader's loop has closed: nobody to wake
+            pass
 
     def work(self, run: Callable[[OnStep], Any]) -> None:
         try:
@@ -152,10 +225,14 @@ class _Channel:
                 raise RequestCancelled("the streamed answer was closed by its reader; generation stopped")
             try:
                 self.queue.put(item, timeout=_POLL_SECONDS)
-                return
             except queue.Full:
                 if self.cancel.is_set() and final:
                     return  # nobody reads any more: drop the end marker
+                continue
+            if self.waiting:  # a reader waits for this item: wake it, and let it take the GIL now
+                self.wake()  # (else the worker goes on in Python, the model's sampling and the
+                time.sleep(0)  # gate, and a waiting thread asks for the GIL only after 5 ms)
+            return
 
 
 class _Observer:

@@ -1,10 +1,10 @@
 """Streamed answers over HTTP: ``/v1/ask`` events and OpenAI chat chunks as the model writes.
 
 Both read one :class:`~crag.pipeline.live.AnswerStream` (the engine's run in a worker
-thread). The event loop never blocks on it: each wait for the next event runs in the
-threadpool for at most :data:`POLL_SECONDS`, so a client that hangs up is noticed within
-that time plus one token, and the stream is closed, which stops the model between two
-tokens and frees it for the next request. Answer text leaves through the one reducer every
+thread) with ``async for``: the event loop awaits each event and the worker wakes it, so no
+threadpool thread waits and nothing polls. A client that hangs up cancels that wait at once,
+and the stream is closed, which stops the model between two tokens and frees it for the next
+request. Answer text leaves through the one reducer every
 client uses (:class:`~crag.pipeline.reducer.AnswerText`, which redacts across events), and
 every event becomes bytes through :func:`crag.pipeline.events.render`.
 """
@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 
 from crag.errors import CragError
 from crag.pipeline.events import (
@@ -38,37 +38,23 @@ from crag.types import Answer
 
 __all__ = ["ask_events", "chat_events", "final_answer", "first_events", "live_events"]
 
-POLL_SECONDS = 0.1  # longest wait in the threadpool: how soon a hang-up stops the model
 KEEPALIVE_SECONDS = 10.0  # SSE comment interval while nothing happens (proxies drop idle streams)
 # Events after which a chat stream has something to send (an error before them is an HTTP status).
 _CHAT_START = (TokenEvent, ReplaceEvent, GenerateEvent, AbstainEvent, AnswerEvent)
 StreamEvent = StepEvent[Any]
 
 
-def _next(stream: AnswerStream) -> tuple[str, StreamEvent | None]:
-    # StopIteration cannot cross into a coroutine (PEP 479): say "end" instead.
-    try:
-        event = stream.next_event(POLL_SECONDS)
-    except StopIteration:
-        return "end", None
-    return ("event", event) if event is not None else ("idle", None)
-
-
 async def live_events(stream: AnswerStream, keepalive: float | None = None) -> AsyncGenerator[StreamEvent | None, None]:
     """The stream's events, ``None`` every ``keepalive`` idle seconds; closes the stream on the way out."""
     keepalive = KEEPALIVE_SECONDS if keepalive is None else keepalive
-    idle_since = time.monotonic()
     try:
         while True:
-            kind, event = await run_in_threadpool(_next, stream)
-            if kind == "end":
-                return
-            if event is not None:
-                idle_since = time.monotonic()
-                yield event
-            elif time.monotonic() - idle_since >= keepalive:
-                idle_since = time.monotonic()
-                yield None
+            with anyio.move_on_after(keepalive) as idle:  # cancelling the wait loses no event
+                try:
+                    event = await anext(stream)
+                except StopAsyncIteration:
+                    return
+            yield None if idle.cancelled_caught else event
     finally:
         stream.close()  # a no-op after the end; after a hang-up it stops the model
 
