@@ -103,7 +103,7 @@ def test_a_killed_workers_job_is_finished_by_another_with_no_duplicates(pg_url: 
     assert result["added"] + result["unchanged"] == DOCS and result["unchanged"] > 0  # the first run's kept
     assert jobs.files(job) == []  # the uploaded bytes are dropped with the job done
 
-    base = CRAG.from_config(kb={"path": str(kb)}).knowledge_base()
+    base = CRAG.from_config(kb={"path": str(kb), "state_uri": pg_url, "name": "bulletins"}).knowledge_base()
     docs, total = base.documents(limit=500)
     ids = [d.id for d in docs]
     assert total == DOCS and sorted(ids) == [u.document for u in uploads]  # each document, once

@@ -310,13 +310,7 @@ def serve(
     """
     import uvicorn
 
-    keys = all_keys(settings)
-    Authenticator(keys)  # a key no client could send is an error now, not a 401 later
-    if not keys and not is_loopback(host):
-        raise ConfigError(
-            f"refusing to listen on {host} without API keys; set CRAG_API_KEYS=key1,key2 (or [[server.keys]]) "
-            "or use --host 127.0.0.1"
-        )
+    keys = _checked_keys(settings, host)
     if workers > 1:
         _check_shareable_store(settings, workers)
     if settings.server.shared:
@@ -327,12 +321,7 @@ def serve(
         "cors_origins": check_origins(cors_origins),
     }
     if worker is not None:
-        if not settings.kb.state_uri:
-            raise ConfigError(
-                "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
-                "without it an upload is ingested at once"
-            )
-        options["worker"] = worker
+        options["worker"] = _checked_worker(settings, worker)
     limits = uvicorn_limits(settings)
     if workers > 1:
         # Worker processes import the app by name, so settings travel through the environment.
@@ -343,6 +332,28 @@ def serve(
         return
     app = create_app(Collections.from_settings(settings), api_keys=keys, **options)
     uvicorn.run(app, host=host, port=port, **limits)
+
+
+def _checked_keys(settings: CragSettings, host: str) -> list[str | ApiKey]:
+    """The server's keys; none is refused off loopback, and a key no client could send is an error now."""
+    keys = all_keys(settings)
+    Authenticator(keys)  # a key no client could send is an error now, not a 401 later
+    if not keys and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host} without API keys; set CRAG_API_KEYS=key1,key2 (or [[server.keys]]) "
+            "or use --host 127.0.0.1"
+        )
+    return keys
+
+
+def _checked_worker(settings: CragSettings, worker: jobs.WorkerOptions) -> jobs.WorkerOptions:
+    """``--worker`` takes queued jobs, which exist only with a shared state database."""
+    if not settings.kb.state_uri:
+        raise ConfigError(
+            "crag serve --worker takes queued ingest jobs, which need kb.state_uri = postgresql://...; "
+            "without it an upload is ingested at once"
+        )
+    return worker
 
 
 def uvicorn_limits(settings: CragSettings) -> dict[str, Any]:
