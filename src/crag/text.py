@@ -181,10 +181,9 @@ def _jieba() -> Any:
     return jieba
 
 
-def _sub_words(word: str) -> list[str]:
-    """The dictionary's two- and three-character words inside ``word``, as jieba's search
-    mode emits them before the word itself (通信卫星 → 通信, 卫星)."""
-    freq = _jieba().dt.FREQ
+def _sub_words(word: str, freq: dict[str, int]) -> list[str]:
+    """The dictionary's (``freq``) two- and three-character words inside ``word``, as jieba's
+    search mode emits them before the word itself (通信卫星 → 通信, 卫星)."""
     grams = [word[i : i + 2] for i in range(len(word) - 1)] if len(word) > 2 else []
     grams += [word[i : i + 3] for i in range(len(word) - 2)] if len(word) > 3 else []
     return [g for g in grams if freq.get(g)]
@@ -225,11 +224,12 @@ def tokenize(text: str, *, keep_stopwords: bool = False, search_mode: bool = Tru
     for m in _TOKEN.finditer(text.translate(_FULLWIDTH)):
         tok = m.group(0)
         if _CJK.match(tok):
-            for w in _jieba().cut(tok):
+            jieba = _jieba()
+            for w in jieba.cut(tok):
                 if not keep_stopwords and w in ZH_STOP:
                     continue  # with its sub-words: 哪一年 is no 一年
-                if search_mode:
-                    out.extend(g for g in _sub_words(w) if keep_stopwords or g not in ZH_STOP)
+                if search_mode and len(w) > 2:
+                    out.extend(g for g in _sub_words(w, jieba.dt.FREQ) if keep_stopwords or g not in ZH_STOP)
                 out.append(w)
         else:
             low = tok.lower()
