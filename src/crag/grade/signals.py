@@ -55,11 +55,13 @@ _EN_QUESTION = frozenset(
 _ZH_PREDICATE = frozenset("是 有 在 给 为 叫 属于 位于 由 被 把 对 向 从 能 会 可以 需要 提供 配 获得 享有".split())
 _ZH_PARTICLE = frozenset(
     (
-        "的 了 是 在 和 与 及 也 都 就 而 被 把 对 于 从 以 之 其 这 那 有 给 为 叫 吗 呢 吧 啊 个 等 中 上 下 里 第"
+        "的 了 是 在 和 与 及 也 都 就 而 被 把 对 于 从 以 之 其 这 那 有 给 为 叫 吗 呢 吧 啊 个 等 中 上 下 里 第 "
+        "所 辆 台 位 名"  # measure words: 哪所大学, 多少辆
     ).split()
 )
 _ZH_WH = frozenset(
-    "谁 什么 哪 哪里 哪儿 哪个 哪些 哪位 多少 几 几个 几天 几年 何时 何地 怎么 怎样 如何 为什么 为何 吗 呢 是否".split()
+    "谁 什么 哪 哪里 哪儿 哪个 哪些 哪位 哪一年 哪年 哪天 哪所 哪家 多少 几 几个 几天 几年 何时 何地 怎么 怎样 如何 "
+    "为什么 为何 吗 呢 是否 时候 多久".split()
 )
 
 
@@ -101,33 +103,78 @@ def question_focus(question: str) -> tuple[list[str], list[str]]:
 def _zh_focus(question: str) -> tuple[list[str], list[str]]:
     from crag.text import zh_pos
 
-    words = [w for w, _ in zh_pos(question)]
-    cut = max((i for i, w in enumerate(words) if w == "的"), default=-1)
+    tagged = zh_pos(question)
+    words = [w for w, _ in tagged]
+    # The subject ends at the last 的 that a content word follows ("云雀S5的电池容量"); a 的
+    # closing the question ("是哪一年启用的") ends nothing.
+    cut = max((i for i, w in enumerate(words) if w == "的" and _content_after(words, i)), default=-1)
     if cut < 0:
         cut = next((i for i, w in enumerate(words) if i and w in _ZH_PREDICATE), len(words))
+    subject = _zh_keep(words[:cut])
+    focus = _zh_keep(words[cut + 1 :] if words[cut : cut + 1] == ["的"] else words[cut:])
+    if not focus:  # "红隼实验室成都办公室是哪一年启用的": the predicate comes after the asked word
+        subject, focus = _zh_by_name(subject, dict(tagged))
+    return subject, focus
 
-    def keep(part: list[str]) -> list[str]:
-        # jieba cuts rare words into characters (红 隼, 年 假): a run of them is one word again
-        merged: list[str] = []
+
+def _content_after(words: list[str], i: int) -> bool:
+    return any(_CJK_RUN.match(w) and w not in _ZH_WH and w not in _ZH_PARTICLE for w in words[i + 1 :])
+
+
+def _zh_keep(part: list[str]) -> list[str]:
+    """Content words of ``part``, lower-cased, without question words and particles."""
+    # jieba cuts rare words into characters (红 隼, 年 假): a run of them is one word again
+    merged: list[str] = []
+    run = ""
+    glue = False  # the last word kept came right before: a lone character joins it (公司 车)
+    for w in [*part, ""]:
+        if len(w) == 1 and _CJK_RUN.match(w) and w not in _ZH_WH and w not in _ZH_PARTICLE | _ZH_PREDICATE:
+            run += w
+            continue
+        if run and len(run) == 1 and glue and merged:
+            merged[-1] += run  # 公司 + 车
+        elif len(run) > 1:
+            merged.append(run)
+        elif run and len(w) > 1:
+            w = run + w  # 新 + 员工
         run = ""
-        glue = False  # the last word kept came right before: a lone character joins it (公司 车)
-        for w in [*part, ""]:
-            if len(w) == 1 and _CJK_RUN.match(w) and w not in _ZH_WH and w not in _ZH_PARTICLE | _ZH_PREDICATE:
-                run += w
-                continue
-            if run and len(run) == 1 and glue and merged:
-                merged[-1] += run  # 公司 + 车
-            elif len(run) > 1:
-                merged.append(run)
-            elif run and len(w) > 1:
-                w = run + w  # 新 + 员工
-            run = ""
-            glue = len(w) > 1 and w not in _ZH_WH and w not in _ZH_PREDICATE and bool(_CJK_RUN.match(w) or w.isalnum())
-            if glue:
-                merged.append(w.lower())
-        return list(dict.fromkeys(merged))
+        glue = len(w) > 1 and w not in _ZH_WH and w not in _ZH_PREDICATE and bool(_CJK_RUN.match(w) or w.isalnum())
+        if glue:
+            merged.append(w.lower())
+    return list(dict.fromkeys(merged))
 
-    return keep(words[:cut]), keep(words[cut + 1 :] if words[cut : cut + 1] == ["的"] else words[cut:])
+
+_ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nz", "nrt", "nrfg"})
+
+
+def _zh_by_name(words: list[str], tags: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Split content words with no 的 to cut at: names (a tagged proper noun, an English name or
+    code, characters jieba could not join) and the word right after each are the subject, the
+    other words are what is asked: 红隼 实验室 | 启用, Larkspur | 召回 滑板车.
+
+    >>> tags = {"实验室": "n", "成都": "ns", "办公室": "n", "启用": "v"}
+    >>> _zh_by_name(["红隼", "实验室", "成都", "办公室", "启用"], tags)
+    (['红隼', '实验室', '成都', '办公室'], ['启用'])
+    """
+    subject: list[str] = []
+    focus: list[str] = []
+    after_name = False  # only in the leading name phrase: 青岚 科技, 成都 办公室 (not 王磊 毕业)
+    for w in words:
+        tag = tags.get(w)
+        named = tag in _ZH_NAME_TAGS or (tag is None and _CJK_RUN.match(w) is not None) or _en_name(w, tags)
+        if named or (after_name and tag == "n"):
+            subject.append(w)
+            after_name = bool(named) and not focus
+        else:
+            focus.append(w)
+            after_name = False
+    return subject, focus
+
+
+def _en_name(word: str, tags: dict[str, str]) -> bool:
+    """A Latin word in a Chinese question is a name when written Title-case or as a code (S5)."""
+    original = next((t for t in tags if t.lower() == word and t.isascii()), "")
+    return bool(original) and ((original[0].isupper() and not original.isupper()) or bool(_CODE.match(original)))
 
 
 def focus_coverage(focus: list[str], passage: str, sentences: list[str]) -> tuple[float, float]:
