@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -23,7 +25,7 @@ from crag.event_names import QUERY, TOKEN
 from crag.kb import KnowledgeBase
 from crag.llm.guard import GuardedLLM
 from crag.llm.openai_chat import OpenAIChatLLM
-from crag.pipeline import Deps, run_crag
+from crag.pipeline import Deps, live, run_crag
 from crag.pipeline.events import StepEvent, TokenEvent
 from crag.pipeline.live import AnswerStream
 from crag.protocols import TokenStream
@@ -180,3 +182,63 @@ def test_a_remote_models_wait_is_bounded_by_the_time_left() -> None:
     assert "".join(GuardedLLM(llm, deadline=Deadline(2)).stream(MESSAGES)) == "Ann"
     assert "".join(llm.stream(MESSAGES)) == "Ann"
     assert 0 < reads[0] <= 2.5 and reads[1] == llm.timeout  # 2 s + 25 % grace; unguarded: its own
+
+
+class _HandOvers:
+    """Counts the worker's hand-overs: the GIL given to the reader (``sleep(0)``), the loop woken."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.yields = self.wakes = 0
+        real_wake = live._Channel.wake
+
+        def sleep(seconds: float) -> None:
+            self.yields += seconds == 0
+            time.sleep(seconds)
+
+        def wake(channel: Any) -> None:
+            self.wakes += 1
+            real_wake(channel)
+
+        monkeypatch.setattr(live, "time", SimpleNamespace(monotonic=time.monotonic, sleep=sleep))
+        monkeypatch.setattr(live._Channel, "wake", wake)
+
+
+def _burst(n: int) -> Any:
+    def run(on_step: Any) -> Answer:
+        for _ in range(n):
+            on_step(TOKEN, "x")
+        return Answer("Q", "x" * n, Action.CORRECT, 1.0, [], [], "t-burst", {})
+
+    return run
+
+
+@pytest.mark.parametrize("reader", ["thread", "async"])
+def test_a_burst_reaches_a_waiting_reader_in_batches(monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    # A switch of threads per event costs ~0.1 ms of CPU: events put closer together than
+    # HANDOVER_GAP are left to queue and read in one go, not handed over one by one.
+    counted = _HandOvers(monkeypatch)
+    n = 3000
+    stream = AnswerStream(_burst(n), trace_id="t-burst")
+    got = list(stream) if reader == "thread" else asyncio.run(read_all(stream))
+    assert sum(isinstance(e, TokenEvent) for e in got) == n
+    assert counted.yields < n / 10, counted.yields
+    assert counted.wakes < n / 10, counted.wakes
+
+
+def test_an_event_after_a_pause_is_handed_over_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A model's token comes after a pause (~80 ms here): the waiting reader gets the GIL with it.
+    counted = _HandOvers(monkeypatch)
+    started: list[AnswerStream] = []
+
+    def run(on_step: Any) -> Answer:
+        for _ in range(3):
+            while not (started and started[0]._channel.waiting):  # the reader waits for the next event
+                time.sleep(0.001)
+            time.sleep(2 * live.HANDOVER_GAP)
+            on_step(TOKEN, "x")
+        return Answer("Q", "xxx", Action.CORRECT, 1.0, [], [], "t-pause", {})
+
+    stream = AnswerStream(run, trace_id="t-pause")
+    started.append(stream)
+    assert [e.name for e in stream].count("token") == 3
+    assert counted.yields >= 3

@@ -34,7 +34,9 @@ from crag.redact import redact, redact_text
 from crag.types import REJECTED_UNVERIFIED
 
 if TYPE_CHECKING:
+    from crag.engine import CRAG
     from crag.pipeline.live import AnswerStream
+    from crag.request import Request
     from crag.types import Answer
 
 __all__ = ["ask", "print_answer"]
@@ -68,10 +70,7 @@ def ask(
     ] = None,
 ) -> None:
     """Answer a question from the knowledge base, correcting retrieval when needed."""
-    if question == "-":  # echo "What is CRAG?" | crag ask -
-        question = read_stdin("the question")
-    if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
-        raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
+    question = _question_text(question)
     from crag.request import Request  # the pipeline's checks load with the engine, not with the CLI
 
     filters = parse_pairs(filter_ or [], option="--filter")
@@ -86,13 +85,7 @@ def ask(
         no_cache=no_cache,
         via="cli",
     )
-    extra: dict[str, Any] = {}
-    if evaluator:
-        extra["evaluator"] = {"backend": evaluator}
-    rag = engine(config, kb, **extra)
-    assemble_model(rag)  # the first run's ~40 s, with a progress bar on a terminal
-    if req.mode == "crag" and not (req.search_record or req.search_replay):
-        warm_search(rag, req.search, req.search_corpus)
+    rag = _ready_engine(config, kb, evaluator, req)
     if as_json:
         answer = rag.ask(req)
         stdout.write(json.dumps(redact(answer.to_dict()), ensure_ascii=False) + "\n")
@@ -100,6 +93,27 @@ def ask(
     with answer_stream(rag, req) as events:  # leaving early (Ctrl-C) stops the model
         answer = show_stream(events)
     print_sources(answer)
+
+
+def _question_text(question: str) -> str:
+    """The question as given, or read from stdin for ``-``; refused when it is not UTF-8 text."""
+    if question == "-":  # echo "What is CRAG?" | crag ask -
+        question = read_stdin("the question")
+    if not is_utf8_path(question):  # argv bytes that are not UTF-8 arrive as lone surrogates, as in paths
+        raise InputError("the question is not valid UTF-8 text; check the terminal's encoding (LANG, LC_ALL)")
+    return question
+
+
+def _ready_engine(config: Path | None, kb: Path | None, evaluator: str | None, req: Request) -> CRAG:
+    """The engine for ``req``, its model assembled and its search warmed before the question runs."""
+    extra: dict[str, Any] = {}
+    if evaluator:
+        extra["evaluator"] = {"backend": evaluator}
+    rag = engine(config, kb, **extra)
+    assemble_model(rag)  # the first run's ~40 s, with a progress bar on a terminal
+    if req.mode == "crag" and not (req.search_record or req.search_replay):
+        warm_search(rag, req.search, req.search_corpus)
+    return rag
 
 
 def show_stream(events: AnswerStream) -> Answer:

@@ -182,15 +182,22 @@ def generate(
         judge_threshold=judge_threshold,
         check_relation=check_relation,
     )
+    gates, calls = _ask_then_reask(attempt, reask_above)
+    return _generation(question, sources, lang, gates, calls)
+
+
+def _ask_then_reask(attempt: _Attempt, reask_above: float | None) -> tuple[list[SentenceGate], list[Completion]]:
+    """The first attempt; and when it did not answer though a source is graded at or above
+    ``reask_above``, a second one pointed at that source. Each attempt's gate and completion."""
     first, call = attempt()
     gates, calls = [first], [call]
     if not first.answered and reask_above is not None:
-        best = next((n for n, s in enumerate(sources, 1) if s.score >= reask_above), None)
+        best = next((n for n, s in enumerate(attempt.sources, 1) if s.score >= reask_above), None)
         if best is not None:  # nothing was shown: the re-ask streams from a clean page
             again, call = attempt(directive=best)
             gates.append(again)
             calls.append(call)
-    return _generation(question, sources, lang, gates, calls)
+    return gates, calls
 
 
 def _generation(

@@ -87,11 +87,8 @@ def answer_bearers(
     list first. The Generation's ``sources`` are ``sources``, its ``bearers`` the list.
     """
     sources = list(sources)
-    lead = [_defining_source(b, sources) for b in bearers]
     answer = _Composer(on_token)
-    said = header(bearers[0].name, bearers, lead, lang)
-    quotes = [b.quote or sources[n - 1].text for b, n in zip(bearers, lead, strict=True)]
-    answer.add(said, Claim(said, 0, 0, list(dict.fromkeys(lead)), _unique(lead, quotes), "kept"))
+    said = _name_them(answer, bearers, sources, lang)
     calls = []
     for bearer in bearers if answer_each else []:
         own = [sources[n - 1] for n in bearer.cites]
@@ -118,6 +115,15 @@ def answer_bearers(
         claims=answer.claims,
         bearers=list(bearers),
     )
+
+
+def _name_them(answer: _Composer, bearers: Sequence[Bearer], sources: list[Strip], lang: str) -> str:
+    """Show the sentence that names every bearer, citing each one's defining source; return it."""
+    lead = [_defining_source(b, sources) for b in bearers]
+    said = header(bearers[0].name, bearers, lead, lang)
+    quotes = [b.quote or sources[n - 1].text for b, n in zip(bearers, lead, strict=True)]
+    answer.add(said, Claim(said, 0, 0, list(dict.fromkeys(lead)), _unique(lead, quotes), "kept"))
+    return said
 
 
 @dataclass

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ import numpy as np
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import CHATML, prompt_with_head
 from crag.llm.compute import COMPUTE
+from crag.llm.llama_replies import BACKEND_ID, chunk_delta, completion_of, read_out
 from crag.llm.logits import logsumexp, single_token_ids
 from crag.llm.lookup import DRAFT_TOKENS, greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
@@ -43,7 +44,6 @@ from crag.registry import BackendDeps, Registries
 if TYPE_CHECKING:
     from crag.config import CragSettings
 
-BACKEND_ID = "llama-cpp"
 log = logging.getLogger(__name__)
 _YES = ("yes", "Yes", "YES")
 _NO = ("no", "No", "NO")
@@ -180,13 +180,7 @@ class LlamaCppLLM:
         """Answer a chat; with ``json_schema`` the output is grammar-constrained JSON."""
         loaded = self._ready()
         if self._greedy(temperature, json_schema):
-            reply = self._stream_greedy(loaded, messages, max_tokens)
-            while True:
-                try:
-                    next(reply)
-                except StopIteration as end:
-                    done: Completion = end.value
-                    return done
+            return read_out(self._stream_greedy(loaded, messages, max_tokens))
         with loaded.lock:
             try:
                 kwargs: dict[str, Any] = {}
@@ -195,31 +189,10 @@ class LlamaCppLLM:
 
                     kwargs["grammar"] = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
                 with COMPUTE:  # a sampled or JSON reply is one step: rare, and never beside a stream
-                    out = loaded.llama.create_completion(
-                        prompt=self._tokens(loaded, messages, keep_head=True),
-                        max_tokens=max_tokens,
-                        temperature=temperature,
-                        seed=self.seed,
-                        stop=loaded.stop,
-                        **kwargs,
-                    )
+                    out = self._create(loaded, messages, max_tokens, temperature, **kwargs)
             except Exception as exc:
                 raise self._call_error(exc, "complete") from exc
-        try:
-            text = out["choices"][0].get("text") or ""
-            usage = out.get("usage") or {}
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise LLMError(
-                f"{BACKEND_ID}: unexpected completion format from llama-cpp-python",
-                backend_id=BACKEND_ID,
-                step="complete",
-            ) from None
-        return Completion(
-            text=text.strip(),
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            model=self.model_id,
-        )
+        return completion_of(out, self.model_id)
 
     def stream(
         self, messages: Sequence[dict[str, str]], *, max_tokens: int = 512, temperature: float = 0.0
@@ -234,36 +207,13 @@ class LlamaCppLLM:
             return (yield from self._stream_greedy(loaded, messages, max_tokens))
         pieces: list[str] = []
         with loaded.lock:
+            deltas = self._sampled_deltas(loaded, messages, max_tokens, temperature)
             try:
-                chunks = iter(
-                    loaded.llama.create_completion(
-                        prompt=self._tokens(loaded, messages, keep_head=True),
-                        max_tokens=max_tokens,
-                        temperature=temperature,
-                        seed=self.seed,
-                        stop=loaded.stop,
-                        stream=True,
-                    )
-                )
-            except Exception as exc:
-                raise self._call_error(exc, "stream") from exc
-            try:
-                while True:
-                    try:
-                        with COMPUTE:
-                            chunk = next(chunks)
-                    except StopIteration:
-                        break
-                    except Exception as exc:  # the model failed mid-reply (context full, decode error)
-                        raise self._call_error(exc, "stream") from exc
-                    delta = _chunk_delta(chunk)
-                    if delta:
-                        pieces.append(delta)
-                        yield delta
+                for delta in deltas:
+                    pieces.append(delta)
+                    yield delta
             finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()  # stops llama.cpp mid-reply when the caller stopped early
+                deltas.close()  # stops llama.cpp mid-reply when the caller stopped early
             # llama.cpp's stream carries no usage: the context holds prompt + reply tokens.
             completion_tokens = len(pieces)
             prompt_tokens = max(0, int(loaded.llama.n_tokens) - completion_tokens)
@@ -368,6 +318,43 @@ class LlamaCppLLM:
         return Completion(text="".join(pieces).strip(), prompt_tokens=len(tokens), completion_tokens=written,
                           model=self.model_id)  # fmt: skip
 
+    def _create(
+        self, loaded: _Loaded, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float, **kw: Any
+    ) -> Any:
+        """A reply by llama-cpp-python's own sampler (under the model's lock): sampled, or JSON."""
+        return loaded.llama.create_completion(
+            prompt=self._tokens(loaded, messages, keep_head=True),
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=self.seed,
+            stop=loaded.stop,
+            **kw,
+        )
+
+    def _sampled_deltas(
+        self, loaded: _Loaded, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float
+    ) -> Generator[str, None, None]:
+        """The text of a sampled reply as it is written, "" left out (under the model's lock)."""
+        try:
+            chunks = iter(self._create(loaded, messages, max_tokens, temperature, stream=True))
+        except Exception as exc:
+            raise self._call_error(exc, "stream") from exc
+        try:
+            while True:
+                try:
+                    with COMPUTE:
+                        chunk = next(chunks)
+                except StopIteration:
+                    return
+                except Exception as exc:  # the model failed mid-reply (context full, decode error)
+                    raise self._call_error(exc, "stream") from exc
+                if delta := chunk_delta(chunk):
+                    yield delta
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # stops llama.cpp mid-reply when the caller stopped early
+
     def _ready(self) -> _Loaded:
         self.warm_up()
         assert self._loaded is not None
@@ -464,16 +451,6 @@ class LlamaCppLLM:
             llama.eval(tokens[common:])
             ptr = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
             return np.ctypeslib.as_array(ptr, shape=(llama.n_vocab(),)).astype(np.float64)
-
-
-def _chunk_delta(chunk: Any) -> str:
-    """The text of one streamed ``text_completion`` chunk ("" for the finish chunk)."""
-    try:
-        return str(chunk["choices"][0].get("text") or "")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        raise LLMError(
-            f"{BACKEND_ID}: unexpected stream chunk format from llama-cpp-python", backend_id=BACKEND_ID, step="stream"
-        ) from None
 
 
 def _make(settings: CragSettings, deps: BackendDeps) -> LlamaCppLLM:

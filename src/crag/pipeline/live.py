@@ -7,6 +7,9 @@ bounded queue; the caller iterates the stream and gets them in order, then the `
 event. An error of the run is raised to the caller from ``next()``. An event loop iterates it
 with ``async for`` (:meth:`AnswerStream.__aiter__`): the worker wakes the loop when it puts an
 event (``loop.call_soon_threadsafe``), so no thread waits for the reader and nothing polls.
+A reader that waits is handed an event at once (the worker yields the GIL to it), but events
+that come in a burst are left to queue and read in one go: a switch of threads per event
+would cost more CPU than the event.
 
 That worker is the run's only thread: the model streams in it, and the request's deadline is
 checked there between two of the model's pieces (:class:`~crag.llm.guard.GuardedLLM`), as the
@@ -53,6 +56,7 @@ __all__ = ["AnswerStream"]
 
 QUEUE_EVENTS = 256  # a reader this far behind holds the run back (the worker waits to put)
 _POLL_SECONDS = 0.1  # how often a worker waiting on a full queue checks for a cancel
+HANDOVER_GAP = 0.001  # items put closer than this after a hand-over reach the reader as one batch
 
 
 class AnswerStream(Iterator[StepEvent[Any]], AsyncIterator[StepEvent[Any]]):
@@ -100,7 +104,8 @@ class AnswerStream(Iterator[StepEvent[Any]], AsyncIterator[StepEvent[Any]]):
         if self._finished:
             raise StopIteration
         channel = self._channel
-        channel.waiting = True  # the worker hands over at once (see _Channel.put)
+        channel.woken = False
+        channel.waiting = True  # the worker hands over at once (see _Channel.hand_over)
         try:
             item = channel.queue.get(timeout=timeout)
         except queue.Empty:
@@ -124,6 +129,7 @@ class AnswerStream(Iterator[StepEvent[Any]], AsyncIterator[StepEvent[Any]]):
         ready = channel.wake_on(asyncio.get_running_loop())
         while True:
             ready.clear()
+            channel.woken = False
             channel.waiting = True  # before the look, so a put right after it wakes us
             try:
                 item = channel.queue.get_nowait()
@@ -177,6 +183,8 @@ class _Channel:
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, max_events))
         self.cancel = threading.Event()
         self.waiting = False  # a reader waits for the next item
+        self.woken = False  # ... and has been woken for it (reset by the reader before it waits)
+        self._handed_at = 0.0  # time.monotonic() of the last hand-over that yielded the GIL
         self._ready: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -229,10 +237,27 @@ class _Channel:
                 if self.cancel.is_set() and final:
                     return  # nobody reads any more: drop the end marker
                 continue
-            if self.waiting:  # a reader waits for this item: wake it, and let it take the GIL now
-                self.wake()  # (else the worker goes on in Python, the model's sampling and the
-                time.sleep(0)  # gate, and a waiting thread asks for the GIL only after 5 ms)
+            if self.waiting:  # a reader waits for this item
+                self.hand_over()
             return
+
+    def hand_over(self) -> None:
+        """Wake the reader that waits for the item just put, once per wait; and let it take the GIL
+        at once, unless the last hand-over was under ``HANDOVER_GAP`` ago.
+
+        The worker would else go on in Python (the model's sampling, the gate) and a waiting thread
+        asks for the GIL only after 5 ms. But a switch of threads costs ~0.1 ms of CPU: items that
+        come in a burst (a server's chunks read at once, a fast source) are left to queue, and the
+        reader, awake, takes them in one go when it gets the GIL.
+        """
+        if self.woken:
+            return
+        self.woken = True
+        self.wake()
+        now = time.monotonic()
+        if now - self._handed_at >= HANDOVER_GAP:
+            self._handed_at = now
+            time.sleep(0)
 
 
 class _Observer:

@@ -72,28 +72,36 @@ def install(app: FastAPI, collections: Collections, metrics: Metrics) -> None:
         col, mode = chat_model(collections, req.model, request)
         ask = request_of(metrics, col, question, history=history, mode=mode, filters=req.filters, no_cache=req.no_cache)
         if req.stream:
-            # Tokens go out as the model writes them. The response starts at the first one,
-            # so an error before it (503 model unavailable, 409 no knowledge base) still
-            # reaches OpenAI clients as an HTTP status instead of a broken stream. Until
-            # then nothing else notices a client that hangs up: the run is closed here.
-            stream = await _start_stream(col, ask, metrics)
-            events = live_events(stream, KEEPALIVE_SECONDS)
-            try:
-                async with stop_on_hangup(request.receive, stream.close):
-                    first = await first_events(events)
-            except BaseException as exc:
-                await events.aclose()
-                if isinstance(exc, CragError):
-                    metrics.failed(exc)
-                raise
-            include_usage = bool((req.stream_options or {}).get("include_usage"))
-            started = StartedEvent(ask.question, ask.mode, stream.trace_id)
-            body = chat_events(first, events, metrics, req.model, started, include_usage)
-            return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
+            return await _chat_stream(request, req, col, ask, metrics)
         answer = await answer_question(col, ask, metrics, receive=request.receive)
         return RedactedJSONResponse(
             chat_completion(answer, req.model, _usage(answer)), headers={"X-Trace-Id": answer.trace_id}
         )
+
+
+async def _chat_stream(
+    request: Request, req: ChatRequest, col: Collection, ask: CragRequest, metrics: Metrics
+) -> SSEResponse:
+    """The chat answer as ``chat.completion.chunk`` events, tokens as the model writes them.
+
+    The response starts at the first token, so an error before it (503 model unavailable, 409 no
+    knowledge base) still reaches OpenAI clients as an HTTP status instead of a broken stream.
+    Until then nothing else notices a client that hangs up: the run is closed here.
+    """
+    stream = await _start_stream(col, ask, metrics)
+    events = live_events(stream, KEEPALIVE_SECONDS)
+    try:
+        async with stop_on_hangup(request.receive, stream.close):
+            first = await first_events(events)
+    except BaseException as exc:
+        await events.aclose()
+        if isinstance(exc, CragError):
+            metrics.failed(exc)
+        raise
+    include_usage = bool((req.stream_options or {}).get("include_usage"))
+    started = StartedEvent(ask.question, ask.mode, stream.trace_id)
+    body = chat_events(first, events, metrics, req.model, started, include_usage)
+    return SSEResponse(body, headers={"X-Trace-Id": stream.trace_id})
 
 
 def _check_chat(req: ChatRequest) -> None:

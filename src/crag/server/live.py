@@ -128,24 +128,12 @@ async def chat_events(
     The content is the saved answer, exactly: the pipeline streams only text that passed
     its checks, so nothing shown is ever taken back.
     """
-    base = {
-        "id": f"chatcmpl-{started.trace_id}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-
-    async def all_events() -> AsyncIterator[StreamEvent | None]:
-        for seen in first:
-            yield seen
-        async for event in events:
-            yield event
-
+    base = _chunk_base(started.trace_id, model)
     yield render(started, publish=public).chat_frames(base)  # the assistant's role
     text = AnswerText()
     ended = False  # the answer or an error came; else the client left first
     try:
-        async for event in all_events():
+        async for event in _after(first, events):
             if event is None:
                 yield b": keep-alive\n\n"
                 continue
@@ -166,3 +154,23 @@ async def chat_events(
         await events.aclose()
     if ended:
         yield b"data: [DONE]\n\n"
+
+
+def _chunk_base(trace_id: str, model: str) -> dict[str, Any]:
+    """The fields every ``chat.completion.chunk`` of one answer shares."""
+    return {
+        "id": f"chatcmpl-{trace_id}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+
+async def _after(
+    first: list[StreamEvent], events: AsyncGenerator[StreamEvent | None, None]
+) -> AsyncIterator[StreamEvent | None]:
+    """The events read before the response started (:func:`first_events`), then the rest."""
+    for seen in first:
+        yield seen
+    async for event in events:
+        yield event
