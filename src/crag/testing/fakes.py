@@ -178,6 +178,27 @@ class EchoLLM(ScriptedLLM):
         return f"{body} [1]{first[len(body) :] or '.'}" if body != first else f"{first} [1]."
 
 
+class QuoteLLM:
+    r"""Answers with the first sentence of source [1], cited; a prompt without sources (a yes/no
+    check) gets "Yes.". For tests of where citations point, not of what the model reads.
+
+    >>> prompt = '<source id="1">\nAnn wrote it. Bob read it.\n</source>'
+    >>> QuoteLLM().complete([{"role": "user", "content": prompt}]).text
+    'Ann wrote it [1].'
+    >>> QuoteLLM().complete([{"role": "user", "content": "Does the passage state the answer?"}]).text
+    'Yes.'
+    """
+
+    model_id = "quote"
+
+    def complete(self, messages: Sequence[dict[str, str]], **options: Any) -> Completion:
+        found = re.search(r'<source id="1"[^>]*>\n(.*?)\n</source>', messages[-1]["content"], re.S)
+        if found is None:
+            return Completion("Yes.", prompt_tokens=5, completion_tokens=1)
+        first = re.split(r"(?<=[.。])\s+", found.group(1).strip())[0].rstrip(".。")
+        return Completion(f"{first} [1].", prompt_tokens=5, completion_tokens=8)
+
+
 class StaticWebSearch:
     """Returns fixed results, or raises ``SearchError`` when ``fail`` is set."""
 
