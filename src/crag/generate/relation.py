@@ -85,9 +85,11 @@ _LIGHT = frozenset(
     allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
     得到 获得 需要 使用 包括 允许 发生 成为 进行 属于"""
     # and the slot a question asks to fill, which an answer names rather than writes: "What is
-    # its name?" is answered by a name, "在什么地方" by a place (no source writes 名字 or 地方)
+    # its name?" is answered by a name, "在什么地方" by a place, "What is X's occupation?" by "a
+    # politician" (no source writes 名字, 地方 or "occupation")
     """name names kind kinds type types sort thing things term terms entity example way called 名字 名称 叫 叫做
-    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 哪一年 哪年 最终""".split()
+    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 哪一年 哪年 最终
+    occupation occupations profession professions job jobs 职业""".split()
 )
 # Endings that derive one English word from another (confus-ion / confus-ed); longest first.
 _DERIVATIONAL = (
