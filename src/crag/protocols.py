@@ -300,6 +300,26 @@ def stream_completion(
     return done
 
 
+def read_out(reply: TokenStream, between: Callable[[], None] | None = None) -> Completion:
+    """Read ``reply`` to its end and return its :class:`Completion`; ``between`` runs after each
+    piece (a guard's heartbeat: what it raises stops the reading, the caller closes ``reply``).
+
+    >>> def reply():
+    ...     yield "Hi "
+    ...     return Completion("Hi there.", 3, 2)
+    >>> read_out(reply()).text
+    'Hi there.'
+    """
+    while True:
+        try:
+            next(reply)
+        except StopIteration as end:
+            done: Completion = end.value
+            return done
+        if between is not None:
+            between()
+
+
 @runtime_checkable
 class WebSearch(Protocol):
     """An external knowledge source: the article's web search or a larger corpus."""

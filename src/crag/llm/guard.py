@@ -42,6 +42,7 @@ from crag.protocols import (
     StreamingLLM,
     TokenStream,
     YesNoLLM,
+    read_out,
     stream_completion,
 )
 from crag.text import approx_tokens
@@ -187,13 +188,7 @@ class GuardedLLM:
         """``complete`` read as the stream of the same reply, with a heartbeat between two pieces."""
         reply = self.stream(messages, max_tokens=max_tokens, temperature=temperature)
         try:
-            while True:
-                try:
-                    next(reply)
-                except StopIteration as end:
-                    done: Completion = end.value
-                    return done
-                self.heartbeat()
+            return read_out(reply, between=self.heartbeat)
         finally:
             reply.close()  # a heartbeat that raised stops the model here
 

@@ -32,12 +32,12 @@ import numpy as np
 from crag.errors import LLMError, LLMUnavailableError
 from crag.llm.chat_prompt import CHATML, prompt_with_head
 from crag.llm.compute import COMPUTE
-from crag.llm.llama_replies import BACKEND_ID, chunk_delta, completion_of, read_out
+from crag.llm.llama_replies import BACKEND_ID, chunk_delta, completion_of
 from crag.llm.logits import logsumexp, single_token_ids
 from crag.llm.lookup import DRAFT_TOKENS, greedy_lookup
 from crag.llm.models import BUNDLED_MODELS, resolve_gguf
 from crag.llm.prefix_cache import PrefixStates, common_prefix, read_prompt
-from crag.protocols import Completion, TokenStream
+from crag.protocols import Completion, TokenStream, read_out
 from crag.redact import clip
 from crag.registry import BackendDeps, Registries
 

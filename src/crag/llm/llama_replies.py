@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from crag.errors import LLMError
-from crag.protocols import Completion, TokenStream
+from crag.protocols import Completion
 
-__all__ = ["BACKEND_ID", "chunk_delta", "completion_of", "read_out"]
+__all__ = ["BACKEND_ID", "chunk_delta", "completion_of"]
 
 BACKEND_ID = "llama-cpp"  # the embedded model's backend id (crag.llm.llama_cpp)
 
@@ -45,13 +45,3 @@ def chunk_delta(chunk: Any) -> str:
         raise LLMError(
             f"{BACKEND_ID}: unexpected stream chunk format from llama-cpp-python", backend_id=BACKEND_ID, step="stream"
         ) from None
-
-
-def read_out(reply: TokenStream) -> Completion:
-    """Read ``reply`` to its end: the :class:`Completion` it returns."""
-    while True:
-        try:
-            next(reply)
-        except StopIteration as end:
-            done: Completion = end.value
-            return done
