@@ -10,6 +10,8 @@ So a claim is held by a cited source when one **window** of it — two neighbour
 sentences (or one table row), with the source's title — holds
 
 * every word the claim repeats from the question (its relation: ``restated``),
+* for the sentence that answers, the question's own figures ("in 1629", "Q3 2023"), and no
+  other year in their place,
 * every figure, and the unit written after it ("8,640 mAh" needs "mAh", 毫安时 or the like
   next to 8,640's row, not a shipments count),
 * most of the claim's new words (the old rule, now within one window), and
@@ -67,6 +69,9 @@ STRICT = 0.7  # P(yes) that holds a relation its source never writes in its own 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 WINDOW_CHARS = 600  # the judge reads at most this much: a title and two sentences
 _YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")  # a year dates a claim; it is rarely the slot a near miss swaps
+_YEAR_IN = re.compile(r"(?<![\d,.])(?:1[0-9]{3}|20[0-9]{2})(?![\d,.]\d|\d)")  # a year written in a text
+_ASKS_TIME = re.compile(r"\bwhen\b|\b(?:what|which) (?:year|date|month|day)|哪一?年|什么时候|何时|几月|哪天|几号", re.I)
+_GLUED = re.compile(r"(\d+)([\u4e00-\u9fff]{1,2})")  # a figure and the character after it: 2021年, 10天
 _ROW = " | "  # between the cells of a table row (crag.ingest.tables)
 _LEAD_CHARS = 160  # a line this short before a table says what its rows are about
 # A figure and the word written after it: "8,640 mAh", "5200毫安时", "185 g", "3.5 kg".
@@ -161,6 +166,13 @@ class RelationCheck:
         # Whom or what it asks about: an answer that leaves it out may be about another one (the Suzhou
         # office's head count for the Rotterdam one's): its table row, or its page, must still name it.
         self._subject = [t for t in subject if t not in _LIGHT and not _is_figure(t)]
+        # The figures it asks with ("in 1629", "Q2 2020") are the slot a near miss of the same event
+        # swaps: the answer's window must write them, and an answer dated by another year is about
+        # another event even when its source names both (Taqi al-Din's turbine of 1551 for the one
+        # of 1629). Not so when it asks a time: in "When … after the 1760 flood?" a year places it.
+        asks_time = bool(_ASKS_TIME.search(question))
+        self._years = set() if asks_time else set(_YEAR_IN.findall(question))
+        self.figures = [t for t in new_terms(question, "") if _is_figure(t) and not (asks_time and _YEAR.fullmatch(t))]
         self._windows: dict[str, list[tuple[str, SourceTerms]]] = {}
 
     def needs(self, sentence: str, *, answers: bool = False) -> tuple[list[str], list[str], list[str]]:
@@ -178,10 +190,15 @@ class RelationCheck:
             restated += [t for t in self._focus if t not in restated and t not in new]
         if answers:
             restated += [t for t in self._subject if t not in restated and t not in new]
+            restated += [t for t in self.figures if t not in restated]
         return restated, new, _units(sentence)
 
     def lexical(self, sentence: str, source: Strip, *, answers: bool = False) -> Verdict:
         """The best window of ``source`` for ``sentence``, and whether its words state the claim."""
+        if answers and self._years and (years := set(_YEAR_IN.findall(sentence))) and not years & self._years:
+            return Verdict(
+                False, "", "", [f"(dated {', '.join(sorted(years))}, asked {', '.join(sorted(self._years))})"]
+            )
         restated, new, units = self.needs(sentence, answers=answers)
         negative = self.closed and negative_reply(sentence)
         # The subject words the claim leaves out: a prose window may name it only in its page
@@ -222,6 +239,8 @@ class RelationCheck:
         restated, new, units = self.needs(sentence, answers=answers)
         if any(_is_figure(t) and not SourceTerms(verdict.window).has(t) for t in new):
             return verdict  # a figure the window lacks: no reading makes it stated there
+        if any(t in verdict.missing for t in self.figures):
+            return verdict  # the asked year or figure is not in the window: another event's slot
         if any(u in verdict.missing for u in units):
             return verdict  # a unit the figure's window lacks measures something else ("8,640 mAh" of a count)
         if judge is None:
@@ -355,6 +374,9 @@ def _holds(terms: SourceTerms, term: str) -> bool:
         return True  # "degrees Celsius" in "565 °C", "kilograms" in "公斤"
     if term.isascii() and term.isalpha() and _derived(terms, term):
         return True  # "confusion" in "confused", "director" in "directed"
+    glued = _GLUED.fullmatch(term)
+    if glued:  # jieba writes "2021年" as one word and "2021 年" as two
+        return terms.has(glued.group(1)) and glued.group(2) in terms.corpus
     core = term.strip(_ZH_PARTICLES)
     return len(core) >= 2 and core != term and terms.has(core)
 
