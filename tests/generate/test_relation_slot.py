@@ -17,11 +17,24 @@ from crag.types import Strip
             "Hattie Brennock (1871–1950) was an American botanist who catalogued the ferns of Oregon.",
         ),
         ("柯文淑的职业是什么？", "柯文淑是一名陶艺家。", "柯文淑（1962 年出生）是一名陶艺家，作品收藏于台北故宫。"),
+        (
+            "What is the address of Brennock Press?",
+            "Brennock Press is at 14 Fern Lane, Salem.",
+            "Brennock Press, a small publisher, has its office at 14 Fern Lane, Salem.",
+        ),
+        (
+            "望溪车站的地址是哪里？",
+            "望溪车站位于青州市望溪镇站前路1号。",
+            "望溪车站位于青州市望溪镇站前路1号，1931年启用。",
+        ),
+        ("柯氏陶坊是什么性质的公司？", "柯氏陶坊是一家民营公司。", "柯氏陶坊是一家民营公司，由柯文淑于1990年创办。"),
     ],
 )
-def test_an_occupation_is_named_not_written(question: str, sentence: str, text: str) -> None:
+def test_the_asked_slot_is_named_not_written(question: str, sentence: str, text: str) -> None:
     check = RelationCheck(question)
-    verdict = check.lexical(sentence, Strip(text, "a.md", "internal", question.split("'")[0]), answers=True)
+    # the page's title is its subject (the question's own words would hold the slot word)
+    title = text.split("（")[0].split("(")[0].split("，")[0].split(",")[0]
+    verdict = check.lexical(sentence, Strip(text, "a.md", "internal", title), answers=True)
     assert verdict.held, verdict
 
 

@@ -91,10 +91,10 @@ _LIGHT = frozenset(
     得到 获得 需要 使用 包括 允许 发生 成为 进行 属于"""
     # and the slot a question asks to fill, which an answer names rather than writes: "What is
     # its name?" is answered by a name, "在什么地方" by a place, "What is X's occupation?" by "a
-    # politician" (no source writes 名字, 地方 or "occupation")
+    # politician", "地址是哪里" by a street (no source writes 名字, 地方, "occupation" or 地址)
     """name names kind kinds type types sort thing things term terms entity example way called 名字 名称 叫 叫做
     称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 哪一年 哪年 最终
-    occupation occupations profession professions job jobs 职业""".split()
+    occupation occupations profession professions job jobs 职业 address addresses 地址 性质""".split()
 )
 # Endings that derive one English word from another (confus-ion / confus-ed); longest first.
 _DERIVATIONAL = (
@@ -378,6 +378,8 @@ def _holds(terms: SourceTerms, term: str) -> bool:
     if glued:  # jieba writes "2021年" as one word and "2021 年" as two
         return terms.has(glued.group(1)) and glued.group(2) in terms.corpus
     core = term.strip(_ZH_PARTICLES)
+    if core and core != term and _CJK.fullmatch(core[0]) and len(core) < 2:
+        return core in terms.corpus  # the end of a name jieba glued to 的 ("柯文淑的" → 柯文 + 淑的)
     return len(core) >= 2 and core != term and terms.has(core)
 
 
