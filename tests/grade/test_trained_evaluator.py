@@ -19,7 +19,7 @@ from crag.grade.metrics import (
     expected_calibration_error,
     reliability_bins,
 )
-from crag.grade.trained import DIM, Model, TrainedEvaluator, default_model_path
+from crag.grade.trained import DIM, LEX_COUNT, Model, TrainedEvaluator, default_model_path
 from crag.protocols import EmbedKind
 from crag.registry import EVALUATORS, BackendDeps
 from crag.types import Passage, Query
@@ -235,3 +235,21 @@ def test_a_synonym_of_the_relation_word_counts_as_the_word(
     out = real_evaluator.grade(Query.of(query), [Passage("answer", answer), Passage("miss", near_miss)])
     s = {g.id: g.score for g in out.grades}
     assert s["answer"] >= 0.4 > s["miss"], out.grades
+
+
+@pytest.mark.unit
+def test_a_model_file_of_the_previous_feature_version_still_grades(tmp_path: Path) -> None:
+    # a user's own model trained before the translated-focus feature (version 2: 25 features)
+    n = 2 * DIM + LEX_COUNT[2]
+    old = Model(
+        mean=np.zeros(n, np.float32),
+        scale=np.ones(n, np.float32),
+        W2=np.full(n, 0.01, np.float32),
+        b2=np.zeros(1, np.float32),
+    )
+    old.save(tmp_path / "v2.npz", meta={"feature_version": 2})
+    ev = TrainedEvaluator(_HashEmbedder(), model_path=tmp_path / "v2.npz")
+    grades = ev.grade(
+        Query.of("What is the Yunque S5 battery capacity?"), [Passage("1", "电池容量 5200 毫安时")]
+    ).grades
+    assert len(grades) == 1 and 0.0 <= grades[0].score <= 1.0

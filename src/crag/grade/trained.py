@@ -32,6 +32,7 @@ import numpy as np
 
 from crag.config import CragSettings
 from crag.errors import ConfigError
+from crag.grade.bilingual import translated_coverage
 from crag.grade.heuristic import set_confidence
 from crag.grade.signals import focus_coverage, question_focus
 from crag.protocols import Embedder, EmbedKind
@@ -40,9 +41,9 @@ from crag.synonyms import align
 from crag.text import EN_STOP, detect_language, split_sentences, tokenize
 from crag.types import Evaluation, Grade, Passage, Query
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3
 # Lexical features per version: a model file trained before the near-miss features keeps working.
-LEX_COUNT = {1: 21, 2: 25}
+LEX_COUNT = {1: 21, 2: 25, 3: 26}
 DIM = 384
 # Long passages: embedders truncate on their own; the lexical features only look at the
 # head of the text so that tokenising a 50,000-character passage stays fast.
@@ -72,6 +73,7 @@ LEX_NAMES = (
     "focus_best_window",
     "subject_coverage",
     "cross_language",  # the passage is in the other language: word overlap says nothing, vectors must
+    "focus_translated",  # …and the focus words looked up in translation (crag.grade.bilingual)
 )
 # Question-type cues: the model can learn e.g. "asks for a number, passage has none".
 _ASKS = {
@@ -119,6 +121,7 @@ class QueryInfo:
     cov_terms: list[tuple[str, float, bool]]  # (term, weight, is CJK) as signals.coverage has them
     subject: list[str] = field(default_factory=list)  # what the question is about (signals.question_focus)
     focus: list[str] = field(default_factory=list)  # what it asks of it, as stems
+    focus_words: list[str] = field(default_factory=list)  # the same, as written (for translation)
 
     @classmethod
     def of(cls, query: Query) -> QueryInfo:
@@ -151,6 +154,7 @@ class QueryInfo:
             cov,
             subject,
             [_stem(t) for t in focus],
+            focus,
         )
 
 
@@ -196,11 +200,14 @@ def _stem(term: str) -> str:
 
 
 def _focus(qi: QueryInfo, low: str, sentences: list[str]) -> list[float]:
-    """Focus coverage (whole passage, best window) and subject coverage (1.0 when none)."""
+    """Focus coverage (whole passage, best window), subject coverage (1.0 when none), whether
+    the passage is in the other language, and then its coverage of the focus in translation
+    (0 for a passage in the question's language, where the words themselves are compared)."""
     whole, best = focus_coverage(qi.focus, low, sentences)
     subject = sum(1 for t in qi.subject if t in low) / len(qi.subject) if qi.subject else 1.0
-    cross = float((detect_language(low[:400]) == "zh") != (qi.zh == 1.0))
-    return [whole, best, subject, cross]
+    cross = (detect_language(low[:400]) == "zh") != (qi.zh == 1.0)
+    translated = translated_coverage(qi.focus_words, low) if cross else 0.0
+    return [whole, best, subject, float(cross), translated]
 
 
 def _best_sentence(qi: QueryInfo, sentences: list[str]) -> float:
