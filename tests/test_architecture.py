@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "crag.secret_forms",
             "crag.text",
             "crag.synonyms",
+            "crag.bilingual",
             "crag.normalize",
             "crag.collection_names",
             "crag.config",

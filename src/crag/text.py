@@ -189,6 +189,15 @@ def _sub_words(word: str, freq: dict[str, int]) -> list[str]:
     return [g for g in grams if freq.get(g)]
 
 
+def zh_frequency(word: str) -> int:
+    """How often jieba's dictionary saw ``word`` (0: not in it): the commoner of two translations.
+
+    >>> zh_frequency("电池") > zh_frequency("蓄电池") > 0
+    True
+    """
+    return int(_jieba().dt.FREQ.get(word, 0) or 0)
+
+
 def zh_cut(text: str, *, hmm: bool = True) -> list[str]:
     """``text`` cut into Chinese words by the shared, quietly initialised jieba dictionary.
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from crag.bilingual import translated_coverage
 from crag.config import CragSettings
 from crag.errors import ConfigError
-from crag.grade.bilingual import translated_coverage
 from crag.grade.heuristic import set_confidence
 from crag.grade.signals import focus_coverage, question_focus
 from crag.protocols import Embedder, EmbedKind
@@ -73,7 +73,7 @@ LEX_NAMES = (
     "focus_best_window",
     "subject_coverage",
     "cross_language",  # the passage is in the other language: word overlap says nothing, vectors must
-    "focus_translated",  # …and the focus words looked up in translation (crag.grade.bilingual)
+    "focus_translated",  # …and the focus words looked up in translation (crag.bilingual)
 )
 # Question-type cues: the model can learn e.g. "asks for a number, passage has none".
 _ASKS = {

@@ -22,10 +22,12 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from crag.bilingual import translated_query
 from crag.config import RetrievalSettings
 from crag.errors import ConfigError, NoMatchError, StoreError
 from crag.kb.consistency import Consistency
@@ -46,6 +48,7 @@ _ATTEMPTS = 3  # searches of one question while other writes commit under it
 # A chunk in the other language is this much less similar to a question that it answers
 # (multilingual-e5: 0.80 against 0.86 for "Yunque S5 battery capacity" and its Chinese spec).
 CROSS_LANGUAGE_MARGIN = 0.1
+_ACROSS = 5  # keyword hits of the question in translation that may take the other language's place
 # A question's names: a product code ("S5", "E23P") or a capitalised word ("Yunque", "Kestrel").
 _NAME = re.compile(r"\b[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9-]*|\b[A-Z][a-z]{2,}")
 Dense = list[tuple[str, float, np.ndarray | None]]
@@ -108,16 +111,19 @@ class HybridRetriever:
         filtering = self.state.filtering_store() if where else None
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
         manifest = self.state.manifest
+        # The question's words in the other language: keyword search cannot match across them
+        translated = translated_query(query) if k >= 3 else ""
         for attempt in range(_ATTEMPTS):
             generation = manifest.generation
             dense_all, degraded = self._dense(qv, cfg.candidates, where, filtering)
             sparse_all = self._sparse(query, cfg.candidates, where)
+            across_all = [i for i, _ in self._sparse(translated, _ACROSS, where)] if translated else []
             # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
             # manifest about these candidates alone, never load every id of a large KB per query.
-            known = manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
+            known = manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all] + across_all)
             dense = [(i, s, v) for i, s, v in dense_all if i in known]
             sparse = [(i, s) for i, s in sparse_all if i in known]
-            hits = self._hits(qv, dense, sparse, k, query)
+            hits = self._hits(qv, dense, sparse, k, query, [i for i in across_all if i in known])
             found = {i for i, *_ in dense_all} | {i for i, _ in sparse_all}
             # A commit during the search replaced some candidates (a new version of a document)
             # after they were found: search again, now that its new chunks are committed, rather
@@ -161,15 +167,19 @@ class HybridRetriever:
             return f"; {key} is one of: {shown}" if shown else ""
         return "; each key matches some documents, but no document matches them all"
 
-    def _hits(self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int, query: str = "") -> list[Hit]:
-        """The fused top ``k`` as hits, each with its dense score and vector where known."""
+    def _hits(
+        self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int, query: str = "", across: Sequence[str] = ()
+    ) -> list[Hit]:
+        """The fused top ``k`` as hits, each with its dense score and vector where known
+        (``across``: the keyword hits of the question in translation, for :func:`other_language`)."""
         dense_score = {i: s for i, s, _ in dense}
         vec = {i: v for i, _, v in dense if v is not None}
         kw_score = dict(sparse)
         fused = fuse_ranks(dense, sparse, self.settings)
         top = sorted(fused, key=lambda i: -fused[i])[:k]
-        other = other_language(query, dense, top, self.state.manifest) if query and k >= 3 else None
+        other = other_language(query, dense, top, self.state.manifest, across) if query and k >= 3 else None
         if other is not None:
+            fused.setdefault(other, fused[top[-1]])  # found only across languages: the place it takes
             top[-1] = other
         # Keyword-only hits lack a dense score; the evaluator needs one, so fetch vectors.
         missing = [i for i in top if i not in vec]
@@ -263,7 +273,7 @@ class HybridRetriever:
         self.keyword_index()
 
 
-def other_language(query: str, dense: Dense, top: list[str], manifest: Any) -> str | None:
+def other_language(query: str, dense: Dense, top: list[str], manifest: Any, across: Sequence[str] = ()) -> str | None:
     """The best chunk in the other language than ``query`` that names what it names, when the
     fused ``top`` holds none: it takes the last place.
 
@@ -271,17 +281,19 @@ def other_language(query: str, dense: Dense, top: list[str], manifest: Any) -> s
     Yunque S5 battery capacity?" is answered by a Chinese spec sheet), and a question in the
     other language ranks that chunk below every on-topic chunk in its own: keyword search
     cannot match across languages, and the vectors score it a little lower. So when no chunk
-    of the top is in the other language, the best one whose similarity is within
-    ``CROSS_LANGUAGE_MARGIN`` of the best and that names one of the question's names (a
-    product code, a capitalised name, a Chinese word) joins it; the evaluator grades it
-    like the others.
+    of the top is in the other language, the best one that names one of the question's names
+    (a product code, a capitalised name) joins it: first among the keyword hits of the
+    question's words in translation (``across``: 鹿特丹办公室 员工 → "Rotterdam office staff"),
+    then among those whose similarity is within ``CROSS_LANGUAGE_MARGIN`` of the best. The
+    evaluator grades it like the others.
     """
     names = {m.group(0).lower() for m in _NAME.finditer(query)} - EN_STOP
     if not names or not dense:
         return None
     lang = detect_language(query)
     best = max(s for _, s, _ in dense)
-    pool = [i for i, s, _ in sorted(dense, key=lambda d: -d[1])[:20] if s >= best - CROSS_LANGUAGE_MARGIN]
+    near = [i for i, s, _ in sorted(dense, key=lambda d: -d[1])[:20] if s >= best - CROSS_LANGUAGE_MARGIN]
+    pool = list(dict.fromkeys([*across, *near]))  # what its words in translation find comes first
     chunks = {c.id: c for c in manifest.chunks(list(dict.fromkeys([*top, *pool])))}
     if any(
         c.id in chunks and detect_language(chunks[c.id].text[:300]) != lang for c in (chunks.get(i) for i in top) if c

