@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-__all__ = ["align", "synonyms"]
+__all__ = ["SLOTS", "align", "synonyms"]
 
 # One group per line; forms separated by "/". Each group is one relation, in one language:
 # cross-language matches are the embedder's job, not this table's.
@@ -54,6 +54,16 @@ ceo/chief executive/chief executive officer
 cfo/chief financial officer
 cto/chief technology officer
 """
+
+# The slot a question asks to fill, which an answer names rather than writes: "What is its name?"
+# is answered by a name, "在什么地方" by a place, "What is X's occupation?" by "a politician",
+# "地址是哪里" by a street. No source writes 名字, 地方, "occupation" or 地址, so none is a relation
+# word the claim check asks a source for, nor a focus word the evaluator looks up.
+SLOTS = frozenset(
+    """name names kind kinds type types sort thing things term terms entity example way called 名字 名称 叫 叫做
+    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 哪一年 哪年 最终
+    occupation occupations profession professions job jobs 职业 address addresses 地址 性质""".split()
+)
 
 _TABLE: dict[str, tuple[str, ...]] = {}
 for _line in _GROUPS.strip().splitlines():

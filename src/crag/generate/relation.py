@@ -49,7 +49,7 @@ from crag.errors import CragError
 from crag.generate.grounding import UNITS, SourceTerms, is_closed, new_terms, symbol_units
 from crag.grade.signals import question_focus
 from crag.protocols import LLM, YesNoLLM, offers
-from crag.synonyms import synonyms
+from crag.synonyms import SLOTS, synonyms
 from crag.text import detect_language, split_sentences
 from crag.types import Strip
 
@@ -84,17 +84,14 @@ _NEGATIVE = re.compile(
     re.I,
 )
 # Verbs any question may use: "None of them mentions “give”" names nothing that is missing.
-_LIGHT = frozenset(
-    """give gives gave given get gets got make makes made take takes took use uses used provide provides
-    offer offers offered receive receives include includes need needs want go goes went come came allow
-    allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
-    得到 获得 需要 使用 包括 允许 发生 成为 进行 属于"""
-    # and the slot a question asks to fill, which an answer names rather than writes: "What is
-    # its name?" is answered by a name, "在什么地方" by a place, "What is X's occupation?" by "a
-    # politician", "地址是哪里" by a street (no source writes 名字, 地方, "occupation" or 地址)
-    """name names kind kinds type types sort thing things term terms entity example way called 名字 名称 叫 叫做
-    称为 地方 哪里 东西 类型 种类 一种 两个 几个 哪家 哪些 哪个 哪所 哪一年 哪年 最终
-    occupation occupations profession professions job jobs 职业 address addresses 地址 性质""".split()
+_LIGHT = (
+    frozenset(
+        """give gives gave given get gets got make makes made take takes took use uses used provide provides
+        offer offers offered receive receives include includes need needs want go goes went come came allow
+        allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
+        得到 获得 需要 使用 包括 允许 发生 成为 进行 属于""".split()
+    )
+    | SLOTS  # the slot a question asks to fill: an answer names it rather than writes it
 )
 # Endings that derive one English word from another (confus-ion / confus-ed); longest first.
 _DERIVATIONAL = (
