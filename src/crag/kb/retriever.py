@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ _ACROSS = 5  # keyword hits of the question in translation that may take the oth
 # A question's names: a product code ("S5", "E23P") or a capitalised word ("Yunque", "Kestrel").
 _NAME = re.compile(r"\b[A-Za-z][A-Za-z0-9-]*\d[A-Za-z0-9-]*|\b[A-Z][a-z]{2,}")
 Dense = list[tuple[str, float, np.ndarray | None]]
+Across = Callable[[], Sequence[str]]  # the keyword hits of a question's words in translation
 Sparse = list[tuple[str, float]]
 
 
@@ -111,19 +112,23 @@ class HybridRetriever:
         filtering = self.state.filtering_store() if where else None
         qv = query_vector if query_vector is not None else self.embedder.embed([query], kind="query")[0]
         manifest = self.state.manifest
-        # The question's words in the other language: keyword search cannot match across them
-        translated = translated_query(query) if k >= 3 else ""
+
+        def across() -> list[str]:
+            # The question's words in the other language (keyword search cannot match across
+            # them), searched only when the top lacks that language and the question names something
+            translated = translated_query(query)
+            return [i for i, _ in self._sparse(translated, _ACROSS, where)] if translated else []
+
         for attempt in range(_ATTEMPTS):
             generation = manifest.generation
             dense_all, degraded = self._dense(qv, cfg.candidates, where, filtering)
             sparse_all = self._sparse(query, cfg.candidates, where)
-            across_all = [i for i, _ in self._sparse(translated, _ACROSS, where)] if translated else []
             # Only committed chunks count (an interrupted ingest may leave orphan vectors); ask the
             # manifest about these candidates alone, never load every id of a large KB per query.
-            known = manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all] + across_all)
+            known = manifest.known([i for i, *_ in dense_all] + [i for i, _ in sparse_all])
             dense = [(i, s, v) for i, s, v in dense_all if i in known]
             sparse = [(i, s) for i, s in sparse_all if i in known]
-            hits = self._hits(qv, dense, sparse, k, query, [i for i in across_all if i in known])
+            hits = self._hits(qv, dense, sparse, k, query, across)
             found = {i for i, *_ in dense_all} | {i for i, _ in sparse_all}
             # A commit during the search replaced some candidates (a new version of a document)
             # after they were found: search again, now that its new chunks are committed, rather
@@ -168,7 +173,7 @@ class HybridRetriever:
         return "; each key matches some documents, but no document matches them all"
 
     def _hits(
-        self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int, query: str = "", across: Sequence[str] = ()
+        self, qv: np.ndarray, dense: Dense, sparse: Sparse, k: int, query: str = "", across: Across = list
     ) -> list[Hit]:
         """The fused top ``k`` as hits, each with its dense score and vector where known
         (``across``: the keyword hits of the question in translation, for :func:`other_language`)."""
@@ -273,7 +278,7 @@ class HybridRetriever:
         self.keyword_index()
 
 
-def other_language(query: str, dense: Dense, top: list[str], manifest: Any, across: Sequence[str] = ()) -> str | None:
+def other_language(query: str, dense: Dense, top: list[str], manifest: Any, across: Across = list) -> str | None:
     """The best chunk in the other language than ``query`` that names what it names, when the
     fused ``top`` holds none: it takes the last place.
 
@@ -283,7 +288,7 @@ def other_language(query: str, dense: Dense, top: list[str], manifest: Any, acro
     cannot match across languages, and the vectors score it a little lower. So when no chunk
     of the top is in the other language, the best one that names one of the question's names
     (a product code, a capitalised name) joins it: first among the keyword hits of the
-    question's words in translation (``across``: 鹿特丹办公室 员工 → "Rotterdam office staff"),
+    question's words in translation (``across()``, asked only then: 鹿特丹办公室 员工 → "Rotterdam office staff"),
     then among those whose similarity is within ``CROSS_LANGUAGE_MARGIN`` of the best. The
     evaluator grades it like the others.
     """
@@ -291,14 +296,13 @@ def other_language(query: str, dense: Dense, top: list[str], manifest: Any, acro
     if not names or not dense:
         return None
     lang = detect_language(query)
+    if any(detect_language(c.text[:300]) != lang for c in manifest.chunks(top)):
+        return None
     best = max(s for _, s, _ in dense)
     near = [i for i, s, _ in sorted(dense, key=lambda d: -d[1])[:20] if s >= best - CROSS_LANGUAGE_MARGIN]
-    pool = list(dict.fromkeys([*across, *near]))  # what its words in translation find comes first
-    chunks = {c.id: c for c in manifest.chunks(list(dict.fromkeys([*top, *pool])))}
-    if any(
-        c.id in chunks and detect_language(chunks[c.id].text[:300]) != lang for c in (chunks.get(i) for i in top) if c
-    ):
-        return None
+    pool = list(dict.fromkeys([*across(), *near]))  # what its words in translation find comes first
+    # only committed chunks come back from the manifest: an orphan id of the keyword index is skipped
+    chunks = {c.id: c for c in manifest.chunks(pool)}
     for i in pool:
         c = chunks.get(i)
         if c is None or i in top or detect_language(c.text[:300]) == lang:
