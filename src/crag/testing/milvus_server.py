@@ -34,9 +34,24 @@ from pathlib import Path
 from crag.errors import StoreError
 from crag.testing.net import free_port
 
+# Both servers run in their own process group, so a test run killed before its cleanup (a
+# timeout, Ctrl-C twice, SIGKILL) would leave them serving, and the next run's servers would
+# fail beside them. A watcher thread in the child kills the whole group once the parent that
+# started it is gone (the child is then re-parented, so its parent pid changes).
+_WATCH_PARENT = """
+import os, signal, threading, time
+def _watch(parent):
+    while os.getppid() == parent:
+        time.sleep(1)
+    os.killpg(0, signal.SIGKILL)
+threading.Thread(target=_watch, args=(int(os.environ["CRAG_TEST_PARENT"]),), daemon=True).start()
+"""
+
 # Runs in the child: start the server on the given port and stay alive until killed.
-_LAUNCH = """
-import sys, time
+_LAUNCH = (
+    _WATCH_PARENT
+    + """
+import sys
 from milvus import MilvusServer
 server = MilvusServer(wait_for_started=True)
 server.show_startup_banner = False
@@ -47,6 +62,21 @@ print("ready", flush=True)
 while server.running:
     time.sleep(1)
 """
+)
+
+# Runs Milvus Lite's `python -m milvus_lite server …` under the same watcher.
+_LAUNCH_LITE = (
+    _WATCH_PARENT
+    + """
+import runpy, sys
+sys.argv = ["milvus_lite", *sys.argv[1:]]
+runpy.run_module("milvus_lite", run_name="__main__", alter_sys=True)
+"""
+)
+
+
+def _child_env() -> dict[str, str]:
+    return {**os.environ, "CRAG_TEST_PARENT": str(os.getpid())}
 
 
 def available() -> bool:
@@ -73,6 +103,7 @@ def local_milvus_server(data_dir: str | Path, *, timeout: float = 240.0) -> Iter
         stderr=log,
         text=True,
         start_new_session=True,  # one process group: the launcher and the milvus binary
+        env=_child_env(),
     )
     try:
         _wait_ready(proc, port, timeout, data / "launcher.log")
@@ -98,9 +129,14 @@ def local_milvus_lite_server(data_dir: str | Path, *, timeout: float = 120.0) ->
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = (data / "server.log").open("w")
-    args = ["-m", "milvus_lite", "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    args = ["-c", _LAUNCH_LITE, "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(
-        [sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        [sys.executable, *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=_child_env(),
     )
     try:
         deadline = time.monotonic() + timeout
