@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from crag.generate.citations import CITE, cite_at_end, fence_markers, trail_lead_markers
 from crag.generate.grounding import SourceTerms, is_closed, new_terms, supports
 from crag.generate.refusal import is_refusal
-from crag.generate.relation import Judge, RelationCheck, Verdict
+from crag.generate.relation import ACROSS, Judge, RelationCheck, Verdict
 from crag.generate.subjects import opens_with, question_names, said_of, stand_in
 from crag.text import split_sentences
 from crag.types import Claim, Strip
@@ -208,14 +208,19 @@ class SentenceGate:
         if not order:
             return None
         answers = not self.claims and self.judge is not None  # the first claim answers the question
+        across = None  # the first source whose two sentences side by side hold the claim: the judge reads it
         for n in order:
-            if self.relation.lexical(bare, self._source(n - 1), answers=answers).held:
+            lexical = self.relation.lexical(bare, self._source(n - 1), answers=answers)
+            if lexical.held:
                 return [n] if n not in cites else cites
-        verdict = self.relation.settle(bare, self._source(order[0] - 1), judge=self.judge, answers=answers)
+            if across is None and lexical.missing == [ACROSS]:
+                across = n
+        first = across or order[0]
+        verdict = self.relation.settle(bare, self._source(first - 1), judge=self.judge, answers=answers)
         if verdict.probability is not None:
             self.judged.append(verdict)
         if verdict.held:
-            return [order[0]]
+            return [first]
         self.unrelated.append(verdict)
         return None
 

@@ -50,11 +50,11 @@ from crag.generate.grounding import UNITS, SourceTerms, is_closed, new_terms, sy
 from crag.grade.signals import question_focus
 from crag.protocols import LLM, YesNoLLM, offers
 from crag.synonyms import SLOTS, synonyms
-from crag.text import detect_language, split_sentences
+from crag.text import EN_STOP, detect_language, split_sentences, zh_pos
 from crag.types import Strip
 
-__all__ = ["CALIBRATED", "Judge", "RelationCheck", "Verdict", "judge_threshold", "missing_terms", "model_judge",
-           "negative_reply"]  # fmt: skip
+__all__ = ["ACROSS", "CALIBRATED", "Judge", "RelationCheck", "Verdict", "judge_threshold", "missing_terms",
+           "model_judge", "negative_reply"]  # fmt: skip
 
 Judge = Callable[[str, str], "float | None"]
 """``judge(question, passage)``: P(the passage states the answer to the question), or None
@@ -64,6 +64,7 @@ when the model could not be asked (the call failed, no token probabilities)."""
 # near-miss pairs (benchmarks/verify_correct.py --pairs); None: too weak to ask (the 0.5B's
 # AUROC is 0.67 en / 0.79 zh, and no threshold keeps 90 %).
 CALIBRATED: dict[str, float | None] = {"qwen2.5-coder-1.5b": 0.6, "qwen2.5-coder-0.5b": None}
+ACROSS = "(across sentences)"  # a Verdict's ``missing`` when only two sentences side by side hold the claim
 STRICT = 0.7  # P(yes) that holds a relation its source never writes in its own language: the lowest
 # threshold that catches ≥ 90 % of near misses in both languages on near-miss pairs (0.91 en, 1.0 zh)
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -72,6 +73,9 @@ _YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")  # a year dates a claim; it is rarel
 _YEAR_IN = re.compile(r"(?<![\d,.])(?:1[0-9]{3}|20[0-9]{2})(?![\d,.]\d|\d)")  # a year written in a text
 _ASKS_TIME = re.compile(r"\bwhen\b|\b(?:what|which) (?:year|date|month|day)|哪一?年|什么时候|何时|几月|哪天|几号", re.I)
 _GLUED = re.compile(r"(\d+)([\u4e00-\u9fff]{1,2})")  # a figure and the character after it: 2021年, 10天
+_ZH_PERSON = frozenset({"nr", "nrfg", "nrt"})  # jieba's tags of a person's name
+# A capitalised word after a sentence's first word: a proper noun ("Sainte Foy", "Kent-Brown").
+_EN_PROPER = re.compile(r"(?<=[\w,;:)\]’'\"] )[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b")  # its parts are looked up
 _ROW = " | "  # between the cells of a table row (crag.ingest.tables)
 _LEAD_CHARS = 160  # a line this short before a table says what its rows are about
 # A figure and the word written after it: "8,640 mAh", "5200毫安时", "185 g", "3.5 kg".
@@ -197,6 +201,7 @@ class RelationCheck:
                 False, "", "", [f"(dated {', '.join(sorted(years))}, asked {', '.join(sorted(self._years))})"]
             )
         restated, new, units = self.needs(sentence, answers=answers)
+        named = self.names(sentence)
         negative = self.closed and negative_reply(sentence)
         # The subject words the claim leaves out: a prose window may name it only in its page
         # ("It was founded in 2014" under "About Kestrel Labs"); a table row must (its row key).
@@ -209,9 +214,16 @@ class RelationCheck:
                 missing = [t for t in missing if t not in unsaid or not _holds(page, t)]
             missing += [u for u in units if not _has_unit(terms, u)]
             found_new = sum(terms.has(t) for t in new)
-            figures_ok = all(terms.has(t) for t in new if _is_figure(t))
+            figures_ok = all(terms.has(t) for t in new if _is_figure(t)) and all(terms.has(n) for n in named)
             negation_ok = not negative or bool(_NEGATION.search(text))
             held = not missing and figures_ok and negation_ok and (not new or found_new / len(new) >= 0.5)
+            said = [t for t in restated if not (page is not None and t in unsaid and _holds(page, t))]
+            if held and answers and not self._in_one_sentence(text, source.title, said, new):
+                # the answer's words in one sentence and the question's in the other ("保险公司表示…。
+                # …鑫诺卫星通信有限公司表示…" is no "鑫诺 is an insurance company"): the judge reads it
+                across = (found_new + len(restated), text, [ACROSS])
+                best = across if best is None or across[0] >= best[0] else best
+                continue
             if held:
                 return Verdict(True, "words", text)
             rank = found_new + len(restated) - len(missing) + (0.5 if figures_ok else 0.0)
@@ -234,8 +246,10 @@ class RelationCheck:
         if self.closed and negative_reply(sentence):
             return verdict  # a "no" must be written in the source: never inferred
         restated, new, units = self.needs(sentence, answers=answers)
-        if any(_is_figure(t) and not SourceTerms(verdict.window).has(t) for t in new):
-            return verdict  # a figure the window lacks: no reading makes it stated there
+        window = SourceTerms(verdict.window)
+        unnamed = [n for n in self.names(sentence) if not window.has(n)]
+        if unnamed or any(_is_figure(t) and not window.has(t) for t in new):
+            return verdict  # a figure or a name the window lacks: no reading makes it stated there
         if any(t in verdict.missing for t in self.figures):
             return verdict  # the asked year or figure is not in the window: another event's slot
         if any(u in verdict.missing for u in units):
@@ -255,6 +269,37 @@ class RelationCheck:
         ]
         bar = max(self.threshold, STRICT) if unwritten else self.threshold
         return Verdict(p >= bar, "judge", verdict.window, verdict.missing, round(p, 4))
+
+    def names(self, sentence: str) -> list[str]:
+        """The people's names (Chinese) and proper nouns (English, capitalised inside the sentence)
+        a claim brings that the question does not hold, lower case. Like a figure, a name must be
+        written in the window that states the claim: half the claim's words are not enough when
+        one of four named people is made up ("倪匡、黄霑、刘国勋、金庸")."""
+        asked = self.question.lower()
+        if _CJK.search(sentence):
+            found = [w for w, tag in zh_pos(sentence) if tag in _ZH_PERSON and len(w) >= 2]
+        else:
+            parts = (w for m in _EN_PROPER.finditer(sentence) for w in m.group(0).split("-"))
+            found = [w for w in parts if w.lower() not in EN_STOP]
+        return [w.lower() for w in dict.fromkeys(found) if w.lower() not in asked]
+
+    @staticmethod
+    def _in_one_sentence(window: str, title: str, restated: list[str], new: list[str]) -> bool:
+        """Whether one sentence of a two-sentence window, read under its title, holds the claim's
+        relation words and the new words the window holds: the sentence that answers states
+        its relation in one sentence, not by two that sit side by side."""
+        head = f"{title}: " if title else ""
+        body = window.removeprefix(head)
+        parts = split_sentences(body)
+        if len(parts) < 2 or _ROW in body:
+            return True
+        whole = SourceTerms(window)
+        found = [t for t in new if whole.has(t)]
+        for part in parts:
+            terms = SourceTerms(head + part)
+            if all(_holds(terms, t) for t in restated) and all(terms.has(t) for t in found):
+                return True
+        return False
 
     def _windows_of(self, source: Strip) -> list[tuple[str, SourceTerms]]:
         key = source.title + "\x00" + source.text
