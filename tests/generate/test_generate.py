@@ -92,7 +92,7 @@ def test_an_unsupported_explanation_after_a_supported_answer_is_cut(
     seen: list[object] = []
     # "父亲" for "之子": a paraphrase the model's reading holds (a judge that agrees)
     g = generate(question, [strip(source, 0.9)], ScriptedLLM([reply]), reask_above=0.8, on_token=seen.append,
-                 judge=lambda q, p: 0.9)  # fmt: skip
+                 judge=lambda q, p, claim=None: 0.9)  # fmt: skip
     assert not g.refused and g.text == answer and g.trimmed and g.trimmed in reply and answer[:8] in reply
     assert len(g.completions) == 1 and g.rejected == "" and g.citations[0].id == 1
     assert seen == [answer]  # the cut sentence never reached the stream
@@ -117,7 +117,7 @@ def test_a_reply_that_only_restates_the_question_is_no_answer() -> None:
     assert g.refusal_overridden and g.text == "The Seljuk Turks [1]."
     # "fight" / "fought": the model's reading holds it (a judge that agrees)
     yes = generate("Did the Normans fight in Armenia?", ctx, ScriptedLLM(["Yes, the Normans did [1]."]),
-                   judge=lambda q, p: 0.9)  # fmt: skip
+                   judge=lambda q, p, claim=None: 0.9)  # fmt: skip
     assert not yes.refused  # a yes/no question is answered in its own words
 
 
@@ -128,7 +128,7 @@ def test_a_source_sentence_quoted_in_the_answer_is_not_a_refusal() -> None:
     reply = "[1] 3,000 Protestants were slaughtered in Toulouse alone. The exact number of fatalities is not known."
     # "Protestants … slaughtered" for "Huguenots … killed": the model's reading holds it (a judge that agrees)
     g = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)], ScriptedLLM([reply]),
-                 judge=lambda q, p: 0.9)  # fmt: skip
+                 judge=lambda q, p, claim=None: 0.9)  # fmt: skip
     assert not g.refused and g.rejected == "" and "3,000" in g.text
     declined = generate("How many Huguenots were killed in Toulouse?", [strip(src, 0.5)],
                         ScriptedLLM(["The number killed in Toulouse is not known."]))  # fmt: skip

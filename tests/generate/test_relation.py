@@ -33,7 +33,7 @@ HANDBOOK = Strip(
 
 
 def always(p: float):
-    return lambda question, passage: p
+    return lambda question, passage, claim=None: p
 
 
 def test_a_role_the_source_does_not_give_is_not_held_by_its_name() -> None:

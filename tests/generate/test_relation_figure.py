@@ -47,9 +47,9 @@ def test_an_answer_for_another_year_is_not_held(
     question: str, other: Strip, wrong: str, source: Strip, right: str
 ) -> None:
     check = RelationCheck(question)
-    verdict = check.settle(wrong, other, judge=lambda q, p: 0.99, answers=True)
+    verdict = check.settle(wrong, other, judge=lambda q, p, claim=None: 0.99, answers=True)
     assert not verdict.held and verdict.probability is None, verdict  # written or not: no reading saves it
-    assert check.settle(right, source, judge=lambda q, p: 0.0, answers=True).held
+    assert check.settle(right, source, judge=lambda q, p, claim=None: 0.0, answers=True).held
     # a later sentence of the answer is not held to the question's year
     assert check.lexical(wrong, other, answers=False).held
 
@@ -76,10 +76,10 @@ def test_an_answer_dated_to_another_year_is_not_held_by_a_source_naming_both(
 ) -> None:
     source = Strip(text, "m.md", "internal", "Harrow Bay")
     check = RelationCheck(question)
-    assert not check.settle(wrong, source, judge=lambda q, p: 0.99, answers=True).held
-    assert check.settle(right, source, judge=lambda q, p: 0.99, answers=True).held
+    assert not check.settle(wrong, source, judge=lambda q, p, claim=None: 0.99, answers=True).held
+    assert check.settle(right, source, judge=lambda q, p, claim=None: 0.99, answers=True).held
     # a question that asks for the time is answered by another year
     en = Strip(CASES_YEAR[0][3], "m.md", "internal", "Harrow Bay")
     when = RelationCheck("When did Tomas Verre build a tidal mill at Harrow Bay, after the 1760 flood?")
-    assert when.settle("Tomas Verre built a tidal mill at Harrow Bay in 1788.", en, judge=lambda q, p: 0.99,
+    assert when.settle("Tomas Verre built a tidal mill at Harrow Bay in 1788.", en, judge=lambda q, p, claim=None: 0.99,
                        answers=True).held  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from crag.generate.relation import ACROSS, RelationCheck
+from crag.generate.relation import ACROSS, Judge, RelationCheck
 from crag.types import Strip
 
 NEAR = [
@@ -38,10 +38,20 @@ def test_two_sentences_side_by_side_are_not_held_by_their_words(question: str, s
 def test_the_judge_decides_them(question: str, sentence: str, text: str) -> None:
     check = RelationCheck(question, threshold=0.6)
     src = Strip(text, "a.md", "internal", "Sinosat")
-    no = check.settle(sentence, src, judge=lambda q, p: 0.2, answers=True)
-    yes = check.settle(sentence, src, judge=lambda q, p: 0.65, answers=True)
+
+    def judge(answers: float, states: float) -> Judge:
+        def read(q: str, p: str, claim: str | None = None) -> float:
+            return answers if claim is None else states
+
+        return read
+
+    no = check.settle(sentence, src, judge=judge(0.2, 0.99), answers=True)
+    yes = check.settle(sentence, src, judge=judge(0.65, 0.95), answers=True)
     # the relation words are written, only not together: the usual bar, not the strict one
     assert (no.held, no.how, yes.held, yes.how) == (False, "judge", True, "judge")
+    # read as the question it passes (0.73 for the insurer), read as the claim it does not
+    unstated = check.settle(sentence, src, judge=judge(0.73, 0.21), answers=True)
+    assert not unstated.held and unstated.probability == 0.21
 
 
 @pytest.mark.parametrize(
@@ -99,6 +109,8 @@ def test_a_name_the_window_lacks_is_not_held_even_by_the_judge(
     check = RelationCheck(question)
     src = Strip(text, "a.md", "internal", title)
     assert not check.lexical(sentence, src, answers=True).held
-    assert not check.settle(sentence, src, judge=lambda q, p: 0.99, answers=True).held
+    assert not check.settle(sentence, src, judge=lambda q, p, claim=None: 0.99, answers=True).held
     shorter = sentence.replace("刘国勋、", "").replace(" and Peter Shaw", "")
-    assert check.settle(shorter, src, judge=lambda q, p: 0.99, answers=True).held  # the names it has are written
+    assert check.settle(
+        shorter, src, judge=lambda q, p, claim=None: 0.99, answers=True
+    ).held  # the names it has are written

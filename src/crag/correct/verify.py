@@ -58,6 +58,11 @@ _ASK = {
     "zh": "段落：\n{p}\n\n问题：{q}\n这段文字是否写明了这个问题的答案？只用 yes 或 no 回答。",
 }
 
+_CLAIM = {
+    "en": "Passage:\n{p}\n\nClaim: {c}\nDoes the passage state this claim? Answer yes or no.",
+    "zh": "段落：\n{p}\n\n陈述：{c}\n这段文字是否写明了这个陈述？只用 yes 或 no 回答。",
+}
+
 
 @dataclass
 class Verification:
@@ -89,6 +94,14 @@ def verify_messages(
     if len(passage) > limit:
         passage = passage[: limit - 1] + "…"
     return [{"role": "user", "content": _ASK.get(lang, _ASK["en"]).format(p=passage, q=question.strip())}]
+
+
+def claim_messages(claim: str, passage: str, lang: str, *, limit: int = VERIFY_CHARS) -> list[dict[str, str]]:
+    """The yes/no prompt asking whether ``passage`` states ``claim`` (entailment, not relevance)."""
+    text = " ".join(passage.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return [{"role": "user", "content": _CLAIM.get(lang, _CLAIM["en"]).format(p=text, c=claim.strip())}]
 
 
 def threshold_for(model_id: str, configured: float | None) -> float | None:

@@ -40,11 +40,11 @@ False
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
-from crag.correct.verify import verify_messages
+from crag.correct.verify import claim_messages, verify_messages
 from crag.errors import CragError
 from crag.generate.grounding import UNITS, SourceTerms, is_closed, new_terms, symbol_units
 from crag.grade.signals import question_focus
@@ -53,18 +53,24 @@ from crag.synonyms import SLOTS, synonyms
 from crag.text import EN_STOP, detect_language, split_sentences, zh_pos
 from crag.types import Strip
 
-__all__ = ["ACROSS", "CALIBRATED", "Judge", "RelationCheck", "Verdict", "judge_threshold", "missing_terms",
+__all__ = ["ACROSS", "CALIBRATED", "ENTAILS", "Judge", "RelationCheck", "Verdict", "judge_threshold", "missing_terms",
            "model_judge", "negative_reply"]  # fmt: skip
 
-Judge = Callable[[str, str], "float | None"]
-"""``judge(question, passage)``: P(the passage states the answer to the question), or None
-when the model could not be asked (the call failed, no token probabilities)."""
+
+class Judge(Protocol):
+    """``judge(question, passage)``: P(the passage states the answer to the question), or None
+    when the model could not be asked (the call failed, no token probabilities). With ``claim``:
+    P(the passage states that claim), the entailment reading of a claim no single sentence holds."""
+
+    def __call__(self, question: str, passage: str, claim: str | None = None) -> float | None: ...
+
 
 # Per bundled model: the highest P(yes) that keeps 90 % of the passages stating the answer on
 # near-miss pairs (benchmarks/verify_correct.py --pairs); None: too weak to ask (the 0.5B's
 # AUROC is 0.67 en / 0.79 zh, and no threshold keeps 90 %).
 CALIBRATED: dict[str, float | None] = {"qwen2.5-coder-1.5b": 0.6, "qwen2.5-coder-0.5b": None}
 ACROSS = "(across sentences)"  # a Verdict's ``missing`` when only two sentences side by side hold the claim
+ENTAILS = 0.9  # P(yes) that a window states a claim its sentences hold only side by side (see settle)
 STRICT = 0.7  # P(yes) that holds a relation its source never writes in its own language: the lowest
 # threshold that catches ≥ 90 % of near misses in both languages on near-miss pairs (0.91 en, 1.0 zh)
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -268,6 +274,13 @@ class RelationCheck:
             t for t in verdict.missing if t in restated and bool(_CJK.search(t)) == zh and not _holds(whole, t)
         ]
         bar = max(self.threshold, STRICT) if unwritten else self.threshold
+        if p >= bar and verdict.missing == [ACROSS]:
+            # Read as the question, two sentences side by side pass for an answer ("保险公司表示…。
+            # …鑫诺…表示…" read 0.73 for "what kind of company is 鑫诺"): the claim itself must be
+            # stated, near-certainly (the claims stated in one such window read 0.99).
+            stated = judge(self.question, verdict.window, claim=sentence)
+            if stated is not None and stated < ENTAILS:
+                return Verdict(False, "judge", verdict.window, verdict.missing, round(stated, 4))
         return Verdict(p >= bar, "judge", verdict.window, verdict.missing, round(p, 4))
 
     def names(self, sentence: str) -> list[str]:
@@ -330,9 +343,10 @@ def model_judge(llm: LLM, lang: str) -> Judge | None:
         return None
     assert isinstance(llm, YesNoLLM)  # offers() said so (a guard implements every method)
 
-    def judge(question: str, passage: str) -> float | None:
+    def judge(question: str, passage: str, claim: str | None = None) -> float | None:
+        asked = verify_messages(question, [passage], lang) if claim is None else claim_messages(claim, passage, lang)
         try:
-            return float(llm.yes_probability(verify_messages(question, [passage], lang)))
+            return float(llm.yes_probability(asked))
         except CragError:
             return None
 
