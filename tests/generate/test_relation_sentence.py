@@ -114,3 +114,10 @@ def test_a_name_the_window_lacks_is_not_held_even_by_the_judge(
     assert check.settle(
         shorter, src, judge=lambda q, p, claim=None: 0.99, answers=True
     ).held  # the names it has are written
+
+
+def test_a_month_is_a_date_not_a_name() -> None:
+    check = RelationCheck("How many Yunque S5 units did Kestrel Labs ship in Q3 2023?")
+    sentence = "The Yunque S5 went on sale in April 2023, and Kestrel Labs shipped 8,640 units in Q3 2023."
+    assert check.names(sentence) == []
+    assert check.names("Kestrel Labs hired Marcus Hale on Monday.") == ["marcus", "hale"]

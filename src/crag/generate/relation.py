@@ -79,6 +79,11 @@ _YEAR = re.compile(r"1[0-9]{3}|20[0-9]{2}")  # a year dates a claim; it is rarel
 _YEAR_IN = re.compile(r"(?<![\d,.])(?:1[0-9]{3}|20[0-9]{2})(?![\d,.]\d|\d)")  # a year written in a text
 _ASKS_TIME = re.compile(r"\bwhen\b|\b(?:what|which) (?:year|date|month|day)|哪一?年|什么时候|何时|几月|哪天|几号", re.I)
 _GLUED = re.compile(r"(\d+)([\u4e00-\u9fff]{1,2})")  # a figure and the character after it: 2021年, 10天
+# Capitalised, yet a date, not a name: "went on sale in April 2023" names no one.
+_CALENDAR = frozenset(
+    """january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday""".split()
+)
 _ZH_PERSON = frozenset({"nr", "nrfg", "nrt"})  # jieba's tags of a person's name
 # A capitalised word after a sentence's first word: a proper noun ("Sainte Foy", "Kent-Brown").
 _EN_PROPER = re.compile(r"(?<=[\w,;:)\]’'\"] )[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b")  # its parts are looked up
@@ -293,7 +298,7 @@ class RelationCheck:
             found = [w for w, tag in zh_pos(sentence) if tag in _ZH_PERSON and len(w) >= 2]
         else:
             parts = (w for m in _EN_PROPER.finditer(sentence) for w in m.group(0).split("-"))
-            found = [w for w in parts if w.lower() not in EN_STOP]
+            found = [w for w in parts if w.lower() not in EN_STOP and w.lower() not in _CALENDAR]
         return [w.lower() for w in dict.fromkeys(found) if w.lower() not in asked]
 
     @staticmethod
