@@ -13,8 +13,10 @@ sentences (or one table row), with the source's title — holds
 * for the sentence that answers, the question's own figures ("in 1629", "Q3 2023"), and no
   other year in their place,
 * every figure, and the unit written after it ("8,640 mAh" needs "mAh", 毫安时 or the like
-  next to 8,640's row, not a shipments count),
-* most of the claim's new words (the old rule, now within one window), and
+  next to 8,640's row, not a shipments count), and every name the claim brings,
+* most of the claim's new words (the old rule, now within one window),
+* for the sentence that answers, all of this in one sentence of the window (under the title):
+  two sentences that hold it only side by side are left to the judge, and
 * for a "no" to a yes/no question, a negation: silence is not "no".
 
 When no window holds the claim in these words, the claim may still be stated in others
@@ -22,7 +24,10 @@ When no window holds the claim in these words, the claim may still be stated in 
 those: the model's P(yes) that the best window states the answer to the question
 (:func:`crag.correct.verify.verify_messages`, one short prompt per sentence, read from one
 token). Without a judge the relation words must at least appear in the source.
-A "no" is never left to the judge: a negation has to be written.
+A "no", a figure or a name is never left to the judge: it has to be written. A claim two
+sentences hold side by side is also read as a claim (:func:`crag.correct.verify.claim_messages`,
+P(yes) that the window states it, ``ENTAILS``): read as an answer to the question, "保险公司表示…。
+…鑫诺卫星通信有限公司表示…" passes for "鑫诺 is an insurance company".
 
 >>> from crag.types import Strip
 >>> row = Strip("Yunque S5 | Q3 2023 shipments: 8,640", "t.md", "internal", "Shipments")
