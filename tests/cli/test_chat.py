@@ -3,7 +3,8 @@
 Two questions, the second a follow-up that only makes sense after the first, then
 ``/sources``, ``/trace`` and ``/exit``. The model must be loaded once for the whole
 conversation: llama.cpp models are loaded in one place (``LlamaCppLLM.warm_up``), which
-logs "loaded <file>" each time it loads one, and ``-v`` shows that log.
+logs "loaded <file>" each time it loads one, and ``-v`` shows that log (the claim check reads in a
+second context of its own, loaded once when a claim first needs it).
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def test_chat_answers_a_follow_up_with_the_model_loaded_once(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     loads = [line for line in done.stderr.splitlines() if "loaded qwen2.5-coder-1.5b.gguf" in line]
-    assert len(loads) == 1, done.stderr[-3000:]  # two answers, one model load
+    # two answers, one load of the answering context; the claim check's second context (n_ctx 2048),
+    # when a claim needs the model's reading, is loaded once too
+    contexts = [line.split("(n_ctx ")[1].split(")")[0] for line in loads]
+    assert contexts.count("4096") == 1 and len(contexts) == len(set(contexts)), done.stderr[-3000:]
     out = done.stdout
     answers = out.split("trace ")[1:]  # each answer follows its decision line
     assert len(answers) >= 2, out
