@@ -90,18 +90,20 @@ def verify_messages(
     question: str, texts: Sequence[str], lang: str, *, limit: int = VERIFY_CHARS
 ) -> list[dict[str, str]]:
     """The yes/no prompt over the strips, best first, cut to ``limit`` characters."""
-    passage = "\n".join(" ".join(t.split()) for t in texts)
-    if len(passage) > limit:
-        passage = passage[: limit - 1] + "…"
+    passage = _clip(texts, limit)
     return [{"role": "user", "content": _ASK.get(lang, _ASK["en"]).format(p=passage, q=question.strip())}]
 
 
 def claim_messages(claim: str, passage: str, lang: str, *, limit: int = VERIFY_CHARS) -> list[dict[str, str]]:
     """The yes/no prompt asking whether ``passage`` states ``claim`` (entailment, not relevance)."""
-    text = " ".join(passage.split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    text = _clip([passage], limit)
     return [{"role": "user", "content": _CLAIM.get(lang, _CLAIM["en"]).format(p=text, c=claim.strip())}]
+
+
+def _clip(texts: Sequence[str], limit: int) -> str:
+    """The texts one per line, their whitespace collapsed, cut to ``limit`` characters."""
+    passage = "\n".join(" ".join(t.split()) for t in texts)
+    return passage if len(passage) <= limit else passage[: limit - 1] + "…"
 
 
 def threshold_for(model_id: str, configured: float | None) -> float | None:

@@ -223,6 +223,8 @@ class RelationCheck:
         # ("It was founded in 2014" under "About Kestrel Labs"); a table row must (its row key).
         unsaid = set(restated) & set(self._subject) - set(new_terms(sentence, ""))
         page = SourceTerms(f"{source.title} {source.text}") if unsaid else None
+        # what one sentence must hold for the answer: the relation, less the subject its page names
+        said = [t for t in restated if not (page is not None and t in unsaid and _holds(page, t))]
         best: tuple[float, str, list[str]] | None = None
         for text, terms in self._windows_of(source):
             missing = [t for t in restated if not _holds(terms, t)]
@@ -230,11 +232,11 @@ class RelationCheck:
                 missing = [t for t in missing if t not in unsaid or not _holds(page, t)]
             missing += [u for u in units if not _has_unit(terms, u)]
             found_new = sum(terms.has(t) for t in new)
-            figures_ok = all(terms.has(t) for t in new if _is_figure(t)) and all(terms.has(n) for n in named)
+            # figures and names are never paraphrased: each must be written in the window
+            written = all(terms.has(t) for t in new if _is_figure(t)) and all(terms.has(n) for n in named)
             negation_ok = not negative or bool(_NEGATION.search(text))
-            held = not missing and figures_ok and negation_ok and (not new or found_new / len(new) >= 0.5)
-            said = [t for t in restated if not (page is not None and t in unsaid and _holds(page, t))]
-            if held and answers and not self._in_one_sentence(text, source.title, said, new):
+            held = not missing and written and negation_ok and (not new or found_new / len(new) >= 0.5)
+            if held and answers and not self._in_one_sentence(text, terms, source.title, said, new):
                 # the answer's words in one sentence and the question's in the other ("保险公司表示…。
                 # …鑫诺卫星通信有限公司表示…" is no "鑫诺 is an insurance company"): the judge reads it
                 across = (found_new + len(restated), text, [ACROSS])
@@ -242,7 +244,7 @@ class RelationCheck:
                 continue
             if held:
                 return Verdict(True, "words", text)
-            rank = found_new + len(restated) - len(missing) + (0.5 if figures_ok else 0.0)
+            rank = found_new + len(restated) - len(missing) + (0.5 if written else 0.0)
             if best is None or rank > best[0]:
                 best = (rank, text, missing if negation_ok else [*missing, "(negation)"])
         if best is None:
@@ -307,17 +309,16 @@ class RelationCheck:
         return [w.lower() for w in dict.fromkeys(found) if w.lower() not in asked]
 
     @staticmethod
-    def _in_one_sentence(window: str, title: str, restated: list[str], new: list[str]) -> bool:
-        """Whether one sentence of a two-sentence window, read under its title, holds the claim's
-        relation words and the new words the window holds: the sentence that answers states
-        its relation in one sentence, not by two that sit side by side."""
+    def _in_one_sentence(window: str, terms: SourceTerms, title: str, restated: list[str], new: list[str]) -> bool:
+        """Whether one sentence of a two-sentence ``window`` (its ``terms``), read under its title,
+        holds the claim's relation words and the new words the window holds: the sentence that
+        answers states its relation in one sentence, not by two that sit side by side."""
         head = f"{title}: " if title else ""
         body = window.removeprefix(head)
         parts = split_sentences(body)
         if len(parts) < 2 or _ROW in body:
             return True
-        whole = SourceTerms(window)
-        found = [t for t in new if whole.has(t)]
+        found = [t for t in new if terms.has(t)]
         for part in parts:
             terms = SourceTerms(head + part)
             if all(_holds(terms, t) for t in restated) and all(terms.has(t) for t in found):

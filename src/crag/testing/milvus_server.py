@@ -51,7 +51,7 @@ threading.Thread(target=_watch, args=(int(os.environ["CRAG_TEST_PARENT"]),), dae
 _LAUNCH = (
     _WATCH_PARENT
     + """
-import sys
+import sys, time
 from milvus import MilvusServer
 server = MilvusServer(wait_for_started=True)
 server.show_startup_banner = False
