@@ -52,7 +52,7 @@ from typing import Protocol
 from crag.correct.verify import claim_messages, verify_messages
 from crag.errors import CragError
 from crag.generate.grounding import UNITS, SourceTerms, is_closed, new_terms, symbol_units
-from crag.grade.signals import question_focus
+from crag.grade.signals import asked_kind, question_focus
 from crag.protocols import LLM, YesNoLLM, offers
 from crag.synonyms import SLOTS, synonyms
 from crag.text import EN_STOP, detect_language, split_sentences, zh_pos
@@ -179,7 +179,9 @@ class RelationCheck:
         self._asked = new_terms(question, "") if self.closed else []
         # What the question asks of its subject ("battery capacity"): a figure must come with it.
         subject, focus = question_focus(question)
-        self._focus = [t for t in focus if t not in _LIGHT and not _is_figure(t)]
+        # …less the kind of thing it asks for ("year" of "What year…", 学校 of "什么学校"): the answer fills it.
+        kind = asked_kind(question)
+        self._focus = [t for t in focus if t not in _LIGHT and not _is_figure(t) and t not in kind]
         # Whom or what it asks about: an answer that leaves it out may be about another one (the Suzhou
         # office's head count for the Rotterdam one's): its table row, or its page, must still name it.
         self._subject = [t for t in subject if t not in _LIGHT and not _is_figure(t)]

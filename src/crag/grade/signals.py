@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import pairwise
 
 from crag.synonyms import align
 from crag.text import tokenize
@@ -98,6 +99,39 @@ def question_focus(question: str) -> tuple[list[str], list[str]]:
         named = (word[0].isupper() and not word.isupper() and i > 0) or bool(_CODE.match(word))
         (subject if named else focus).append(re.sub(r"['’]s$", "", low))
     return list(dict.fromkeys(subject)), list(dict.fromkeys(focus))
+
+
+# "what year was", "which modern language", "what types of organisms did": the words after
+# what / which up to the verb (an auxiliary, a past form) or preposition; the last is the kind of thing asked for.
+_EN_WH_PHRASE = re.compile(
+    r"\b(?:what|which)\s+(?!(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|the|a|an|of)\b)"
+    r"(?:(?:kinds?|types?|sorts?)\s+of\s+)?((?:[a-z][\w'-]*\s+){0,2}?[a-z][\w'-]*)"
+    r"(?=\s+(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should|may|might|of|in|on|at|for|"
+    r"from|to|by|with|that|[a-z]+ed)\b|\s*[?？.]?\s*$)",
+    re.I,
+)
+_ZH_WH_NOUN = frozenset("什么 哪个 哪家 哪所 哪位 哪种 哪些 哪一个 哪一种 何种".split())
+
+
+def asked_kind(question: str) -> list[str]:
+    """The noun naming the kind of thing a question asks for, which the answer fills rather
+    than writes: "year" of "What year was X founded?", "organisms" of "In what types of
+    organisms did…", 学校 of "到香港什么学校修读". Its modifiers stay asked ("modern" of
+    "which modern language").
+
+    >>> asked_kind("What year was the University of Warsaw established?"), asked_kind("意见领袖一词源自于什么理论？")
+    (['year'], ['理论'])
+    >>> asked_kind("Which modern language does it come from?"), asked_kind("What is the CEO's name?")
+    (['language'], [])
+    """
+    if _CJK_RUN.search(question):
+        from crag.text import zh_pos
+
+        tagged = zh_pos(question)
+        return [w.lower() for (wh, _), (w, tag) in pairwise(tagged) if wh in _ZH_WH_NOUN and tag.startswith("n")][:1]
+    m = _EN_WH_PHRASE.search(question)
+    head = m.group(1).split()[-1].lower() if m else ""
+    return [head] if head and head not in _EN_QUESTION else []
 
 
 def _zh_focus(question: str) -> tuple[list[str], list[str]]:
