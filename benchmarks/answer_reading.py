@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from crag.eval.metrics import refused  # noqa: E402
+from crag.generate.citations import CITE  # noqa: E402
+from crag.text import detect_language  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out" / "answer_reading"
 PROMPTS = {
@@ -46,19 +48,19 @@ PROMPTS = {
         "根据这段文字，候选回答是否就是这个问题的答案？只用 yes 或 no 回答。",
     },
 }
-_CITE = re.compile(r"\s*\[(\d+)\]")
+_MARK = re.compile(r"\s*" + CITE.pattern)  # a marker with the space before it
 
 
 def cited(result: dict[str, Any]) -> str:
     """The first source the answer cites (else its first two), as the model would read it."""
     context = result["context"]
-    marks = [int(m) for m in _CITE.findall(result["answer"]) if 0 < int(m) <= len(context)]
+    marks = [int(m) for m in CITE.findall(result["answer"]) if 0 < int(m) <= len(context)]
     return context[marks[0] - 1] if marks else " ".join(context[:2])
 
 
 def read(llm: Any, result: dict[str, Any], lang: str) -> dict[str, float]:
     """P(yes) and seconds of each reading of one answer."""
-    answer = _CITE.sub("", result["answer"]).strip()[:400]
+    answer = _MARK.sub("", result["answer"]).strip()[:400]
     row: dict[str, float] = {}
     for name, prompt in PROMPTS.items():
         text = prompt[lang].format(q=result["question"], a=answer, p=cited(result)[:900])
@@ -101,7 +103,7 @@ def main() -> None:
         for result in map(json.loads, args.results.open(encoding="utf-8")):
             if result.get("error") or refused(result["answer"]):
                 continue
-            lang = "zh" if re.search(r"[\u4e00-\u9fff]", result["question"]) else "en"
+            lang = "zh" if detect_language(result["question"]) == "zh" else "en"
             row = {"id": result["id"], "lang": lang, "answerable": answerable.get(result["id"], True)}
             row |= {"accuracy": result["metrics"]["accuracy"], **read(llm, result, lang)}
             rows.append(row)
