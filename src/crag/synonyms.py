@@ -39,6 +39,8 @@ _GROUPS = """
 净利润/利润/盈利
 收购/并购
 续航/续航时间
+居住/栖居/栖息
+收录/收有
 founded/established
 founder/co-founder
 headquarters/headquartered/head office
@@ -50,6 +52,7 @@ revenue/revenues/sales/turnover
 profit/profits/earnings/net income
 acquired/bought/purchased
 acquisition/purchase
+located/situated
 ceo/chief executive/chief executive officer
 cfo/chief financial officer
 cto/chief technology officer

@@ -111,6 +111,12 @@ _LIGHT = (
         allowed allows happen happened become became keep kept put let say says tell told work works 提供 给 让
         得到 获得 需要 使用 包括 允许 发生 成为 进行 属于""".split()
     )
+    # …and adverbs that say how often or how much, not what: "What concept is *frequently* used to
+    # define complexity classes?" is answered by "Many complexity classes are defined using …".
+    | frozenset(
+        """often frequently usually commonly generally typically mainly mostly primarily largely specifically
+        particularly especially 通常 经常 常常 往往 尤其""".split()
+    )
     | SLOTS  # the slot a question asks to fill: an answer names it rather than writes it
 )
 # Endings that derive one English word from another (confus-ion / confus-ed); longest first.
@@ -446,6 +452,8 @@ def _holds(terms: SourceTerms, term: str) -> bool:
     glued = _GLUED.fullmatch(term)
     if glued:  # jieba writes "2021年" as one word and "2021 年" as two
         return terms.has(glued.group(1)) and glued.group(2) in terms.corpus
+    if len(term) >= 3 and term[0] in "该此这" and _CJK.fullmatch(term[1]) and terms.has(term[1:]):
+        return True  # "该雅芳河": jieba glues the demonstrative to the name it points at
     core = term.strip(_ZH_PARTICLES)
     if core and core != term and _CJK.fullmatch(core[0]) and len(core) < 2:
         return core in terms.corpus  # the end of a name jieba glued to 的 ("柯文淑的" → 柯文 + 淑的)
