@@ -110,40 +110,6 @@ def test_an_unsupported_first_sentence_is_not_saved_by_a_supported_second() -> N
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(
-    ("question", "source", "reply", "answer"),
-    [
-        (
-            "How far is Warsaw from the sea?",
-            "Warsaw lies roughly 260 kilometres from the Baltic Sea.",
-            "Warsaw lies 260 kilometres from the Baltic Sea [1]. It was founded in 1300 [1]. "
-            "Its river is the Vistula, which floods each spring. The old town was rebuilt after 1945.",
-            "Warsaw lies 260 kilometres from the Baltic Sea [1].",
-        ),
-        (
-            "华沙离海多远？",
-            "华沙距离波罗的海约260公里。",
-            "华沙距离波罗的海约260公里[1]。 华沙建于1300年[1]。 维斯瓦河每年春天泛滥。 老城在1945年后重建。",  # pieces
-            "华沙距离波罗的海约260公里[1]。",
-        ),
-    ],
-    ids=["en", "zh"],
-)
-def test_the_model_is_stopped_at_the_first_dropped_sentence(
-    question: str, source: str, reply: str, answer: str
-) -> None:
-    """Nothing after a dropped sentence is shown, so a streamed reply stops there: the model is
-    freed at once (a refusal is final sooner; the machine reads the next prompt sooner)."""
-    llm, shown = ScriptedLLM([reply]), []
-    g = generate(question, [strip(source, 0.5)], llm, on_token=shown.append)
-    assert g.text == answer and shown == [answer] and not g.refused
-    assert llm.stopped == 1 and g.trimmed in reply and "1945" not in g.trimmed  # the rest was never written
-    assert g.completions[0].text and reply.startswith(g.completions[0].text.strip())
-    whole = generate(question, [strip(source, 0.5)], ScriptedLLM([reply]))  # not streamed: read to its end
-    assert whole.text == answer and "1945" in whole.trimmed
-
-
-@pytest.mark.unit
 def test_a_reply_that_only_restates_the_question_is_no_answer() -> None:
     ctx = [strip("The Normans fought the Seljuk Turks in Armenia.", 0.9)]
     llm = ScriptedLLM(["The Normans' enemy in Armenia was the enemy [1].", "The Seljuk Turks [1]."])

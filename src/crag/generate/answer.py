@@ -47,7 +47,7 @@ from crag.generate.prompts import build_messages
 from crag.generate.refusal import NO_CONTEXT
 from crag.generate.relation import Judge, Verdict, missing_terms
 from crag.protocols import LLM, Completion, TokenStream, stream_completion
-from crag.text import approx_tokens, detect_language
+from crag.text import detect_language
 from crag.types import Bearer, Citation, Claim, Strip
 
 DEFAULT_MAX_SOURCES = 5
@@ -131,9 +131,7 @@ class _Attempt:
             gate.feed(done.text)
         else:
             stream = stream_completion(self.llm, messages, max_tokens=self.max_tokens, temperature=self.temperature)
-            done = _pass_on(stream, gate, self.on_piece)
-            if gate.spent:
-                return gate, done  # stopped at a dropped sentence: the rest is unwritten, not a sentence
+            done = _pass_on(stream, gate.feed, self.on_piece)
         gate.finish()
         return gate, done
 
@@ -290,11 +288,9 @@ def claim_citations(claims: Sequence[Claim], sources: Sequence[Strip]) -> list[C
     return sorted(out.values(), key=lambda c: c.id)
 
 
-def _pass_on(stream: TokenStream, gate: SentenceGate, on_piece: Callable[[str], None] | None) -> Completion:
-    """Hand each delta of ``stream`` to ``gate``; return the Completion. The stream is closed
-    on the way out, so an exception from ``on_piece`` or the gate stops the model at once, and
-    so does a dropped sentence: what the model writes after it is never shown (the reply so far
-    is the Completion's text; the budget charges what was written)."""
+def _pass_on(stream: TokenStream, feed: Callable[[str], None], on_piece: Callable[[str], None] | None) -> Completion:
+    """Hand each delta of ``stream`` to ``feed``; return the Completion. The stream is closed
+    on the way out, so an exception from ``on_piece`` or ``feed`` stops the model at once."""
     try:
         while True:
             try:
@@ -305,8 +301,6 @@ def _pass_on(stream: TokenStream, gate: SentenceGate, on_piece: Callable[[str], 
             if on_piece is not None:
                 on_piece(piece)
             if piece:  # "": the model is still reading its prompt (a chance to stop it, no text)
-                gate.feed(piece)
-                if gate.spent:
-                    return Completion(gate.raw, completion_tokens=approx_tokens(gate.raw))
+                feed(piece)
     finally:
         stream.close()

@@ -18,8 +18,7 @@ complete and has passed the checks a finished answer gets:
   escalation may still replace it; the caller decides when a refusal is final.
 
 A sentence that fails is dropped, never shown, and so is everything after it: what follows
-an invented sentence builds on it (small models answer, then explain in their own words), so a
-streamed reply is stopped there (:attr:`SentenceGate.spent`).
+an invented sentence builds on it (small models answer, then explain in their own words).
 Sentences that claim nothing ("According to
 the sources,") wait for the next sentence that does. Whatever was handed on is exactly the
 answer's text (:attr:`SentenceGate.text`): nothing shown is taken back.
@@ -132,12 +131,6 @@ class SentenceGate:
     @property
     def answered(self) -> bool:
         return bool(self.claims)
-
-    @property
-    def spent(self) -> bool:
-        """A sentence was dropped: nothing the model writes after it can be shown, and the verdict
-        is settled, so a streaming caller stops the model here instead of reading the rest."""
-        return bool(self.dropped)
 
     def verdict(self) -> str:
         """``answer``, or why the reply is none: ``empty``, ``declined``, ``restates the question``,
